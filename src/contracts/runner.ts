@@ -1,0 +1,133 @@
+/**
+ * Runner API contract (`/internal/v1/*`): the only boundary between the Worker and GPU runners.
+ *
+ * Glossary
+ * - job: one voice conversion waiting in the JobBroker.
+ * - lease: a runner's exclusive, time-limited claim on a job. It is kept alive by heartbeats and ends in
+ *   exactly one of complete, fail or release. A lease that is not heartbeated before `lease_expires_at`
+ *   is lost: the job goes back to the broker with its attempt count raised.
+ * - attempt: how many times the job has been leased, starting at 1.
+ *
+ * Runners authenticate with a token from `POST /oauth2/token` for scope `voice-conversion-api/runner`.
+ * Every JSON response uses the service envelope `{ success, data }` / `{ success: false, message, code }`.
+ */
+import { z } from "zod";
+
+export const RUNNER_SCOPE = "voice-conversion-api/runner";
+
+export const ENGINE_NAMES = ["dsp", "rvc"] as const;
+export const EngineName = z.enum(ENGINE_NAMES);
+export type EngineName = z.infer<typeof EngineName>;
+
+/** POST /internal/v1/leases — lease up to `capacity` jobs, waiting up to `wait_seconds` for one. */
+export const LeaseRequest = z.object({
+	runner_id: z.string().min(1).max(128),
+	capacity: z.number().int().min(1).max(32),
+	wait_seconds: z.number().min(0).max(25).default(20),
+	/** Voices whose models the runner has loaded: their jobs are preferred (model affinity). */
+	loaded_voice_ids: z.array(z.uuid()).max(64).default([]),
+	/** Engines this runner can run; jobs for other engines are never leased to it. */
+	engines: z.array(EngineName).min(1).default(["dsp"]),
+});
+export type LeaseRequest = z.infer<typeof LeaseRequest>;
+
+export const ModelArtifact = z.object({
+	/** Role of the file for the engine, e.g. `synthesizer`, `contentvec`, `rmvpe`, `index`. */
+	name: z.string(),
+	url: z.url(),
+	sha256: z.string().regex(/^[0-9a-f]{64}$/),
+	size_bytes: z.number().int().nonnegative(),
+});
+export type ModelArtifact = z.infer<typeof ModelArtifact>;
+
+export const VoiceDescriptor = z.object({
+	id: z.uuid(),
+	name: z.string(),
+	engine: EngineName,
+	/** Engine-specific parameters (for `dsp`: formant_shift, brightness, ...; for `rvc`: sample_rate, f0 settings). */
+	params: z.record(z.string(), z.unknown()),
+	artifacts: z.array(ModelArtifact),
+});
+export type VoiceDescriptor = z.infer<typeof VoiceDescriptor>;
+
+export const Lease = z.object({
+	lease_id: z.string(),
+	conversion_id: z.uuid(),
+	attempt: z.number().int().min(1),
+	lease_expires_at: z.iso.datetime(),
+	/** Heartbeat at least this often (seconds); the lease lasts about three intervals. */
+	heartbeat_interval_seconds: z.number().positive(),
+	voice: VoiceDescriptor,
+	source: z.object({
+		/** Signed GET of the source bytes (supports Range). */
+		url: z.url(),
+		mime_type: z.string(),
+		/** Format found by preprocessing from the bytes: `wav`, `flac` or `mp3`. */
+		format: z.enum(["wav", "flac", "mp3"]),
+		sample_rate: z.number().int().positive(),
+		channels: z.number().int().positive(),
+		duration_seconds: z.number().nonnegative(),
+		size_bytes: z.number().int().nonnegative(),
+	}),
+	output: z.object({
+		/** Signed PUT for the output WAV; send `Content-Type: audio/wav`. */
+		url: z.url(),
+		content_type: z.literal("audio/wav"),
+	}),
+	semitones: z.number().int().min(-12).max(12),
+	use_preview: z.boolean(),
+	/** When `use_preview`, convert only the first this-many seconds. */
+	preview_seconds: z.number().positive(),
+});
+export type Lease = z.infer<typeof Lease>;
+
+export const LeaseResponse = z.object({ leases: z.array(Lease) });
+export type LeaseResponse = z.infer<typeof LeaseResponse>;
+
+/** POST /internal/v1/leases/{lease_id}/heartbeat — 200 with the new expiry; 409 `lease_lost` if it is gone. */
+export const HeartbeatRequest = z.object({
+	/** Optional progress, 0..1, for operators. */
+	progress: z.number().min(0).max(1).optional(),
+});
+export const HeartbeatResponse = z.object({ lease_expires_at: z.iso.datetime() });
+
+/** POST /internal/v1/leases/{lease_id}/complete — after the output was PUT to `output.url`. */
+export const CompleteRequest = z.object({
+	output: z.object({
+		size_bytes: z.number().int().positive(),
+		duration_seconds: z.number().positive(),
+		sample_rate: z.number().int().positive(),
+		channels: z.number().int().positive(),
+	}),
+	metrics: z
+		.object({
+			processing_seconds: z.number().nonnegative(),
+			real_time_factor: z.number().nonnegative(),
+			execution_provider: z.string(),
+		})
+		.partial()
+		.optional(),
+});
+export type CompleteRequest = z.infer<typeof CompleteRequest>;
+
+/**
+ * Why a job failed. `permanent` failures fail the conversion at once; `transient` ones put the job back
+ * (until the maximum attempts). The reason picks the client-facing `error_message`.
+ */
+export const FAILURE_REASONS = ["corrupted_source", "unsupported_format", "too_large", "internal"] as const;
+export const FailRequest = z.object({
+	kind: z.enum(["transient", "permanent"]),
+	reason: z.enum(FAILURE_REASONS),
+	/** Operator-facing detail; logged, not shown verbatim to clients. */
+	message: z.string().max(2000),
+});
+export type FailRequest = z.infer<typeof FailRequest>;
+
+/** POST /internal/v1/leases/{lease_id}/release — give the job back unfinished (shutdown); no attempt is charged. */
+export const ReleaseRequest = z.object({ reason: z.string().max(500).default("runner shutting down") });
+
+/** Error `code`s the runner acts on. */
+export const RUNNER_ERROR_CODES = {
+	/** 409: the lease expired or was taken over; stop work on it, do not complete. */
+	LEASE_LOST: "lease_lost",
+} as const;
