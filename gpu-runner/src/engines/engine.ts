@@ -1,0 +1,51 @@
+/**
+ * The one interface every conversion engine implements. Engines see planar float PCM in blocks, never a
+ * whole file, so a long source never sits in memory as floats. The pipeline around an engine decodes the
+ * source, trims previews, converts to the engine's `inputFormat` (resample, downmix), and encodes what the
+ * engine yields as WAV in its `outputFormat`.
+ *
+ * Contract: the total duration an engine yields equals the duration it was given, within 10 ms.
+ */
+import type { EngineName, VoiceDescriptor } from "../../../src/contracts/runner.ts";
+
+export interface PcmFormat {
+	sampleRate: number;
+	channels: number;
+}
+
+/** Planar PCM: `channels[c][i]` is sample i of channel c, nominally in [-1, 1]. All channels have the same length. */
+export interface AudioBlock {
+	sampleRate: number;
+	channels: Float32Array[];
+}
+
+export interface EngineJob {
+	voice: VoiceDescriptor;
+	/** Pitch shift in semitones, -12..12. */
+	semitones: number;
+	/** Local paths of the voice's model artifacts, by artifact name, already verified by checksum. */
+	artifactPaths: ReadonlyMap<string, string>;
+	/** Format of the blocks `convert` will receive (the engine's `inputFormat` for this job). */
+	input: PcmFormat;
+}
+
+export interface EngineInfo {
+	name: EngineName;
+	/** Where inference runs, e.g. `cpu`, `cuda`, `webgpu`; reported in health and metrics. */
+	executionProvider: string;
+	details?: Record<string, unknown>;
+}
+
+export interface Engine {
+	readonly name: EngineName;
+	/** Load runtimes and run a self-test; throws if the engine cannot run on this machine. */
+	init(): Promise<EngineInfo>;
+	/** The format the engine wants its input in, given the source format and voice. */
+	inputFormat(source: PcmFormat, voice: VoiceDescriptor): PcmFormat;
+	/** The format of the blocks `convert` yields. */
+	outputFormat(source: PcmFormat, voice: VoiceDescriptor): PcmFormat;
+	/** Convert a stream of blocks. Must stop promptly when `signal` aborts. */
+	convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock>;
+	/** Release models and sessions. */
+	dispose(): Promise<void>;
+}
