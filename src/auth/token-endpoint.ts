@@ -1,0 +1,112 @@
+/**
+ * `POST /oauth2/token`: OAuth 2.0 client credentials (RFC 6749 §4.4). Credentials come in the form body or as
+ * HTTP Basic (§2.3.1). Errors keep RFC 6749 §5.2's `error` / `error_description` and add the spec's `message`;
+ * per the spec, wrong credentials or scope are 401.
+ */
+import { eq } from "drizzle-orm";
+import { z } from "zod";
+import { database } from "../db/client.ts";
+import { apiClients } from "../db/schema.ts";
+import { MAX_JSON_BODY_BYTES, mediaType, readLimitedText } from "../http/request-body.ts";
+import { defineRoute } from "../http/route.ts";
+import { issueAccessToken } from "./access-tokens.ts";
+import { clientSecretMatches } from "./client-secrets.ts";
+import { BASE_SCOPE, RUNNER_SCOPE, TOKEN_LIFETIME_SECONDS } from "./scopes.ts";
+
+type OAuthError = "invalid_request" | "invalid_client" | "unsupported_grant_type" | "invalid_scope";
+
+const NO_STORE = { "Cache-Control": "no-store", Pragma: "no-cache" };
+
+function oauthError(status: number, error: OAuthError, description: string, basicChallenge = false): Response {
+	const headers: Record<string, string> = { ...NO_STORE };
+	if (status === 401) {
+		headers["WWW-Authenticate"] = basicChallenge
+			? 'Basic realm="voice-conversion-api"'
+			: 'Bearer realm="voice-conversion-api"';
+	}
+	return Response.json(
+		{ success: false, error, error_description: description, message: description, code: error },
+		{ status, headers },
+	);
+}
+
+function basicCredentials(request: Request): { id: string; secret: string } | "malformed" | null {
+	const header = request.headers.get("Authorization");
+	if (!header) return null;
+	const match = /^Basic +([A-Za-z0-9+/]+=*)$/i.exec(header.trim());
+	if (!match?.[1]) return "malformed";
+	try {
+		const decoded = atob(match[1]);
+		const colon = decoded.indexOf(":");
+		if (colon < 0) return "malformed";
+		// RFC 6749 §2.3.1: id and secret are form-urlencoded before being joined.
+		return { id: decodeURIComponent(decoded.slice(0, colon)), secret: decodeURIComponent(decoded.slice(colon + 1)) };
+	} catch {
+		return "malformed";
+	}
+}
+
+export const TokenResponse = z.object({
+	access_token: z.string(),
+	expires_in: z.literal(TOKEN_LIFETIME_SECONDS),
+	token_type: z.literal("Bearer"),
+});
+
+export const tokenRoute = defineRoute({
+	method: "POST",
+	path: "/oauth2/token",
+	auth: "none",
+	summary: "Exchange client credentials for an access token",
+	tags: ["Authentication"],
+	responses: {
+		200: { description: "Access token (not wrapped in the envelope)", schema: TokenResponse },
+		400: { description: "Malformed request or unsupported grant type" },
+		401: { description: "Wrong client credentials or scope" },
+	},
+	async handler({ request, env }) {
+		if (mediaType(request) !== "application/x-www-form-urlencoded") {
+			return oauthError(400, "invalid_request", "Content-Type must be application/x-www-form-urlencoded");
+		}
+		const form = new URLSearchParams(await readLimitedText(request, MAX_JSON_BODY_BYTES));
+		const grantType = form.get("grant_type");
+		if (!grantType) return oauthError(400, "invalid_request", "grant_type is required");
+		if (grantType !== "client_credentials") {
+			return oauthError(400, "unsupported_grant_type", "Only grant_type=client_credentials is supported");
+		}
+		const basic = basicCredentials(request);
+		if (basic === "malformed") return oauthError(401, "invalid_client", "Malformed HTTP Basic credentials", true);
+		const bodyId = form.get("client_id");
+		const bodySecret = form.get("client_secret");
+		if (basic && (bodySecret || (bodyId && bodyId !== basic.id))) {
+			return oauthError(
+				400,
+				"invalid_request",
+				"Send client credentials either as HTTP Basic or in the body, not both",
+			);
+		}
+		const clientId = basic?.id ?? bodyId;
+		const clientSecret = basic?.secret ?? bodySecret;
+		if (!clientId || !clientSecret) {
+			return oauthError(400, "invalid_request", "client_id and client_secret are required");
+		}
+		const scope = form.get("scope");
+		if (!scope) return oauthError(400, "invalid_request", "scope is required");
+
+		const client = await database(env).query.apiClients.findFirst({ where: eq(apiClients.id, clientId) });
+		const secretOk = client ? await clientSecretMatches(clientSecret, client.secretHash) : false;
+		if (!client || client.revokedAt || !secretOk) {
+			return oauthError(401, "invalid_client", "Client authentication failed", Boolean(basic));
+		}
+		const allowed = client.scopes.split(" ");
+		const requested = scope.split(" ").filter(Boolean);
+		const known = requested.every((s) => s === BASE_SCOPE || s === RUNNER_SCOPE);
+		if (requested.length !== 1 || !known || !allowed.includes(scope)) {
+			return oauthError(401, "invalid_scope", `Scope "${scope}" is not granted to this client`);
+		}
+		const accessToken = await issueAccessToken(env, { accountId: client.accountId, clientId: client.id, scope });
+		return Response.json(
+			{ access_token: accessToken, expires_in: TOKEN_LIFETIME_SECONDS, token_type: "Bearer" },
+			{ headers: NO_STORE },
+		);
+	},
+});

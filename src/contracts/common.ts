@@ -1,0 +1,22 @@
+/** Shapes shared by every resource: ids, timestamps, the envelope and the error body. */
+import { z } from "zod";
+
+export const Id = z.uuid();
+export const Timestamp = z.iso.datetime();
+
+export const IdParams = z.object({ id: z.uuid() });
+
+export const ErrorBody = z.object({
+	success: z.literal(false),
+	message: z.string(),
+	code: z.string(),
+	errors: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
+});
+
+export const envelope = <T extends z.ZodType>(data: T) => z.object({ success: z.literal(true), data });
+
+/** Cursor pagination for list endpoints: newest first, `next_cursor` null on the last page. */
+export const ListQuery = z.object({
+	limit: z.coerce.number().int().min(1).max(100).default(20),
+	cursor: z.string().max(200).optional(),
+});

@@ -1,0 +1,209 @@
+/**
+ * D1 schema: the source of truth for everything a client can see. Timestamps are ISO 8601 UTC strings
+ * (they sort as text and are what the API returns); JSON columns hold small arrays and objects.
+ * Migrations in `migrations/` are generated from this file by `npm run db:generate`.
+ */
+import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+
+export const accounts = sqliteTable("accounts", {
+	id: text("id").primaryKey(),
+	name: text("name").notNull(),
+	createdAt: text("created_at").notNull(),
+});
+
+/** OAuth client credentials. Only a SHA-256 hash of the (high-entropy, generated) secret is stored. */
+export const apiClients = sqliteTable(
+	"api_clients",
+	{
+		id: text("id").primaryKey(),
+		accountId: text("account_id")
+			.notNull()
+			.references(() => accounts.id),
+		name: text("name").notNull(),
+		secretHash: text("secret_hash").notNull(),
+		/** Space-separated scopes the client may ask for. */
+		scopes: text("scopes").notNull(),
+		createdAt: text("created_at").notNull(),
+		revokedAt: text("revoked_at"),
+	},
+	(t) => [index("api_clients_account_idx").on(t.accountId)],
+);
+
+export type VoiceArtifact = { name: string; key: string; sha256: string; size_bytes: number };
+
+export const voices = sqliteTable("voices", {
+	id: text("id").primaryKey(),
+	name: text("name").notNull().unique(),
+	tags: text("tags", { mode: "json" }).$type<string[]>().notNull(),
+	engine: text("engine", { enum: ["dsp", "rvc"] }).notNull(),
+	engineParams: text("engine_params", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
+	imageKey: text("image_key"),
+	sampleKey: text("sample_key"),
+	artifacts: text("artifacts", { mode: "json" }).$type<VoiceArtifact[]>().notNull(),
+	isActive: integer("is_active", { mode: "boolean" }).notNull().default(true),
+	createdAt: text("created_at").notNull(),
+	updatedAt: text("updated_at").notNull(),
+});
+
+export const UPLOAD_STATUSES = ["awaiting_upload", "uploaded"] as const;
+export const PREPROCESSING_STATUSES = ["pending", "processing", "ready", "failed"] as const;
+
+export const audioFiles = sqliteTable(
+	"audio_files",
+	{
+		id: text("id").primaryKey(),
+		accountId: text("account_id")
+			.notNull()
+			.references(() => accounts.id),
+		fileName: text("file_name").notNull(),
+		mimeType: text("mime_type").notNull(),
+		objectKey: text("object_key").notNull(),
+		uploadStatus: text("upload_status", { enum: UPLOAD_STATUSES }).notNull(),
+		uploadUrlExpiresAt: text("upload_url_expires_at").notNull(),
+		uploadedAt: text("uploaded_at"),
+		sizeBytes: integer("size_bytes"),
+		preprocessingStatus: text("preprocessing_status", { enum: PREPROCESSING_STATUSES }).notNull(),
+		/** Stable code (`empty_file`, `corrupted`, `unsupported_format`, `too_large`, ...) and a readable reason. */
+		preprocessingErrorCode: text("preprocessing_error_code"),
+		preprocessingError: text("preprocessing_error"),
+		format: text("format", { enum: ["wav", "flac", "mp3"] }),
+		sampleRate: integer("sample_rate"),
+		channels: integer("channels"),
+		durationSeconds: real("duration_seconds"),
+		createdAt: text("created_at").notNull(),
+		updatedAt: text("updated_at").notNull(),
+		deletedAt: text("deleted_at"),
+	},
+	(t) => [index("audio_files_account_created_idx").on(t.accountId, t.createdAt)],
+);
+
+export const CONVERSION_STATUSES = ["pending_preprocessing", "queued", "processing", "completed", "failed"] as const;
+export type ConversionStatus = (typeof CONVERSION_STATUSES)[number];
+
+export const voiceConversions = sqliteTable(
+	"voice_conversions",
+	{
+		id: text("id").primaryKey(),
+		accountId: text("account_id")
+			.notNull()
+			.references(() => accounts.id),
+		audioFileId: text("audio_file_id")
+			.notNull()
+			.references(() => audioFiles.id),
+		voiceModelId: text("voice_model_id")
+			.notNull()
+			.references(() => voices.id),
+		pitchShift: text("pitch_shift").notNull(),
+		usePreview: integer("use_preview", { mode: "boolean" }).notNull(),
+		status: text("status", { enum: CONVERSION_STATUSES }).notNull(),
+		errorCode: text("error_code"),
+		errorMessage: text("error_message"),
+		/** Leases granted so far (kept in step with the JobBroker). */
+		attempts: integer("attempts").notNull().default(0),
+		outputKey: text("output_key"),
+		outputSizeBytes: integer("output_size_bytes"),
+		outputDurationSeconds: real("output_duration_seconds"),
+		/** When the job was last sent on `conversion-jobs` (the safety net re-sends lost ones). */
+		dispatchedAt: text("dispatched_at"),
+		createdAt: text("created_at").notNull(),
+		queuedAt: text("queued_at"),
+		processingStartedAt: text("processing_started_at"),
+		completedAt: text("completed_at"),
+		failedAt: text("failed_at"),
+		updatedAt: text("updated_at").notNull(),
+	},
+	(t) => [
+		index("voice_conversions_account_created_idx").on(t.accountId, t.createdAt),
+		index("voice_conversions_audio_status_idx").on(t.audioFileId, t.status),
+		index("voice_conversions_status_idx").on(t.status, t.updatedAt),
+	],
+);
+
+export const webhookSubscriptions = sqliteTable(
+	"webhook_subscriptions",
+	{
+		id: text("id").primaryKey(),
+		accountId: text("account_id")
+			.notNull()
+			.references(() => accounts.id),
+		url: text("url").notNull(),
+		description: text("description"),
+		events: text("events", { mode: "json" }).$type<string[]>().notNull(),
+		isActive: integer("is_active", { mode: "boolean" }).notNull(),
+		/** AES-GCM ciphertext of the signing secret, with its IV and the version of the key that sealed it. */
+		secretCiphertext: text("secret_ciphertext").notNull(),
+		secretIv: text("secret_iv").notNull(),
+		secretKeyVersion: text("secret_key_version").notNull(),
+		lastSuccessAt: text("last_success_at"),
+		lastFailureAt: text("last_failure_at"),
+		consecutiveFailures: integer("consecutive_failures").notNull().default(0),
+		createdAt: text("created_at").notNull(),
+		updatedAt: text("updated_at").notNull(),
+		deletedAt: text("deleted_at"),
+	},
+	(t) => [index("webhook_subscriptions_account_idx").on(t.accountId)],
+);
+
+export const DELIVERY_STATUSES = ["pending", "delivered", "failed", "abandoned"] as const;
+
+/** One row per delivery attempt. */
+export const webhookDeliveries = sqliteTable(
+	"webhook_deliveries",
+	{
+		id: text("id").primaryKey(),
+		subscriptionId: text("subscription_id")
+			.notNull()
+			.references(() => webhookSubscriptions.id),
+		accountId: text("account_id").notNull(),
+		eventId: text("event_id").notNull(),
+		eventType: text("event_type").notNull(),
+		attempt: integer("attempt").notNull(),
+		status: text("status", { enum: DELIVERY_STATUSES }).notNull(),
+		responseCode: integer("response_code"),
+		error: text("error"),
+		durationMs: integer("duration_ms"),
+		createdAt: text("created_at").notNull(),
+		completedAt: text("completed_at"),
+		nextRetryAt: text("next_retry_at"),
+		deletedAt: text("deleted_at"),
+	},
+	(t) => [index("webhook_deliveries_subscription_created_idx").on(t.subscriptionId, t.createdAt)],
+);
+
+/** Transactional outbox: written in the same D1 batch as the transition that caused the event. */
+export const events = sqliteTable(
+	"events",
+	{
+		id: text("id").primaryKey(),
+		accountId: text("account_id").notNull(),
+		type: text("type").notNull(),
+		subjectId: text("subject_id").notNull(),
+		payload: text("payload", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
+		createdAt: text("created_at").notNull(),
+		sentAt: text("sent_at"),
+	},
+	(t) => [
+		index("events_unsent_idx").on(t.sentAt, t.createdAt),
+		uniqueIndex("events_type_subject_idx").on(t.type, t.subjectId),
+	],
+);
+
+/** Replays of `Idempotency-Key` requests for 24 hours. */
+export const idempotencyKeys = sqliteTable(
+	"idempotency_keys",
+	{
+		accountId: text("account_id").notNull(),
+		key: text("key").notNull(),
+		/** `METHOD path`: a key is scoped to one operation. */
+		operation: text("operation").notNull(),
+		requestHash: text("request_hash").notNull(),
+		responseStatus: integer("response_status"),
+		responseBody: text("response_body"),
+		createdAt: text("created_at").notNull(),
+		expiresAt: text("expires_at").notNull(),
+	},
+	(t) => [
+		primaryKey({ columns: [t.accountId, t.operation, t.key] }),
+		index("idempotency_keys_expires_idx").on(t.expiresAt),
+	],
+);

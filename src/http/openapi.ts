@@ -1,0 +1,44 @@
+/** The OpenAPI 3.1 document, generated from the same route definitions and zod schemas that validate requests. */
+import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-openapi";
+import type { z } from "zod";
+import { ErrorBody } from "../contracts/common.ts";
+import type { RouteDefinition } from "./route.ts";
+
+export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl: string) {
+	const registry = new OpenAPIRegistry();
+	registry.registerComponent("securitySchemes", "bearerAuth", { type: "http", scheme: "bearer", bearerFormat: "JWT" });
+	for (const route of routes) {
+		if (route.internal || route.method === "HEAD") continue;
+		const responses: Record<string, { description: string; content?: Record<string, { schema: z.ZodType }> }> = {};
+		for (const [status, spec] of Object.entries(route.responses)) {
+			const schema = spec.schema ?? (Number(status) >= 400 ? ErrorBody : undefined);
+			responses[status] = schema
+				? { description: spec.description, content: { "application/json": { schema } } }
+				: { description: spec.description };
+		}
+		registry.registerPath({
+			method: route.method.toLowerCase() as "get",
+			path: route.path,
+			summary: route.summary,
+			tags: route.tags,
+			...(route.auth === "none" ? {} : { security: [{ bearerAuth: [] }] }),
+			request: {
+				...(route.params ? { params: route.params as z.ZodObject } : {}),
+				...(route.query ? { query: route.query as z.ZodObject } : {}),
+				...(route.headers ? { headers: route.headers } : {}),
+				...(route.body ? { body: { content: { "application/json": { schema: route.body } }, required: true } } : {}),
+			},
+			responses,
+		});
+	}
+	return new OpenApiGeneratorV31(registry.definitions).generateDocument({
+		openapi: "3.1.0",
+		info: {
+			title: "Voice Conversion API",
+			version: "1.0.0",
+			description:
+				"Convert a recording into the same performance in a chosen voice. Obtain a token at /oauth2/token (client credentials), then call /api/v1/*.",
+		},
+		servers: [{ url: serverUrl }],
+	});
+}

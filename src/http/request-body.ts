@@ -1,0 +1,53 @@
+import { ApiError, badRequest } from "./errors.ts";
+
+/** JSON request bodies are small; anything bigger is a client mistake (uploads go to storage addresses). */
+export const MAX_JSON_BODY_BYTES = 64 * 1024;
+
+/** Reads at most `limit` bytes of a body, refusing with 413 as soon as it grows past it. */
+export async function readLimitedText(request: Request, limit: number): Promise<string> {
+	const declared = Number(request.headers.get("Content-Length") ?? Number.NaN);
+	if (declared > limit) throw tooLarge(limit);
+	if (!request.body) return "";
+	const reader = request.body.getReader();
+	const chunks: Uint8Array[] = [];
+	let total = 0;
+	for (;;) {
+		const { done, value } = await reader.read();
+		if (done) break;
+		total += value.byteLength;
+		if (total > limit) {
+			await reader.cancel();
+			throw tooLarge(limit);
+		}
+		chunks.push(value);
+	}
+	const bytes = new Uint8Array(total);
+	let offset = 0;
+	for (const chunk of chunks) {
+		bytes.set(chunk, offset);
+		offset += chunk.byteLength;
+	}
+	return new TextDecoder().decode(bytes);
+}
+
+const tooLarge = (limit: number) =>
+	new ApiError(413, "payload_too_large", `Request body exceeds the limit of ${limit} bytes`);
+
+export function mediaType(request: Request): string {
+	return (request.headers.get("Content-Type") ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+}
+
+/** Parses a JSON body: 415 for another content type, 413 when too large, 400 for malformed JSON. */
+export async function readJsonBody(request: Request): Promise<unknown> {
+	const type = mediaType(request);
+	if (type !== "application/json" && !type.endsWith("+json")) {
+		throw new ApiError(415, "unsupported_media_type", "Content-Type must be application/json");
+	}
+	const text = await readLimitedText(request, MAX_JSON_BODY_BYTES);
+	if (text.trim() === "") throw badRequest("Request body is empty; a JSON object is required");
+	try {
+		return JSON.parse(text);
+	} catch {
+		throw badRequest("Request body is not valid JSON");
+	}
+}

@@ -1,0 +1,79 @@
+/**
+ * Builds the itty-router from route definitions: authentication, validation of params, query and body, and
+ * the error envelope for everything that goes wrong, including unknown routes (404) and methods (405).
+ */
+import { type IRequest, Router } from "itty-router";
+import type { TokenClaims } from "../auth/access-tokens.ts";
+import { authenticate } from "../auth/authenticate.ts";
+import { ApiError, renderError, validationError } from "./errors.ts";
+import { readJsonBody } from "./request-body.ts";
+import type { RouteDefinition } from "./route.ts";
+
+type Args = [Env, ExecutionContext];
+
+const toIttyPath = (path: string) => path.replace(/\{(\w+)(\+?)\}/g, ":$1$2");
+
+function queryObject(url: URL): Record<string, string> {
+	// Repeated keys keep their last value; no endpoint takes list-valued query parameters.
+	return Object.fromEntries(url.searchParams.entries());
+}
+
+function runRoute(route: RouteDefinition) {
+	return async (request: IRequest, env: Env, ctx: ExecutionContext): Promise<Response> => {
+		const auth: TokenClaims | null =
+			route.auth === "none" ? null : await authenticate(request as unknown as Request, env, route.auth);
+		const url = new URL(request.url);
+		const params = route.params ? route.params.safeParse(request.params) : null;
+		if (params && !params.success) {
+			// A malformed id can never name an existing resource.
+			throw new ApiError(404, "not_found", "Resource not found");
+		}
+		const query = route.query ? route.query.safeParse(queryObject(url)) : null;
+		if (query && !query.success) throw validationError(query.error, "query");
+		let body: unknown;
+		if (route.body) {
+			const parsed = route.body.safeParse(await readJsonBody(request as unknown as Request));
+			if (!parsed.success) throw validationError(parsed.error);
+			body = parsed.data;
+		}
+		return route.handler({
+			request: request as unknown as Request,
+			env,
+			ctx,
+			url,
+			params: params?.data,
+			query: query?.data,
+			body,
+			auth: auth as TokenClaims,
+		});
+	};
+}
+
+export function buildRouter(routes: RouteDefinition[]) {
+	const router = Router<IRequest, Args>({
+		catch: (error, request) => renderError(error, request as unknown as Request),
+	});
+	const patterns: { method: string; regex: RegExp }[] = [];
+	for (const route of routes) {
+		const path = toIttyPath(route.path);
+		router[route.method.toLowerCase() as "get"](path, runRoute(route));
+		const entry = router.routes.at(-1);
+		if (entry) patterns.push({ method: route.method, regex: entry[1] });
+	}
+	return {
+		async fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
+			const response = await router.fetch(request as unknown as IRequest, env, ctx);
+			if (response) return response;
+			const { pathname } = new URL(request.url);
+			const allowed = [...new Set(patterns.filter((p) => p.regex.test(pathname)).map((p) => p.method))];
+			if (allowed.length > 0) {
+				return renderError(
+					new ApiError(405, "method_not_allowed", `Method ${request.method} is not allowed on ${pathname}`, {
+						headers: { Allow: allowed.join(", ") },
+					}),
+				);
+			}
+			return renderError(new ApiError(404, "not_found", `No route for ${request.method} ${pathname}`));
+		},
+	};
+}

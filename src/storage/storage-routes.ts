@@ -1,0 +1,160 @@
+/**
+ * The routes behind signed storage addresses. No bearer token: the address carries its own authorization.
+ * Downloads stream from R2 with Range support; uploads stream into R2 while bytes are counted, so a body is
+ * never held whole in memory and one at or over its limit is refused without keeping anything.
+ */
+import { z } from "zod";
+import { ApiError } from "../http/errors.ts";
+import { mediaType } from "../http/request-body.ts";
+import { defineRoute } from "../http/route.ts";
+import { STORAGE_PATH_PREFIX, verifyStorageUrl } from "./signed-url.ts";
+import { uploadHookFor } from "./upload-hooks.ts";
+
+const StorageParams = z.object({ key: z.string().min(1) });
+const path = `${STORAGE_PATH_PREFIX}{key+}`;
+
+function objectHeaders(object: R2Object, expiresAt: Date): Headers {
+	const headers = new Headers();
+	object.writeHttpMetadata(headers);
+	headers.set("ETag", object.httpEtag);
+	headers.set("Accept-Ranges", "bytes");
+	const maxAge = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
+	headers.set("Cache-Control", `private, max-age=${maxAge}`);
+	if (!headers.has("Content-Type")) headers.set("Content-Type", "application/octet-stream");
+	return headers;
+}
+
+/** Parses a single `bytes=` range against the object size; null when absent. Multi-range requests get the whole object. */
+function parseRange(header: string | null, size: number): R2Range | "unsatisfiable" | null {
+	if (!header) return null;
+	const match = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+	if (!match) return null;
+	const [, startText = "", endText = ""] = match;
+	if (startText === "" && endText === "") return null;
+	if (startText === "") {
+		const suffix = Number(endText);
+		if (suffix === 0) return "unsatisfiable";
+		return { suffix: Math.min(suffix, size) };
+	}
+	const offset = Number(startText);
+	if (offset >= size) return "unsatisfiable";
+	const end = endText === "" ? size - 1 : Math.min(Number(endText), size - 1);
+	if (end < offset) return "unsatisfiable";
+	return { offset, length: end - offset + 1 };
+}
+
+async function download(request: Request, env: Env, url: URL): Promise<Response> {
+	const grant = await verifyStorageUrl(env, url, request.method);
+	const head = await env.BUCKET.head(grant.key);
+	if (!head) throw new ApiError(404, "not_found", "The object at this address does not exist (or was deleted)");
+	const range = parseRange(request.headers.get("Range"), head.size);
+	if (range === "unsatisfiable") {
+		return new Response(null, { status: 416, headers: { "Content-Range": `bytes */${head.size}` } });
+	}
+	if (request.method === "HEAD") {
+		const headers = objectHeaders(head, grant.expiresAt);
+		headers.set("Content-Length", String(head.size));
+		return new Response(null, { headers });
+	}
+	const object = await env.BUCKET.get(grant.key, range ? { range } : {});
+	if (!object) throw new ApiError(404, "not_found", "The object at this address does not exist (or was deleted)");
+	const headers = objectHeaders(object, grant.expiresAt);
+	if (range && object.range) {
+		const r = object.range as { offset?: number; length?: number; suffix?: number };
+		const offset = r.suffix !== undefined ? head.size - r.suffix : (r.offset ?? 0);
+		const length = r.suffix !== undefined ? r.suffix : (r.length ?? head.size - offset);
+		headers.set("Content-Range", `bytes ${offset}-${offset + length - 1}/${head.size}`);
+		headers.set("Content-Length", String(length));
+		return new Response(object.body, { status: 206, headers });
+	}
+	headers.set("Content-Length", String(object.size));
+	return new Response(object.body, { headers });
+}
+
+async function upload(request: Request, env: Env, url: URL): Promise<Response> {
+	const grant = await verifyStorageUrl(env, url, request.method);
+	if (grant.contentType && mediaType(request) !== grant.contentType.toLowerCase()) {
+		throw new ApiError(
+			415,
+			"unsupported_media_type",
+			`Content-Type must be ${grant.contentType}, the type this upload was registered with`,
+		);
+	}
+	const declared = request.headers.get("Content-Length");
+	if (declared === null || !/^\d+$/.test(declared)) {
+		throw new ApiError(411, "length_required", "Content-Length is required for uploads");
+	}
+	const length = Number(declared);
+	if (grant.maxBytes !== undefined && length >= grant.maxBytes) {
+		throw new ApiError(413, "payload_too_large", `Uploads must be smaller than ${grant.maxBytes} bytes`);
+	}
+	const hook = uploadHookFor(grant.key);
+	await hook?.beforePut?.(env, grant.key);
+
+	// R2 needs a stream of known length; FixedLengthStream also refuses a body longer or shorter than declared.
+	const fixed = new FixedLengthStream(length);
+	const piping = (request.body ?? new ReadableStream({ start: (c) => c.close() })).pipeTo(fixed.writable);
+	const [stored, piped] = await Promise.allSettled([
+		env.BUCKET.put(grant.key, fixed.readable, { httpMetadata: { contentType: grant.contentType } }),
+		piping,
+	]);
+	if (stored.status === "rejected" || piped.status === "rejected" || !stored.value) {
+		await env.BUCKET.delete(grant.key);
+		throw new ApiError(
+			400,
+			"upload_incomplete",
+			"The upload body did not match its Content-Length; nothing was stored",
+		);
+	}
+	const object = stored.value;
+	await hook?.afterPut?.(env, grant.key, object);
+	return new Response(null, { status: 200 });
+}
+
+const storageResponses = {
+	200: { description: "Object bytes (GET) or empty body (PUT)" },
+	206: { description: "Partial content for a Range request" },
+	403: { description: "Tampered, expired or wrong-method address" },
+	404: { description: "No object at this address" },
+};
+
+export const storageRoutes = [
+	defineRoute({
+		method: "GET",
+		path,
+		auth: "none",
+		internal: true,
+		summary: "Download through a signed address",
+		tags: ["Storage"],
+		params: StorageParams,
+		responses: storageResponses,
+		handler: ({ request, env, url }) => download(request, env, url),
+	}),
+	defineRoute({
+		method: "HEAD",
+		path,
+		auth: "none",
+		internal: true,
+		summary: "Object metadata through a signed GET address",
+		tags: ["Storage"],
+		params: StorageParams,
+		responses: storageResponses,
+		handler: ({ request, env, url }) => download(request, env, url),
+	}),
+	defineRoute({
+		method: "PUT",
+		path,
+		auth: "none",
+		internal: true,
+		summary: "Upload through a signed address",
+		tags: ["Storage"],
+		params: StorageParams,
+		responses: {
+			...storageResponses,
+			411: { description: "Content-Length missing" },
+			413: { description: "Too large" },
+			415: { description: "Wrong Content-Type" },
+		},
+		handler: ({ request, env, url }) => upload(request, env, url),
+	}),
+];

@@ -1,0 +1,47 @@
+import { randomBytes } from "node:crypto";
+import path from "node:path";
+import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
+import { defineConfig } from "vitest/config";
+
+const key = (id: string) => `${id}:${randomBytes(32).toString("base64url")}`;
+
+export default defineConfig(async () => {
+	const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
+	return {
+		test: {
+			projects: [
+				{
+					plugins: [
+						cloudflareTest({
+							wrangler: { configPath: "./wrangler.toml" },
+							remoteBindings: false,
+							miniflare: {
+								// Fresh keys for every run: tests never depend on a checked-in secret.
+								bindings: {
+									TEST_MIGRATIONS: migrations,
+									TOKEN_SIGNING_KEY: key("test-1"),
+									STORAGE_SIGNING_KEY: key("storage-1"),
+									WEBHOOK_SECRET_KEY: key("1"),
+								},
+							},
+						}),
+					],
+					test: {
+						name: "worker",
+						include: ["test/worker/**/*.test.ts"],
+						setupFiles: ["./test/worker/apply-migrations.ts"],
+					},
+				},
+				{
+					test: {
+						name: "node",
+						include: ["test/node/**/*.test.ts"],
+						environment: "node",
+						testTimeout: 120_000,
+						hookTimeout: 180_000,
+					},
+				},
+			],
+		},
+	};
+});
