@@ -43,3 +43,64 @@ export const revokeClient = (clientId: string, now = new Date()): AdminPlan<{ cl
 	statements: [updateSql("api_clients", { revoked_at: now.toISOString() }, { column: "id", value: clientId })],
 	output: { client_id: clientId },
 });
+
+export const VOICE_ENGINES = ["dsp", "rvc"] as const;
+
+export interface VoiceFields {
+	name?: string;
+	tags?: string[];
+	engine?: (typeof VOICE_ENGINES)[number];
+	params?: Record<string, unknown>;
+	imageKey?: string;
+	sampleKey?: string;
+	artifacts?: { name: string; key: string; sha256: string; size_bytes: number }[];
+	isActive?: boolean;
+}
+
+/** Object keys of a voice's files in the bucket. */
+export const voiceObjectKeys = (voiceId: string) => ({
+	image: (extension: string) => `voices/${voiceId}/image.${extension}`,
+	sample: (extension: string) => `voices/${voiceId}/sample.${extension}`,
+	artifact: (name: string) => `models/${voiceId}/${name}`,
+});
+
+function voiceColumns(fields: VoiceFields): Record<string, string | number | boolean | undefined> {
+	if (fields.name !== undefined && !fields.name.trim()) throw new Error("Voice name must not be empty");
+	if (fields.engine !== undefined && !VOICE_ENGINES.includes(fields.engine)) {
+		throw new Error(`Engine must be one of: ${VOICE_ENGINES.join(", ")}`);
+	}
+	const columns: Record<string, string | number | boolean | undefined> = {
+		name: fields.name?.trim(),
+		tags: fields.tags ? JSON.stringify(fields.tags) : undefined,
+		engine: fields.engine,
+		engine_params: fields.params ? JSON.stringify(fields.params) : undefined,
+		image_key: fields.imageKey,
+		sample_key: fields.sampleKey,
+		artifacts: fields.artifacts ? JSON.stringify(fields.artifacts) : undefined,
+		is_active: fields.isActive,
+	};
+	return Object.fromEntries(Object.entries(columns).filter(([, v]) => v !== undefined));
+}
+
+export function createVoice(
+	id: string,
+	fields: VoiceFields & { name: string; engine: (typeof VOICE_ENGINES)[number] },
+	now = new Date(),
+): AdminPlan<{ voice_id: string; name: string }> {
+	const row = {
+		id,
+		tags: "[]",
+		engine_params: "{}",
+		artifacts: "[]",
+		is_active: true,
+		...voiceColumns(fields),
+		created_at: now.toISOString(),
+		updated_at: now.toISOString(),
+	};
+	return { statements: [insertSql("voices", row)], output: { voice_id: id, name: fields.name.trim() } };
+}
+
+export function updateVoice(id: string, fields: VoiceFields, now = new Date()): AdminPlan<{ voice_id: string }> {
+	const set = { ...voiceColumns(fields), updated_at: now.toISOString() };
+	return { statements: [updateSql("voices", set, { column: "id", value: id })], output: { voice_id: id } };
+}

@@ -1,0 +1,118 @@
+/**
+ * Where admin commands act: the local D1 and R2 that `wrangler dev` uses (through wrangler's platform proxy,
+ * fast and offline), or the remote ones through the wrangler CLI (`--remote`).
+ */
+import { spawn } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { getPlatformProxy } from "wrangler";
+
+export const ROOT = path.resolve(import.meta.dirname, "../..");
+
+export interface AdminBackend {
+	execute(statements: string[]): Promise<void>;
+	query<T>(sql: string): Promise<T[]>;
+	putObject(key: string, bytes: Uint8Array, contentType: string): Promise<void>;
+	close(): Promise<void>;
+}
+
+export async function bucketName(): Promise<string> {
+	const toml = await readFile(path.join(ROOT, "wrangler.toml"), "utf8");
+	const match = /\[\[r2_buckets\]\][^[]*?bucket_name\s*=\s*"([^"]+)"/s.exec(toml);
+	if (!match?.[1]) throw new Error("No [[r2_buckets]] bucket_name in wrangler.toml");
+	return match[1];
+}
+
+/** The parts of the D1 and R2 bindings admin commands use (Node has no Workers types). */
+interface LocalEnv {
+	DB: {
+		prepare(sql: string): { all<T>(): Promise<{ results: T[] }> };
+		batch(statements: unknown[]): Promise<unknown>;
+	};
+	BUCKET: { put(key: string, value: Uint8Array, options: { httpMetadata: { contentType: string } }): Promise<unknown> };
+}
+
+export async function localBackend(persistTo?: string): Promise<AdminBackend> {
+	const proxy = await getPlatformProxy<LocalEnv>({
+		configPath: path.join(ROOT, "wrangler.toml"),
+		// Same layout as `wrangler --persist-to DIR` (which stores under DIR/v3).
+		persist: persistTo ? { path: path.join(persistTo, "v3") } : true,
+		remoteBindings: false,
+	});
+	const { DB, BUCKET } = proxy.env;
+	return {
+		async execute(statements) {
+			if (statements.length) await DB.batch(statements.map((s) => DB.prepare(s)));
+		},
+		async query<T>(sql: string) {
+			return (await DB.prepare(sql).all<T>()).results;
+		},
+		async putObject(key, bytes, contentType) {
+			await BUCKET.put(key, bytes, { httpMetadata: { contentType } });
+		},
+		close: () => proxy.dispose(),
+	};
+}
+
+function wrangler(args: string[]): Promise<string> {
+	return new Promise((resolve, reject) => {
+		const child = spawn("npx", ["wrangler", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+		let out = "";
+		let err = "";
+		child.stdout.on("data", (d) => {
+			out += d;
+		});
+		child.stderr.on("data", (d) => {
+			err += d;
+		});
+		child.on("close", (code) =>
+			code === 0 ? resolve(out) : reject(new Error(`wrangler ${args[0]} ${args[1]} failed:\n${err || out}`)),
+		);
+	});
+}
+
+export function remoteBackend(environment?: string): AdminBackend {
+	const envArgs = environment ? ["--env", environment] : [];
+	return {
+		async execute(statements) {
+			if (!statements.length) return;
+			const dir = await mkdtemp(path.join(tmpdir(), "vc-admin-"));
+			const file = path.join(dir, "statements.sql");
+			try {
+				await writeFile(file, statements.join("\n"));
+				await wrangler(["d1", "execute", "DB", "--remote", "--yes", "--file", file, ...envArgs]);
+			} finally {
+				await rm(dir, { recursive: true, force: true });
+			}
+		},
+		async query<T>(sql: string) {
+			const out = await wrangler(["d1", "execute", "DB", "--remote", "--json", "--command", sql, ...envArgs]);
+			const parsed = JSON.parse(out) as { results: T[] }[];
+			return parsed[0]?.results ?? [];
+		},
+		async putObject(key, bytes, contentType) {
+			const dir = await mkdtemp(path.join(tmpdir(), "vc-admin-"));
+			const file = path.join(dir, "object");
+			try {
+				await writeFile(file, bytes);
+				const target = `${await bucketName()}/${key}`;
+				await wrangler([
+					"r2",
+					"object",
+					"put",
+					target,
+					"--file",
+					file,
+					"--content-type",
+					contentType,
+					"--remote",
+					...envArgs,
+				]);
+			} finally {
+				await rm(dir, { recursive: true, force: true });
+			}
+		},
+		close: async () => {},
+	};
+}

@@ -1,0 +1,38 @@
+import { describe, expect, it } from "vitest";
+import { call, signedInClient } from "./helpers.ts";
+
+describe("error envelope", () => {
+	it("answers 404 for an unknown route", async () => {
+		const response = await call("/api/v1/nothing-here");
+		expect(response.status).toBe(404);
+		expect(await response.json()).toMatchObject({
+			success: false,
+			code: "not_found",
+			message: expect.stringMatching(/No route/),
+		});
+	});
+
+	it("answers 405 with Allow for a known path and an unsupported method", async () => {
+		const { api } = await signedInClient();
+		const response = await api("/api/v1/voices", { method: "DELETE" });
+		expect(response.status).toBe(405);
+		expect(response.headers.get("Allow")).toBe("GET");
+		expect(await response.json()).toMatchObject({ success: false, code: "method_not_allowed" });
+	});
+});
+
+describe("OpenAPI document", () => {
+	it("is OpenAPI 3.1 and documents the public routes with their schemas", async () => {
+		const response = await call("/openapi.json");
+		expect(response.status).toBe(200);
+		const doc = (await response.json()) as {
+			openapi: string;
+			paths: Record<string, Record<string, { security?: unknown[]; responses: Record<string, unknown> }>>;
+		};
+		expect(doc.openapi).toBe("3.1.0");
+		expect(doc.paths["/api/v1/voices"]?.get?.security).toEqual([{ bearerAuth: [] }]);
+		expect(doc.paths["/api/v1/voices/{id}"]?.get?.responses).toHaveProperty("404");
+		expect(doc.paths["/oauth2/token"]?.post).toBeDefined();
+		expect(Object.keys(doc.paths).some((p) => p.startsWith("/storage") || p.startsWith("/internal"))).toBe(false);
+	});
+});

@@ -1,0 +1,147 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { signStorageUrl } from "../../src/storage/signed-url.ts";
+import { call, ORIGIN } from "./helpers.ts";
+
+const inAnHour = () => new Date(Date.now() + 3600_000);
+const bytes = (n: number) => Uint8Array.from({ length: n }, (_, i) => i % 251);
+
+async function storedObject(size = 1000) {
+	const key = `tests/${crypto.randomUUID()}/object.bin`;
+	const body = bytes(size);
+	await env.BUCKET.put(key, body, { httpMetadata: { contentType: "application/x-test" } });
+	return { key, body };
+}
+
+async function expect403(response: Response, message: RegExp) {
+	expect(response.status).toBe(403);
+	const body = (await response.json()) as { success: boolean; message: string };
+	expect(body.success).toBe(false);
+	expect(body.message).toMatch(message);
+}
+
+describe("signed storage addresses", () => {
+	it("downloads an object with its content type, without a bearer token", async () => {
+		const { key, body } = await storedObject();
+		const url = await signStorageUrl(env, ORIGIN, { method: "GET", key, expiresAt: inAnHour() });
+		const response = await call(url);
+		expect(response.status).toBe(200);
+		expect(response.headers.get("Content-Type")).toBe("application/x-test");
+		expect(response.headers.get("Content-Length")).toBe("1000");
+		expect(new Uint8Array(await response.arrayBuffer())).toEqual(body);
+		const head = await call(url, { method: "HEAD" });
+		expect(head.status).toBe(200);
+		expect(head.headers.get("Content-Length")).toBe("1000");
+	});
+
+	it("serves byte ranges", async () => {
+		const { key, body } = await storedObject();
+		const url = await signStorageUrl(env, ORIGIN, { method: "GET", key, expiresAt: inAnHour() });
+		const middle = await call(url, { headers: { Range: "bytes=100-199" } });
+		expect(middle.status).toBe(206);
+		expect(middle.headers.get("Content-Range")).toBe("bytes 100-199/1000");
+		expect(new Uint8Array(await middle.arrayBuffer())).toEqual(body.slice(100, 200));
+		const suffix = await call(url, { headers: { Range: "bytes=-10" } });
+		expect(suffix.headers.get("Content-Range")).toBe("bytes 990-999/1000");
+		expect(new Uint8Array(await suffix.arrayBuffer())).toEqual(body.slice(990));
+		const open = await call(url, { headers: { Range: "bytes=995-" } });
+		expect(new Uint8Array(await open.arrayBuffer())).toEqual(body.slice(995));
+		const beyond = await call(url, { headers: { Range: "bytes=5000-" } });
+		expect(beyond.status).toBe(416);
+		expect(beyond.headers.get("Content-Range")).toBe("bytes */1000");
+	});
+
+	it.each([
+		["the object key", (u: URL) => u.pathname.replace("object.bin", "other.bin")],
+		["the expiry", (u: URL) => u.searchParams.set("exp", String(Number(u.searchParams.get("exp")) + 3600))],
+		["the method", (u: URL) => u.searchParams.set("method", "PUT")],
+		["the signature", (u: URL) => u.searchParams.set("sig", `${u.searchParams.get("sig")?.slice(0, -2)}AA`)],
+		["the key id", (u: URL) => u.searchParams.set("kid", "unknown-key")],
+		["a removed signature", (u: URL) => u.searchParams.delete("sig")],
+	])("refuses an address with tampered %s", async (_what, tamper) => {
+		const { key } = await storedObject();
+		const url = new URL(await signStorageUrl(env, ORIGIN, { method: "GET", key, expiresAt: inAnHour() }));
+		const result = tamper(url);
+		if (typeof result === "string") url.pathname = result;
+		await expect403(await call(url.toString()), /signature|not signed/);
+	});
+
+	it("refuses an expired address", async () => {
+		const { key } = await storedObject();
+		const url = await signStorageUrl(env, ORIGIN, { method: "GET", key, expiresAt: new Date(Date.now() - 1000) });
+		await expect403(await call(url), /expired/);
+	});
+
+	it("refuses the wrong method", async () => {
+		const { key } = await storedObject();
+		const getUrl = await signStorageUrl(env, ORIGIN, { method: "GET", key, expiresAt: inAnHour() });
+		await expect403(
+			await call(getUrl, { method: "PUT", body: "x", headers: { "Content-Type": "text/plain" } }),
+			/signed for GET/,
+		);
+		const putUrl = await signStorageUrl(env, ORIGIN, {
+			method: "PUT",
+			key,
+			expiresAt: inAnHour(),
+			contentType: "audio/wav",
+		});
+		await expect403(await call(putUrl), /signed for PUT/);
+	});
+
+	describe("uploads", () => {
+		const putUrl = (key: string, maxBytes = 5000) =>
+			signStorageUrl(env, ORIGIN, { method: "PUT", key, expiresAt: inAnHour(), contentType: "audio/wav", maxBytes });
+
+		it("streams the body into the bucket and answers 200 with an empty body", async () => {
+			const key = `tests/${crypto.randomUUID()}`;
+			const body = bytes(4000);
+			const response = await call(await putUrl(key), { method: "PUT", body, headers: { "Content-Type": "audio/wav" } });
+			expect(response.status).toBe(200);
+			expect(await response.text()).toBe("");
+			const stored = await env.BUCKET.get(key);
+			expect(stored?.httpMetadata?.contentType).toBe("audio/wav");
+			expect(new Uint8Array(await (stored as R2ObjectBody).arrayBuffer())).toEqual(body);
+		});
+
+		it("refuses a content type other than the signed one (415)", async () => {
+			const key = `tests/${crypto.randomUUID()}`;
+			const response = await call(await putUrl(key), {
+				method: "PUT",
+				body: bytes(10),
+				headers: { "Content-Type": "audio/mpeg" },
+			});
+			expect(response.status).toBe(415);
+			expect(((await response.json()) as { message: string }).message).toMatch(/audio\/wav/);
+			expect(await env.BUCKET.head(key)).toBeNull();
+		});
+
+		it("refuses a body at or over the signed size limit (413) and keeps nothing", async () => {
+			const key = `tests/${crypto.randomUUID()}`;
+			const response = await call(await putUrl(key, 100), {
+				method: "PUT",
+				body: bytes(100),
+				headers: { "Content-Type": "audio/wav" },
+			});
+			expect(response.status).toBe(413);
+			expect(await env.BUCKET.head(key)).toBeNull();
+		});
+
+		it("refuses a body that is shorter than its Content-Length and keeps nothing", async () => {
+			const key = `tests/${crypto.randomUUID()}`;
+			const stream = new ReadableStream({
+				start(controller) {
+					controller.enqueue(bytes(50));
+					controller.close();
+				},
+			});
+			const response = await call(await putUrl(key), {
+				method: "PUT",
+				body: stream,
+				headers: { "Content-Type": "audio/wav", "Content-Length": "80" },
+				duplex: "half",
+			} as RequestInit);
+			expect(response.status).toBe(400);
+			expect(await env.BUCKET.head(key)).toBeNull();
+		});
+	});
+});
