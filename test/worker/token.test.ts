@@ -32,7 +32,7 @@ describe("POST /oauth2/token", () => {
 	});
 
 	it.each([
-		["an unknown client", (c: { clientId: string }) => ({ client_id: crypto.randomUUID() }), "invalid_client"],
+		["an unknown client", () => ({ client_id: crypto.randomUUID() }), "invalid_client"],
 		["a wrong secret", () => ({ client_secret: "vcs_wrong" }), "invalid_client"],
 		["an unknown scope", () => ({ scope: "voice-conversion-api/admin" }), "invalid_scope"],
 		["a scope the client was not granted", () => ({ scope: RUNNER_SCOPE }), "invalid_scope"],
@@ -43,7 +43,7 @@ describe("POST /oauth2/token", () => {
 			client_id: client.clientId,
 			client_secret: client.clientSecret,
 			scope: BASE_SCOPE,
-			...override(client),
+			...override(),
 		});
 		expect(response.status).toBe(401);
 		const body = (await response.json()) as Record<string, unknown>;
