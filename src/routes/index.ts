@@ -3,6 +3,7 @@ import { tokenRoute } from "../auth/token-endpoint.ts";
 import { buildOpenApiDocument } from "../http/openapi.ts";
 import { defineRoute, type RouteDefinition } from "../http/route.ts";
 import { storageRoutes } from "../storage/storage-routes.ts";
+import { docsRoute } from "./docs/docs-page.ts";
 import { getVoiceRoute } from "./voices/get-voice.ts";
 import { listVoicesRoute } from "./voices/list-voices.ts";
 
@@ -19,4 +20,4 @@ const openApiRoute = defineRoute({
 	handler: ({ url }) => Response.json(buildOpenApiDocument(apiRoutes, url.origin)),
 });
 
-export const routes: RouteDefinition[] = [...apiRoutes, openApiRoute];
+export const routes: RouteDefinition[] = [...apiRoutes, openApiRoute, docsRoute];

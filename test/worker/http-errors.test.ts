@@ -36,3 +36,14 @@ describe("OpenAPI document", () => {
 		expect(Object.keys(doc.paths).some((p) => p.startsWith("/storage") || p.startsWith("/internal"))).toBe(false);
 	});
 });
+
+describe("API reference page", () => {
+	it("is served at /docs as self-contained HTML", async () => {
+		const response = await call("/docs");
+		expect(response.status).toBe(200);
+		expect(response.headers.get("Content-Type")).toMatch(/text\/html/);
+		const html = await response.text();
+		expect(html).toContain("/openapi.json");
+		expect(html).not.toMatch(/(src|href)="https?:\/\//);
+	});
+});
