@@ -12,6 +12,7 @@ import { seedDemo } from "./lib/seed.ts";
 
 const PORT = Number(process.env.PORT ?? 8787);
 const BASE_URL = `http://127.0.0.1:${PORT}`;
+const RUNNER_HEALTH_PORT = Number(process.env.RUNNER_HEALTH_PORT ?? PORT + 1);
 const CREDENTIALS_FILE = path.join(ROOT, ".wrangler", "demo-credentials.json");
 const RUNNER_DIR = path.join(ROOT, "gpu-runner");
 
@@ -63,11 +64,14 @@ async function main(): Promise<void> {
 		const runner = start("runner", "npm", ["run", "start", "--silent"], {
 			cwd: RUNNER_DIR,
 			env: {
-				RUNNER_API_URL: BASE_URL,
+				RUNNER_API_BASE_URL: BASE_URL,
 				RUNNER_CLIENT_ID: credentials.runner_client_id,
 				RUNNER_CLIENT_SECRET: credentials.runner_client_secret,
 				RUNNER_ENGINES: "dsp",
 				RUNNER_CACHE_DIR: path.join(ROOT, ".wrangler", "runner-cache"),
+				RUNNER_HEALTH_HOST: "127.0.0.1",
+				RUNNER_HEALTH_PORT: String(RUNNER_HEALTH_PORT),
+				RUNNER_CAPACITY: "2",
 			},
 		});
 		children.push(runner);
@@ -81,7 +85,8 @@ async function main(): Promise<void> {
 Voice conversion service running locally
   API base URL     ${BASE_URL}/api/v1
   Token endpoint   ${BASE_URL}/oauth2/token
-  OpenAPI          ${BASE_URL}/openapi.json
+  API reference    ${BASE_URL}/docs
+  Runner health    http://127.0.0.1:${RUNNER_HEALTH_PORT}/health
   Demo client      client_id=${credentials.client_id}
                    client_secret=${credentials.client_secret}
   Scope            voice-conversion-api/base
