@@ -46,7 +46,20 @@ async function main(): Promise<void> {
 	const worker = start(
 		"worker",
 		"npx",
-		["wrangler", "dev", "--ip", "127.0.0.1", "--port", String(PORT), "--show-interactive-dev-session=false"],
+		[
+			"wrangler",
+			"dev",
+			"--ip",
+			"127.0.0.1",
+			"--port",
+			String(PORT),
+			"--show-interactive-dev-session=false",
+			// Prefills the playground; only ever set here, in local development.
+			"--var",
+			`PLAYGROUND_CLIENT_ID:${credentials.client_id}`,
+			"--var",
+			`PLAYGROUND_CLIENT_SECRET:${credentials.client_secret}`,
+		],
 		{
 			cwd: ROOT,
 		},
@@ -86,6 +99,7 @@ Voice conversion service running locally
   API base URL     ${BASE_URL}/api/v1
   Token endpoint   ${BASE_URL}/oauth2/token
   API reference    ${BASE_URL}/docs
+  Playground       ${BASE_URL}/playground/
   Runner health    http://127.0.0.1:${RUNNER_HEALTH_PORT}/health
   Demo client      client_id=${credentials.client_id}
                    client_secret=${credentials.client_secret}

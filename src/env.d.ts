@@ -6,4 +6,7 @@ interface Env {
 	STORAGE_SIGNING_KEY_PREVIOUS?: string;
 	/** Older webhook secret encryption keys, "version:key" separated by commas. */
 	WEBHOOK_SECRET_KEY_PREVIOUS?: string;
+	/** Local development only (`npm run dev` passes them): credentials the playground is prefilled with. */
+	PLAYGROUND_CLIENT_ID?: string;
+	PLAYGROUND_CLIENT_SECRET?: string;
 }

@@ -4,6 +4,7 @@ import { buildOpenApiDocument } from "../http/openapi.ts";
 import { defineRoute, type RouteDefinition } from "../http/route.ts";
 import { storageRoutes } from "../storage/storage-routes.ts";
 import { docsRoute } from "./docs/docs-page.ts";
+import { playgroundDefaultsRoute } from "./docs/playground-defaults.ts";
 import { getVoiceRoute } from "./voices/get-voice.ts";
 import { listVoicesRoute } from "./voices/list-voices.ts";
 
@@ -20,4 +21,4 @@ const openApiRoute = defineRoute({
 	handler: ({ url }) => Response.json(buildOpenApiDocument(apiRoutes, url.origin)),
 });
 
-export const routes: RouteDefinition[] = [...apiRoutes, openApiRoute, docsRoute];
+export const routes: RouteDefinition[] = [...apiRoutes, openApiRoute, docsRoute, playgroundDefaultsRoute];
