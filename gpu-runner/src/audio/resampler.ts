@@ -5,8 +5,11 @@
  * lags at the end by the filter delay, so at end of stream we feed silence and cut the total to exactly
  * round(inputFrames × ratio) frames.
  */
-import { ConverterType, create } from "@alexanderolsen/libsamplerate-js";
+import libsamplerate from "@alexanderolsen/libsamplerate-js";
 import { type AudioBlock, blockFrames } from "./pcm.ts";
+
+// A CommonJS package: Node's ESM loader cannot see its named exports, so take them from the default export.
+const { ConverterType, create } = libsamplerate;
 
 /** Enough silence to push out the longest sinc filter delay (SINC_BEST is < 3000 frames at any ratio). */
 const FLUSH_FRAMES = 4096;
