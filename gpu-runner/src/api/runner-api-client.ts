@@ -1,0 +1,119 @@
+/**
+ * HTTP client of the runner API (`/internal/v1/*`, contract in src/contracts/runner.ts). Trust boundary:
+ * every response is validated against the contract before the loop acts on it.
+ */
+import { z } from "zod";
+import {
+	type CompleteRequest,
+	type FailRequest,
+	HeartbeatResponse,
+	Lease,
+	type LeaseRequest,
+} from "../../../src/contracts/runner.ts";
+import { ApiError } from "./api-error.ts";
+import type { TokenSource } from "./token-provider.ts";
+
+/** A lease the Worker sent that does not match the contract: it must still be answered, by id. */
+export interface MalformedLease {
+	leaseId: string;
+	problem: string;
+}
+
+export interface LeaseBatch {
+	leases: Lease[];
+	malformed: MalformedLease[];
+}
+
+/** What the lease loop needs from the Worker; tests and integration harnesses can supply their own. */
+export interface RunnerApi {
+	lease(request: LeaseRequest, signal: AbortSignal): Promise<LeaseBatch>;
+	heartbeat(leaseId: string, progress: number | undefined): Promise<{ lease_expires_at: string }>;
+	complete(leaseId: string, body: CompleteRequest): Promise<void>;
+	fail(leaseId: string, body: FailRequest): Promise<void>;
+	release(leaseId: string, reason: string): Promise<void>;
+}
+
+const Envelope = z.object({ success: z.literal(true), data: z.unknown() });
+const LeaseList = z.object({ leases: z.array(z.unknown()) });
+const REQUEST_TIMEOUT_MS = 30_000;
+
+export interface RunnerApiClientOptions {
+	apiBaseUrl: string;
+	tokens: TokenSource;
+	fetch?: typeof fetch;
+}
+
+export class RunnerApiClient implements RunnerApi {
+	#options: RunnerApiClientOptions;
+
+	constructor(options: RunnerApiClientOptions) {
+		this.#options = options;
+	}
+
+	async lease(request: LeaseRequest, signal: AbortSignal): Promise<LeaseBatch> {
+		// The server may hold the request for wait_seconds; allow that plus a margin.
+		const timeout = AbortSignal.timeout((request.wait_seconds + 15) * 1000);
+		const data = await this.#call("lease", "/internal/v1/leases", request, AbortSignal.any([signal, timeout]));
+		const list = LeaseList.safeParse(data);
+		if (!list.success) throw new ApiError("lease", 200, "bad_response", "lease response has no leases array");
+		const batch: LeaseBatch = { leases: [], malformed: [] };
+		for (const raw of list.data.leases) {
+			const parsed = Lease.safeParse(raw);
+			if (parsed.success) batch.leases.push(parsed.data);
+			else {
+				const id = (raw as { lease_id?: unknown } | null)?.lease_id;
+				if (typeof id === "string") batch.malformed.push({ leaseId: id, problem: z.prettifyError(parsed.error) });
+			}
+		}
+		return batch;
+	}
+
+	async heartbeat(leaseId: string, progress: number | undefined): Promise<{ lease_expires_at: string }> {
+		const data = await this.#call("heartbeat", `/internal/v1/leases/${encodeURIComponent(leaseId)}/heartbeat`, {
+			progress,
+		});
+		const parsed = HeartbeatResponse.safeParse(data);
+		if (!parsed.success) throw new ApiError("heartbeat", 200, "bad_response", "heartbeat response has no lease_expires_at");
+		return parsed.data;
+	}
+
+	async complete(leaseId: string, body: CompleteRequest): Promise<void> {
+		await this.#call("complete", `/internal/v1/leases/${encodeURIComponent(leaseId)}/complete`, body);
+	}
+
+	async fail(leaseId: string, body: FailRequest): Promise<void> {
+		await this.#call("fail", `/internal/v1/leases/${encodeURIComponent(leaseId)}/fail`, body);
+	}
+
+	async release(leaseId: string, reason: string): Promise<void> {
+		await this.#call("release", `/internal/v1/leases/${encodeURIComponent(leaseId)}/release`, { reason });
+	}
+
+	async #call(operation: string, path: string, body: unknown, signal?: AbortSignal): Promise<unknown> {
+		for (let attempt = 1; ; attempt++) {
+			const token = await this.#options.tokens.get();
+			let response: Response;
+			try {
+				response = await (this.#options.fetch ?? fetch)(`${this.#options.apiBaseUrl}${path}`, {
+					method: "POST",
+					headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json" },
+					body: JSON.stringify(body),
+					signal: signal ?? AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+				});
+			} catch (error) {
+				if (signal?.aborted && signal.reason?.name !== "TimeoutError") throw error;
+				throw new ApiError(operation, 0, "network_error", "request failed", { cause: error });
+			}
+			const json: unknown = await response.json().catch(() => undefined);
+			if (response.status === 401 && attempt === 1) {
+				// Revoked or rotated key: fetch a fresh token once before giving up.
+				this.#options.tokens.invalidate();
+				continue;
+			}
+			if (!response.ok) throw ApiError.fromResponse(operation, response.status, json);
+			const envelope = Envelope.safeParse(json);
+			if (!envelope.success) throw new ApiError(operation, response.status, "bad_response", "response is not a success envelope");
+			return envelope.data.data;
+		}
+	}
+}

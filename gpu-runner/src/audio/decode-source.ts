@@ -1,0 +1,70 @@
+/**
+ * Entry point of decoding: looks at the first bytes to learn the real format (the claimed MIME type and
+ * even the preprocessing verdict are hints, the bytes are the truth), then streams through the matching
+ * decoder. Any decode failure surfaces as a `PermanentJobError` (corrupted or unsupported).
+ */
+import { corruptedSource, unsupportedFormat } from "../job-errors.ts";
+import { ByteQueue } from "./byte-queue.ts";
+import { decodeFlac, decodeMp3 } from "./compressed-decoders.ts";
+import type { AudioBlock } from "./pcm.ts";
+import { decodeWav } from "./wav-decoder.ts";
+
+export type SourceFormat = "wav" | "flac" | "mp3";
+
+const SNIFF_BYTES = 12;
+
+/** Recognise a container by its magic bytes. */
+export function sniffFormat(head: Uint8Array): SourceFormat | { unsupported: string } | undefined {
+	const text = String.fromCharCode(...head.subarray(0, 4));
+	if (text === "RIFF" || text === "RF64") return "wav";
+	if (text === "fLaC") return "flac";
+	if (text.startsWith("ID3")) return "mp3";
+	// MPEG audio frame sync: 11 set bits, then a layer field that is not "reserved".
+	if (head[0] === 0xff && ((head[1] ?? 0) & 0xe0) === 0xe0 && ((head[1] ?? 0) & 0x06) !== 0) return "mp3";
+	if (text === "OggS") return { unsupported: "Ogg container" };
+	if (text === "FORM") return { unsupported: "AIFF" };
+	if (String.fromCharCode(...head.subarray(4, 8)) === "ftyp") return { unsupported: "MP4/M4A container" };
+	return undefined;
+}
+
+/** Decode a source byte stream into planar float blocks, whatever its format. */
+export async function* decodeSource(bytes: AsyncIterable<Uint8Array>): AsyncGenerator<AudioBlock> {
+	const iterator = bytes[Symbol.asyncIterator]();
+	const head = new ByteQueue();
+	const buffered: Uint8Array[] = [];
+	while (head.length < SNIFF_BYTES) {
+		const next = await iterator.next();
+		if (next.done) break;
+		head.push(next.value);
+		buffered.push(next.value);
+	}
+	if (head.length === 0) throw corruptedSource("the source file is empty");
+	const sniffed = sniffFormat(head.read(Math.min(head.length, SNIFF_BYTES)));
+	if (sniffed === undefined) throw corruptedSource("the bytes are not WAV, FLAC or MP3");
+	if (typeof sniffed === "object") throw unsupportedFormat(sniffed.unsupported);
+
+	// Replay the sniffed chunks, then continue with the rest of the stream.
+	async function* replay(): AsyncGenerator<Uint8Array> {
+		try {
+			yield* buffered;
+			for (;;) {
+				const next = await iterator.next();
+				if (next.done) return;
+				yield next.value;
+			}
+		} finally {
+			await iterator.return?.();
+		}
+	}
+	switch (sniffed) {
+		case "wav":
+			yield* decodeWav(replay());
+			return;
+		case "flac":
+			yield* decodeFlac(replay());
+			return;
+		case "mp3":
+			yield* decodeMp3(replay());
+			return;
+	}
+}

@@ -1,0 +1,156 @@
+/**
+ * Streaming WAV (RIFF/WAVE) decoder. Parses chunk by chunk as bytes arrive and yields planar float blocks,
+ * so memory stays at one network chunk however long the file is. Supports PCM 8/16/24/32-bit, IEEE float
+ * 32/64-bit, and WAVE_FORMAT_EXTENSIBLE wrapping either (the default of ffmpeg and sox for >16-bit or
+ * multichannel files), which the old npm WAV decoders reject.
+ */
+import { corruptedSource, unsupportedFormat } from "../job-errors.ts";
+import { ByteQueue } from "./byte-queue.ts";
+import type { AudioBlock } from "./pcm.ts";
+
+const WAVE_FORMAT_PCM = 0x0001;
+const WAVE_FORMAT_IEEE_FLOAT = 0x0003;
+const WAVE_FORMAT_EXTENSIBLE = 0xfffe;
+/** Writers that stream a WAV of unknown length leave the data size at 0 or all ones: read to the end. */
+const UNKNOWN_SIZES = new Set([0, 0xffffffff]);
+
+export interface WavFormat {
+	/** `pcm` or `float` after unwrapping WAVE_FORMAT_EXTENSIBLE. */
+	encoding: "pcm" | "float";
+	bitsPerSample: number;
+	channels: number;
+	sampleRate: number;
+	blockAlign: number;
+}
+
+export function parseFmtChunk(body: Uint8Array): WavFormat {
+	if (body.length < 16) throw corruptedSource(`WAV fmt chunk is ${body.length} bytes, expected at least 16`);
+	const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+	let formatTag = view.getUint16(0, true);
+	const channels = view.getUint16(2, true);
+	const sampleRate = view.getUint32(4, true);
+	const blockAlign = view.getUint16(12, true);
+	const bitsPerSample = view.getUint16(14, true);
+	if (formatTag === WAVE_FORMAT_EXTENSIBLE) {
+		// cbSize(2) validBits(2) channelMask(4) then the sub-format GUID whose first two bytes are the real tag.
+		if (body.length < 40) throw corruptedSource("WAVE_FORMAT_EXTENSIBLE fmt chunk is shorter than 40 bytes");
+		formatTag = view.getUint16(24, true);
+	}
+	if (channels === 0 || sampleRate === 0) throw corruptedSource("WAV header declares 0 channels or 0 Hz");
+	let encoding: WavFormat["encoding"];
+	if (formatTag === WAVE_FORMAT_PCM && [8, 16, 24, 32].includes(bitsPerSample)) encoding = "pcm";
+	else if (formatTag === WAVE_FORMAT_IEEE_FLOAT && [32, 64].includes(bitsPerSample)) encoding = "float";
+	else throw unsupportedFormat(`WAV format tag 0x${formatTag.toString(16)} with ${bitsPerSample}-bit samples`);
+	if (blockAlign !== (bitsPerSample / 8) * channels) {
+		throw corruptedSource(`WAV block align ${blockAlign} does not match ${channels} × ${bitsPerSample}-bit`);
+	}
+	return { encoding, bitsPerSample, channels, sampleRate, blockAlign };
+}
+
+/** Convert whole interleaved frames to planar floats in [-1, 1). */
+export function samplesToPlanar(bytes: Uint8Array, format: WavFormat): Float32Array[] {
+	const frames = Math.floor(bytes.length / format.blockAlign);
+	const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+	const out = Array.from({ length: format.channels }, () => new Float32Array(frames));
+	const bytesPerSample = format.bitsPerSample / 8;
+	const read = sampleReader(format, view);
+	for (let i = 0; i < frames; i++) {
+		const frameOffset = i * format.blockAlign;
+		for (let c = 0; c < format.channels; c++) {
+			(out[c] as Float32Array)[i] = read(frameOffset + c * bytesPerSample);
+		}
+	}
+	return out;
+}
+
+function sampleReader(format: WavFormat, view: DataView): (offset: number) => number {
+	if (format.encoding === "float") {
+		return format.bitsPerSample === 32 ? (o) => view.getFloat32(o, true) : (o) => view.getFloat64(o, true);
+	}
+	switch (format.bitsPerSample) {
+		case 8:
+			return (o) => (view.getUint8(o) - 128) / 128; // 8-bit WAV is unsigned
+		case 16:
+			return (o) => view.getInt16(o, true) / 32768;
+		case 24:
+			return (o) => ((view.getUint8(o) | (view.getUint8(o + 1) << 8) | (view.getInt8(o + 2) << 16)) / 8388608);
+		default:
+			return (o) => view.getInt32(o, true) / 2147483648;
+	}
+}
+
+type State =
+	| { kind: "riff-header" }
+	| { kind: "chunk-header" }
+	| { kind: "skip"; remaining: number }
+	| { kind: "fmt"; size: number; padded: boolean }
+	| { kind: "data"; remaining: number; untilEnd: boolean };
+
+/** Decode a WAV byte stream into blocks of at most one network chunk's worth of frames. */
+export async function* decodeWav(bytes: AsyncIterable<Uint8Array>): AsyncGenerator<AudioBlock> {
+	const queue = new ByteQueue();
+	let state = { kind: "riff-header" } as State;
+	let format: WavFormat | undefined;
+	let framesDecoded = 0;
+
+	for await (const chunk of bytes) {
+		queue.push(chunk);
+		for (;;) {
+			if (state.kind === "riff-header") {
+				if (queue.length < 12) break;
+				const header = queue.read(12);
+				const riff = ascii(header, 0, 4);
+				if (riff === "RF64") throw unsupportedFormat("RF64 WAV (over 4 GB) is not supported");
+				if (riff !== "RIFF" || ascii(header, 8, 4) !== "WAVE") throw corruptedSource("not a RIFF/WAVE file");
+				state = { kind: "chunk-header" };
+			} else if (state.kind === "chunk-header") {
+				if (queue.length < 8) break;
+				const header = queue.read(8);
+				const id = ascii(header, 0, 4);
+				const size = new DataView(header.buffer).getUint32(4, true);
+				if (id === "fmt ") state = { kind: "fmt", size, padded: size % 2 === 1 };
+				else if (id === "data") {
+					if (!format) throw corruptedSource("WAV data chunk comes before the fmt chunk");
+					state = { kind: "data", remaining: size, untilEnd: UNKNOWN_SIZES.has(size) };
+				} else state = { kind: "skip", remaining: size + (size % 2) }; // chunks are word aligned
+			} else if (state.kind === "skip") {
+				state.remaining -= queue.skip(state.remaining);
+				if (state.remaining > 0) break;
+				state = { kind: "chunk-header" };
+			} else if (state.kind === "fmt") {
+				const total = state.size + (state.padded ? 1 : 0);
+				if (queue.length < total) break;
+				format = parseFmtChunk(queue.read(total).subarray(0, state.size));
+				state = { kind: "chunk-header" };
+			} else {
+				const wavFormat = format as WavFormat;
+				const available = state.untilEnd ? queue.length : Math.min(queue.length, state.remaining);
+				const frames = Math.floor(available / wavFormat.blockAlign);
+				if (frames === 0) {
+					if (!state.untilEnd && state.remaining < wavFormat.blockAlign) {
+						// Data done (a stray partial frame is dropped); later chunks (LIST, id3) are not audio.
+						queue.skip(state.remaining);
+						state = { kind: "skip", remaining: Number.POSITIVE_INFINITY };
+						continue;
+					}
+					break;
+				}
+				const data = queue.read(frames * wavFormat.blockAlign);
+				if (!state.untilEnd) state.remaining -= data.length;
+				framesDecoded += frames;
+				yield { sampleRate: wavFormat.sampleRate, channels: samplesToPlanar(data, wavFormat) };
+			}
+		}
+	}
+
+	if (!format) throw corruptedSource("WAV file ended before its fmt chunk");
+	if (state.kind === "data" && !state.untilEnd && state.remaining >= format.blockAlign) {
+		throw corruptedSource(`WAV data chunk is truncated: ${state.remaining} bytes missing`);
+	}
+	if (state.kind !== "data" && state.kind !== "skip") throw corruptedSource("WAV file has no data chunk");
+	if (framesDecoded === 0) throw corruptedSource("WAV file contains no audio frames");
+}
+
+function ascii(bytes: Uint8Array, start: number, length: number): string {
+	return String.fromCharCode(...bytes.subarray(start, start + length));
+}

@@ -1,0 +1,81 @@
+/**
+ * Runner configuration, from the environment only (12-factor; the container gets it from its orchestrator).
+ * Validated up front so a bad deployment fails at start with every problem listed, not mid-job.
+ */
+import { hostname } from "node:os";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { z } from "zod";
+import { ENGINE_NAMES } from "../../src/contracts/runner.ts";
+
+const commaList = z
+	.string()
+	.transform((value) => value.split(",").map((item) => item.trim()).filter(Boolean))
+	.pipe(z.array(z.enum(ENGINE_NAMES)).min(1, "name at least one engine"));
+
+const integer = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+export const RunnerEnv = z.object({
+	RUNNER_API_BASE_URL: z.url().transform((url) => url.replace(/\/+$/, "")),
+	RUNNER_CLIENT_ID: z.string().min(1),
+	RUNNER_CLIENT_SECRET: z.string().min(1),
+	RUNNER_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
+	RUNNER_CAPACITY: integer(1, 32).default(1),
+	RUNNER_ENGINES: commaList.default(["dsp"]),
+	RUNNER_CACHE_DIR: z.string().min(1).default(".runner-cache"),
+	RUNNER_WORK_DIR: z.string().min(1).default(join(tmpdir(), "vc-runner")),
+	RUNNER_HEALTH_HOST: z.string().min(1).default("0.0.0.0"),
+	RUNNER_HEALTH_PORT: integer(0, 65535).default(8080),
+	RUNNER_SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3600).default(60),
+	RUNNER_LEASE_WAIT_SECONDS: z.coerce.number().min(0).max(25).default(20),
+});
+
+export interface RunnerConfig {
+	apiBaseUrl: string;
+	clientId: string;
+	clientSecret: string;
+	runnerId: string;
+	capacity: number;
+	engines: (typeof ENGINE_NAMES)[number][];
+	cacheDir: string;
+	workDir: string;
+	healthHost: string;
+	healthPort: number;
+	shutdownGraceSeconds: number;
+	leaseWaitSeconds: number;
+}
+
+export class ConfigError extends Error {
+	readonly problems: string[];
+
+	constructor(problems: string[]) {
+		super(`invalid runner configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+		this.name = "ConfigError";
+		this.problems = problems;
+	}
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): RunnerConfig {
+	// Treat empty variables as unset, so `FOO=` in an env file means "use the default".
+	const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ""));
+	const parsed = RunnerEnv.safeParse(present);
+	if (!parsed.success) {
+		// Name the variable and the rule; never echo values (the secret is one of them).
+		throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join(".") || "env"}: ${issue.message}`));
+	}
+	const e = parsed.data;
+	return {
+		apiBaseUrl: e.RUNNER_API_BASE_URL,
+		clientId: e.RUNNER_CLIENT_ID,
+		clientSecret: e.RUNNER_CLIENT_SECRET,
+		runnerId: e.RUNNER_ID,
+		capacity: e.RUNNER_CAPACITY,
+		engines: [...new Set(e.RUNNER_ENGINES)],
+		cacheDir: e.RUNNER_CACHE_DIR,
+		workDir: e.RUNNER_WORK_DIR,
+		healthHost: e.RUNNER_HEALTH_HOST,
+		healthPort: e.RUNNER_HEALTH_PORT,
+		shutdownGraceSeconds: e.RUNNER_SHUTDOWN_GRACE_SECONDS,
+		leaseWaitSeconds: e.RUNNER_LEASE_WAIT_SECONDS,
+	};
+}

@@ -1,0 +1,141 @@
+/**
+ * Offline access to Signalsmith Stretch (MIT, by Geraint Luff; a maintained phase-vocoder pitch/time
+ * library with formant compensation) from its official npm build.
+ *
+ * The npm package only ships an AudioWorklet wrapper around the wasm module. Loaded where
+ * `AudioWorkletProcessor` and `registerProcessor` exist, it registers a processor class whose constructor
+ * instantiates the wasm module; we provide those two globals for the import, construct the class once per
+ * job to get a private wasm instance, and call the module's C exports directly (`_presetDefault`,
+ * `_setBuffers`, `_process`, ...). These exports are the library's C API, but the way we reach them is an
+ * implementation detail of the package: the version is pinned in package.json and the dsp tests exercise
+ * this path end to end, so an upgrade that changes it fails loudly.
+ */
+
+interface StretchWasm {
+	HEAP8?: Int8Array;
+	exports?: { memory: { buffer: ArrayBuffer } };
+	_presetDefault(channels: number, sampleRate: number): void;
+	_setBuffers(channels: number, length: number): number;
+	_inputLatency(): number;
+	_outputLatency(): number;
+	_reset(): void;
+	_setTransposeSemitones(semitones: number, tonalityLimit: number): void;
+	_setFormantSemitones(semitones: number, compensatePitch: boolean): void;
+	_setFormantBase(baseFrequency: number): void;
+	_process(inputSamples: number, outputSamples: number): void;
+}
+
+type ProcessorClass = new (options: object) => { wasmModule: StretchWasm | null };
+
+let processorClass: Promise<ProcessorClass> | undefined;
+
+function loadProcessorClass(): Promise<ProcessorClass> {
+	processorClass ??= (async () => {
+		const scope = globalThis as Record<string, unknown>;
+		let captured: ProcessorClass | undefined;
+		scope.AudioWorkletProcessor = class {
+			port = { postMessage() {}, onmessage: null };
+		};
+		scope.registerProcessor = (_name: string, cls: ProcessorClass) => {
+			captured = cls;
+		};
+		try {
+			await import("signalsmith-stretch");
+		} finally {
+			delete scope.AudioWorkletProcessor;
+			delete scope.registerProcessor;
+		}
+		if (!captured) throw new Error("signalsmith-stretch did not register its processor; has the package changed?");
+		return captured;
+	})();
+	return processorClass;
+}
+
+let instantiating = 0;
+
+async function instantiate(): Promise<StretchWasm> {
+	const Processor = await loadProcessorClass();
+	const scope = globalThis as Record<string, unknown>;
+	// The processor reads the AudioWorkletGlobalScope's `sampleRate` in its constructor and again when its wasm
+	// is ready; keep a placeholder until then (our real rate is set later by `_presetDefault`).
+	instantiating++;
+	scope.sampleRate = 48_000;
+	try {
+		const processor = new Processor({});
+		for (let waited = 0; !processor.wasmModule; waited++) {
+			if (waited > 5000) throw new Error("signalsmith-stretch wasm did not initialise within 5 s");
+			await new Promise((resolve) => setTimeout(resolve, 1));
+		}
+		return processor.wasmModule;
+	} finally {
+		if (--instantiating === 0) delete scope.sampleRate;
+	}
+}
+
+export interface StretchSettings {
+	semitones: number;
+	/** Formant shift in semitones, applied on top of formant compensation. */
+	formantSemitones: number;
+	/** Rough fundamental for the formant analysis in Hz; 0 lets the library track it. */
+	formantBaseHz: number;
+	/** Partials above this frequency are treated as noise, not tones. */
+	tonalityLimitHz: number;
+}
+
+/** One pitch shifter: fixed channel count and rate, processes blocks of up to `maxBlock` frames in place order. */
+export class PitchShifter {
+	readonly latencyFrames: number;
+	readonly maxBlock: number;
+	#wasm: StretchWasm;
+	#channels: number;
+	#pointer: number;
+
+	private constructor(wasm: StretchWasm, channels: number, maxBlock: number) {
+		this.#wasm = wasm;
+		this.#channels = channels;
+		this.maxBlock = maxBlock;
+		this.#pointer = wasm._setBuffers(channels, maxBlock);
+		this.latencyFrames = wasm._inputLatency() + wasm._outputLatency();
+	}
+
+	static async create(
+		channels: number,
+		sampleRate: number,
+		settings: StretchSettings,
+		maxBlock = 2048,
+	): Promise<PitchShifter> {
+		const wasm = await instantiate();
+		wasm._presetDefault(channels, sampleRate);
+		const shifter = new PitchShifter(wasm, channels, maxBlock);
+		wasm._setTransposeSemitones(settings.semitones, settings.tonalityLimitHz / sampleRate);
+		// `true`: compensate the formants for the pitch shift (keep the vocal tract), then move them by formantSemitones.
+		wasm._setFormantSemitones(settings.formantSemitones, true);
+		wasm._setFormantBase(settings.formantBaseHz / sampleRate);
+		return shifter;
+	}
+
+	/** Process `frames` ≤ maxBlock frames; returns new arrays of the same length, delayed by `latencyFrames`. */
+	process(input: Float32Array[], frames: number): Float32Array[] {
+		const blockBytes = this.maxBlock * 4;
+		let memory = this.#memory();
+		for (let c = 0; c < this.#channels; c++) {
+			const target = new Float32Array(memory, this.#pointer + blockBytes * c, frames);
+			const source = input[c];
+			if (source) target.set(source.subarray(0, frames));
+			else target.fill(0);
+		}
+		this.#wasm._process(frames, frames);
+		memory = this.#memory(); // wasm memory may have grown and detached the old buffer
+		const output: Float32Array[] = [];
+		for (let c = 0; c < this.#channels; c++) {
+			output.push(new Float32Array(memory, this.#pointer + blockBytes * (c + this.#channels), frames).slice());
+		}
+		return output;
+	}
+
+	#memory(): ArrayBuffer {
+		const buffer = this.#wasm.exports ? this.#wasm.exports.memory.buffer : this.#wasm.HEAP8?.buffer;
+		if (!buffer) throw new Error("signalsmith-stretch wasm memory is not reachable");
+		return buffer as ArrayBuffer;
+	}
+}

@@ -1,0 +1,37 @@
+/** The default way a lease becomes an output: fetch the voice's artifacts, then run the conversion pipeline. */
+import { mkdir } from "node:fs/promises";
+import type { Lease } from "../../../src/contracts/runner.ts";
+import type { ArtifactCache } from "../artifacts/artifact-cache.ts";
+import type { Engine } from "../engines/engine.ts";
+import { type ConversionResult, convertSource } from "../pipeline/convert-source.ts";
+
+export interface JobContext {
+	engine: Engine;
+	signal: AbortSignal;
+	/** Fraction 0..1 of the source read so far; sent with heartbeats. */
+	onProgress: (fraction: number) => void;
+}
+
+export type JobProcessor = (lease: Lease, context: JobContext) => Promise<ConversionResult>;
+
+export function createJobProcessor(options: { artifacts: ArtifactCache; workDir: string; fetch?: typeof fetch }): JobProcessor {
+	return async (lease, { engine, signal, onProgress }) => {
+		const artifactPaths = await options.artifacts.ensureAll(lease.voice.artifacts, signal);
+		await mkdir(options.workDir, { recursive: true });
+		const previewSeconds = lease.use_preview ? lease.preview_seconds : undefined;
+		const expectedSeconds = Math.min(lease.source.duration_seconds, previewSeconds ?? Number.POSITIVE_INFINITY);
+		return convertSource({
+			sourceUrl: lease.source.url,
+			outputUrl: lease.output.url,
+			engine,
+			voice: lease.voice,
+			semitones: lease.semitones,
+			previewSeconds,
+			artifactPaths,
+			workDir: options.workDir,
+			signal,
+			fetch: options.fetch,
+			onSourceSeconds: (seconds) => onProgress(expectedSeconds > 0 ? Math.min(1, seconds / expectedSeconds) : 0),
+		});
+	};
+}

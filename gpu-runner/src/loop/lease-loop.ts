@@ -1,0 +1,288 @@
+/**
+ * The runner's main loop. Glossary (see also src/contracts/runner.ts):
+ * - slot: room for one concurrent job; a runner has `capacity` slots.
+ * - lease: the Worker's time-limited claim on a job, kept alive by heartbeats.
+ * - report: the one final call for a lease: complete, fail (transient or permanent) or release.
+ *
+ * Invariants: every lease this loop receives gets exactly one report, unless the Worker says the lease was
+ * lost (then the Worker already took the job back and any report would be refused). Reports are retried with
+ * backoff; if they still cannot get through, the lease expires and the Worker re-queues the job.
+ *
+ * Shutdown has two stages (like graphile-worker): `stop()` stops leasing and lets running jobs finish within
+ * the grace period, then aborts what is left and releases those leases (no attempt charged). The process's
+ * second signal is handled in main.ts by exiting at once.
+ */
+import type { EngineName, Lease } from "../../../src/contracts/runner.ts";
+import type { ApiError } from "../api/api-error.ts";
+import type { RunnerApi } from "../api/runner-api-client.ts";
+import type { LoadedEngine } from "../engines/registry.ts";
+import { PermanentJobError } from "../job-errors.ts";
+import { describeError, type Logger } from "../logger.ts";
+import type { JobOutcome, RunnerMetrics } from "../observability/metrics.ts";
+import type { RunnerState } from "../observability/health-server.ts";
+import { type BackoffPolicy, backoffDelay, DEFAULT_BACKOFF, sleep } from "./backoff.ts";
+import type { JobProcessor } from "./job-processor.ts";
+
+export interface LeaseLoopOptions {
+	runnerId: string;
+	capacity: number;
+	leaseWaitSeconds: number;
+	backoff?: BackoffPolicy;
+	/** Attempts for each final report before leaving the job to lease expiry. */
+	reportAttempts?: number;
+}
+
+export interface LeaseLoopDeps {
+	api: RunnerApi;
+	engines: ReadonlyMap<EngineName, LoadedEngine>;
+	processJob: JobProcessor;
+	metrics: RunnerMetrics;
+	logger: Logger;
+}
+
+class ShutdownAbort extends Error {
+	constructor() {
+		super("runner shutting down");
+		this.name = "ShutdownAbort";
+	}
+}
+
+class LeaseLostAbort extends Error {
+	constructor() {
+		super("lease lost");
+		this.name = "LeaseLostAbort";
+	}
+}
+
+interface ActiveJob {
+	lease: Lease;
+	controller: AbortController;
+	progress: number | undefined;
+	settled: Promise<void>;
+}
+
+export class LeaseLoop {
+	#options: Required<LeaseLoopOptions>;
+	#deps: LeaseLoopDeps;
+	#active = new Map<string, ActiveJob>();
+	#stopping = new AbortController();
+	#slotFreed: (() => void) | undefined;
+	#running: Promise<void> | undefined;
+
+	constructor(options: LeaseLoopOptions, deps: LeaseLoopDeps) {
+		this.#options = { backoff: DEFAULT_BACKOFF, reportAttempts: 5, ...options };
+		this.#deps = deps;
+		deps.metrics.capacity.set(options.capacity);
+	}
+
+	get state(): RunnerState {
+		if (this.#stopping.signal.aborted) return "stopping";
+		if (!this.#running) return "starting";
+		return this.#active.size >= this.#options.capacity ? "busy" : "ready";
+	}
+
+	get activeJobs(): number {
+		return this.#active.size;
+	}
+
+	/** Run until `stop()`; resolves once every leased job has been reported. */
+	start(): Promise<void> {
+		this.#running ??= this.#run();
+		return this.#running;
+	}
+
+	/** Stop leasing; give running jobs `graceMs` to finish, then release the rest. Resolves when all are reported. */
+	async stop(graceMs: number): Promise<void> {
+		if (!this.#stopping.signal.aborted) {
+			this.#deps.logger.info("stopping: no new leases", { active_jobs: this.#active.size, grace_ms: graceMs });
+			this.#stopping.abort();
+		}
+		const allSettled = Promise.all([...this.#active.values()].map((job) => job.settled));
+		const graceOver = await Promise.race([allSettled.then(() => false), sleep(graceMs).then(() => true)]);
+		if (graceOver) {
+			for (const job of this.#active.values()) job.controller.abort(new ShutdownAbort());
+		}
+		await this.#running;
+	}
+
+	async #run(): Promise<void> {
+		const { api, logger, metrics } = this.#deps;
+		const stopSignal = this.#stopping.signal;
+		let failures = 0;
+		while (!stopSignal.aborted) {
+			const free = this.#options.capacity - this.#active.size;
+			if (free <= 0) {
+				await new Promise<void>((resolve) => {
+					const done = () => {
+						stopSignal.removeEventListener("abort", done);
+						this.#slotFreed = undefined;
+						resolve();
+					};
+					this.#slotFreed = done;
+					stopSignal.addEventListener("abort", done, { once: true });
+				});
+				continue;
+			}
+			const asked = performance.now();
+			let batch: Awaited<ReturnType<RunnerApi["lease"]>>;
+			try {
+				batch = await api.lease(
+					{
+						runner_id: this.#options.runnerId,
+						capacity: free,
+						wait_seconds: this.#options.leaseWaitSeconds,
+						loaded_voice_ids: [],
+						engines: [...this.#deps.engines.keys()],
+					},
+					stopSignal,
+				);
+				failures = 0;
+			} catch (error) {
+				if (stopSignal.aborted) break;
+				failures++;
+				metrics.apiErrors.inc({ operation: "lease" });
+				const delay = backoffDelay(failures, this.#options.backoff);
+				logger.warn("lease request failed; backing off", { error: describeError(error), attempt: failures, delay_ms: delay });
+				await sleep(delay, stopSignal);
+				continue;
+			}
+			if (batch.leases.length > 0) metrics.leaseWait.observe((performance.now() - asked) / 1000);
+			for (const bad of batch.malformed) {
+				logger.error("lease does not match the contract", { lease_id: bad.leaseId, problem: bad.problem });
+				void this.#report(bad.leaseId, "fail", () =>
+					api.fail(bad.leaseId, { kind: "transient", reason: "internal", message: `runner could not read the lease: ${bad.problem}`.slice(0, 2000) }),
+				);
+			}
+			for (const lease of batch.leases) this.#startJob(lease);
+		}
+		// Leases that arrived in the same batch as the stop are started above and released by stop() at grace.
+		await Promise.all([...this.#active.values()].map((job) => job.settled));
+	}
+
+	#startJob(lease: Lease): void {
+		const controller = new AbortController();
+		const job: ActiveJob = { lease, controller, progress: undefined, settled: Promise.resolve() };
+		this.#active.set(lease.lease_id, job);
+		this.#deps.metrics.activeJobs.set(this.#active.size);
+		job.settled = this.#runJob(job).finally(() => {
+			this.#active.delete(lease.lease_id);
+			this.#deps.metrics.activeJobs.set(this.#active.size);
+			this.#slotFreed?.();
+		});
+	}
+
+	async #runJob(job: ActiveJob): Promise<void> {
+		const { api, logger, metrics } = this.#deps;
+		const { lease, controller } = job;
+		const engineName = lease.voice.engine;
+		const started = performance.now();
+		const log = { lease_id: lease.lease_id, conversion_id: lease.conversion_id, attempt: lease.attempt, engine: engineName };
+		logger.info("job started", { ...log, preview: lease.use_preview, semitones: lease.semitones });
+		const heartbeat = this.#startHeartbeats(job);
+		let outcome: JobOutcome;
+		try {
+			const loaded = this.#deps.engines.get(engineName);
+			if (!loaded) throw new Error(`this runner has no ${engineName} engine`);
+			const result = await this.#deps.processJob(lease, {
+				engine: loaded.engine,
+				signal: controller.signal,
+				onProgress: (fraction) => {
+					job.progress = fraction;
+				},
+			});
+			heartbeat.stop();
+			if (controller.signal.aborted) throw controller.signal.reason;
+			const sent = await this.#report(lease.lease_id, "complete", () =>
+				api.complete(lease.lease_id, {
+					output: {
+						size_bytes: result.sizeBytes,
+						duration_seconds: result.durationSeconds,
+						sample_rate: result.sampleRate,
+						channels: result.channels,
+					},
+					metrics: {
+						processing_seconds: result.processingSeconds,
+						real_time_factor: result.realTimeFactor,
+						execution_provider: loaded.info.executionProvider,
+					},
+				}),
+			);
+			outcome = sent === "lost" ? "lease_lost" : "completed";
+			if (outcome === "completed") metrics.realTimeFactor.observe({ engine: engineName }, result.realTimeFactor);
+			logger.info("job finished", { ...log, outcome, rtf: result.realTimeFactor, output_seconds: result.durationSeconds });
+		} catch (error) {
+			heartbeat.stop();
+			outcome = await this.#reportFailure(job, error);
+			logger[outcome === "released" ? "info" : "warn"]("job ended without output", { ...log, outcome, error: describeError(error) });
+		}
+		const seconds = (performance.now() - started) / 1000;
+		metrics.jobs.inc({ engine: engineName, outcome });
+		metrics.jobDuration.observe({ engine: engineName, outcome }, seconds);
+	}
+
+	async #reportFailure(job: ActiveJob, error: unknown): Promise<JobOutcome> {
+		const { api } = this.#deps;
+		const id = job.lease.lease_id;
+		const reason = job.controller.signal.aborted ? job.controller.signal.reason : undefined;
+		if (reason instanceof LeaseLostAbort) return "lease_lost";
+		if (reason instanceof ShutdownAbort) {
+			const sent = await this.#report(id, "release", () => api.release(id, "runner shutting down"));
+			return sent === "lost" ? "lease_lost" : "released";
+		}
+		const permanent = error instanceof PermanentJobError;
+		const message = describeError(error).slice(0, 2000);
+		const sent = await this.#report(id, "fail", () =>
+			api.fail(id, permanent ? { kind: "permanent", reason: error.reason, message } : { kind: "transient", reason: "internal", message }),
+		);
+		if (sent === "lost") return "lease_lost";
+		return permanent ? "failed_permanent" : "failed_transient";
+	}
+
+	/** Heartbeat at the lease's interval; a `lease_lost` answer aborts the job. Other errors are retried next tick. */
+	#startHeartbeats(job: ActiveJob): { stop(): void } {
+		const intervalMs = job.lease.heartbeat_interval_seconds * 1000;
+		let inFlight = false;
+		const timer = setInterval(async () => {
+			if (inFlight) return;
+			inFlight = true;
+			try {
+				await this.#deps.api.heartbeat(job.lease.lease_id, job.progress);
+			} catch (error) {
+				if ((error as ApiError).leaseLost) {
+					this.#deps.logger.warn("lease lost; stopping the job", { lease_id: job.lease.lease_id });
+					job.controller.abort(new LeaseLostAbort());
+				} else {
+					this.#deps.metrics.apiErrors.inc({ operation: "heartbeat" });
+					this.#deps.logger.warn("heartbeat failed", { lease_id: job.lease.lease_id, error: describeError(error) });
+				}
+			} finally {
+				inFlight = false;
+			}
+		}, intervalMs);
+		return { stop: () => clearInterval(timer) };
+	}
+
+	/** Send a final report, retrying transient API errors with backoff. */
+	async #report(leaseId: string, operation: string, send: () => Promise<void>): Promise<"sent" | "lost" | "gave_up"> {
+		const { logger, metrics } = this.#deps;
+		for (let attempt = 1; ; attempt++) {
+			try {
+				await send();
+				return "sent";
+			} catch (error) {
+				const apiError = error as Partial<ApiError>;
+				if (apiError.leaseLost) return "lost";
+				metrics.apiErrors.inc({ operation });
+				if (!apiError.retryable || attempt >= this.#options.reportAttempts) {
+					logger.error("could not report job; the lease will expire and the job be retried", {
+						lease_id: leaseId,
+						operation,
+						error: describeError(error),
+					});
+					return "gave_up";
+				}
+				await sleep(backoffDelay(attempt, this.#options.backoff));
+			}
+		}
+	}
+}

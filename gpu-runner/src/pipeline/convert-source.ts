@@ -1,0 +1,118 @@
+/**
+ * One conversion, bytes to bytes: download the source by its signed GET, decode in chunks, trim previews,
+ * bring it to the engine's input format, convert, encode WAV to a temporary file, PUT it to the signed
+ * output address. Every stage is a stream of blocks, so memory stays bounded for any source length; the
+ * only whole-file artefact is the output WAV on disk (needed anyway for an exact Content-Length).
+ */
+import { randomUUID } from "node:crypto";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
+import { decodeSource } from "../audio/decode-source.ts";
+import { convertToFormat } from "../audio/format-conversion.ts";
+import { type AudioBlock, countFrames, framesFor, type PcmFormat, takeFrames } from "../audio/pcm.ts";
+import { downloadSource, uploadWav } from "../audio/transfer.ts";
+import { WavFileWriter } from "../audio/wav-file-writer.ts";
+import { corruptedSource } from "../job-errors.ts";
+import type { Engine } from "../engines/engine.ts";
+
+export interface ConversionRequest {
+	sourceUrl: string;
+	outputUrl: string;
+	engine: Engine;
+	voice: VoiceDescriptor;
+	semitones: number;
+	/** Convert only this many seconds from the start (previews); undefined converts everything. */
+	previewSeconds?: number;
+	artifactPaths: ReadonlyMap<string, string>;
+	/** Folder for the temporary output WAV. */
+	workDir: string;
+	signal: AbortSignal;
+	/** Called with the seconds of source read so far (for heartbeat progress). */
+	onSourceSeconds?: (seconds: number) => void;
+	fetch?: typeof fetch;
+}
+
+export interface ConversionResult {
+	sizeBytes: number;
+	durationSeconds: number;
+	sampleRate: number;
+	channels: number;
+	/** Seconds of (trimmed) source audio converted. */
+	sourceSeconds: number;
+	processingSeconds: number;
+	/** Processing time ÷ audio duration: below 1 is faster than real time. */
+	realTimeFactor: number;
+}
+
+export async function convertSource(request: ConversionRequest): Promise<ConversionResult> {
+	const started = performance.now();
+	const { engine, voice, signal } = request;
+	const decoded = decodeSource(downloadSource(request.sourceUrl, signal, request.fetch));
+	const { first, rest } = await peekFirst(decoded);
+	if (!first) throw corruptedSource("no audio frames");
+	const source: PcmFormat = { sampleRate: first.sampleRate, channels: first.channels.length };
+
+	const trimmed =
+		request.previewSeconds === undefined ? rest : takeFrames(rest, framesFor(request.previewSeconds, source.sampleRate));
+	let sourceFrames = 0;
+	const counted = countFrames(trimmed, (frames, block) => {
+		if (block.sampleRate !== source.sampleRate || block.channels.length !== source.channels) {
+			throw corruptedSource("the sample rate or channel count changes within the file");
+		}
+		sourceFrames += frames;
+		request.onSourceSeconds?.(sourceFrames / source.sampleRate);
+	});
+
+	const input = engine.inputFormat(source, voice);
+	const output = engine.outputFormat(source, voice);
+	const path = join(request.workDir, `output-${randomUUID()}.wav`);
+	const writer = await WavFileWriter.create(path, output.sampleRate, output.channels);
+	try {
+		const job = { voice, semitones: request.semitones, artifactPaths: request.artifactPaths, input };
+		for await (const block of engine.convert(convertToFormat(counted, input), job, signal)) {
+			await writer.write(block);
+		}
+		// The engine contract allows ±10 ms; the file is made exact so previews and full outputs line up.
+		const expectedFrames = Math.round((sourceFrames * output.sampleRate) / source.sampleRate);
+		const file = await writer.finish(expectedFrames);
+		signal.throwIfAborted();
+		await uploadWav(request.outputUrl, path, file.sizeBytes, signal, request.fetch);
+		const processingSeconds = (performance.now() - started) / 1000;
+		const sourceSeconds = sourceFrames / source.sampleRate;
+		return {
+			sizeBytes: file.sizeBytes,
+			durationSeconds: file.frames / file.sampleRate,
+			sampleRate: file.sampleRate,
+			channels: file.channels,
+			sourceSeconds,
+			processingSeconds,
+			realTimeFactor: sourceSeconds > 0 ? processingSeconds / sourceSeconds : 0,
+		};
+	} finally {
+		await writer.abort();
+		await rm(path, { force: true });
+	}
+}
+
+/** Take the first block of a stream and give back a stream that starts with it again. */
+async function peekFirst(
+	blocks: AsyncIterable<AudioBlock>,
+): Promise<{ first: AudioBlock | undefined; rest: AsyncIterable<AudioBlock> }> {
+	const iterator = blocks[Symbol.asyncIterator]();
+	const head = await iterator.next();
+	if (head.done) return { first: undefined, rest: (async function* () {})() };
+	async function* rest(): AsyncGenerator<AudioBlock> {
+		try {
+			yield head.value;
+			for (;;) {
+				const next = await iterator.next();
+				if (next.done) return;
+				yield next.value;
+			}
+		} finally {
+			await iterator.return?.();
+		}
+	}
+	return { first: head.value, rest: rest() };
+}

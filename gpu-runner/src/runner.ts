@@ -1,0 +1,74 @@
+/**
+ * The runner process: load engines, serve health and metrics, run the lease loop until a signal.
+ * SIGTERM/SIGINT once: graceful stop (finish or release within the grace period). Twice: exit now
+ * (the leases then expire and the Worker re-queues the jobs).
+ */
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { RunnerApiClient } from "./api/runner-api-client.ts";
+import { TokenProvider } from "./api/token-provider.ts";
+import { ArtifactCache } from "./artifacts/artifact-cache.ts";
+import type { RunnerConfig } from "./config.ts";
+import { loadEngines } from "./engines/registry.ts";
+import { jsonLogger, type Logger } from "./logger.ts";
+import { createJobProcessor } from "./loop/job-processor.ts";
+import { LeaseLoop } from "./loop/lease-loop.ts";
+import { startHealthServer } from "./observability/health-server.ts";
+import { RunnerMetrics } from "./observability/metrics.ts";
+
+export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogger): Promise<void> {
+	const metrics = new RunnerMetrics({ processMetrics: true });
+	let loop: LeaseLoop | undefined;
+	const engineProviders: Record<string, { execution_provider: string }> = {};
+	const health = await startHealthServer({
+		host: config.healthHost,
+		port: config.healthPort,
+		metrics,
+		snapshot: () => ({
+			status: loop?.state ?? "starting",
+			runner_id: config.runnerId,
+			active_jobs: loop?.activeJobs ?? 0,
+			capacity: config.capacity,
+			engines: engineProviders,
+		}),
+	});
+	logger.info("health server listening", { port: health.port });
+
+	await mkdir(config.workDir, { recursive: true });
+	const engines = await loadEngines(config.engines, { cacheDir: join(config.cacheDir, "engines"), logger });
+	for (const [name, { info }] of engines) {
+		engineProviders[name] = { execution_provider: info.executionProvider };
+		metrics.engineInfo.set({ engine: name, execution_provider: info.executionProvider }, 1);
+	}
+
+	const tokens = new TokenProvider({ apiBaseUrl: config.apiBaseUrl, clientId: config.clientId, clientSecret: config.clientSecret });
+	loop = new LeaseLoop(
+		{ runnerId: config.runnerId, capacity: config.capacity, leaseWaitSeconds: config.leaseWaitSeconds },
+		{
+			api: new RunnerApiClient({ apiBaseUrl: config.apiBaseUrl, tokens }),
+			engines,
+			processJob: createJobProcessor({ artifacts: new ArtifactCache(join(config.cacheDir, "artifacts")), workDir: config.workDir }),
+			metrics,
+			logger,
+		},
+	);
+
+	let signals = 0;
+	const onSignal = (signal: NodeJS.Signals) => {
+		signals++;
+		if (signals > 1) {
+			logger.warn("second signal: exiting now", { signal });
+			process.exit(130);
+		}
+		logger.info("signal received: stopping gracefully", { signal, grace_seconds: config.shutdownGraceSeconds });
+		void loop?.stop(config.shutdownGraceSeconds * 1000);
+	};
+	process.on("SIGTERM", onSignal);
+	process.on("SIGINT", onSignal);
+
+	logger.info("runner started", { runner_id: config.runnerId, capacity: config.capacity, engines: config.engines });
+	await loop.start();
+	for (const { engine } of engines.values()) await engine.dispose();
+	await health.close();
+	logger.info("runner stopped");
+}

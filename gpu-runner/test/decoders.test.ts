@@ -1,0 +1,171 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { decodeSource, sniffFormat } from "../src/audio/decode-source.ts";
+import { cents, medianPitch, sine, trackPitch } from "./helpers/signals.ts";
+import { bytesOf, collect } from "./helpers/streams.ts";
+import { missingToolsMessage, run } from "./helpers/tools.ts";
+import { makeWav, type WavEncoding } from "./helpers/wav-files.ts";
+
+const SAMPLE_RATE = 16_000;
+const left = sine(440, 0.5, SAMPLE_RATE, 0.5);
+const right = sine(660, 0.5, SAMPLE_RATE, 0.25);
+
+async function decode(bytes: Uint8Array, chunkBytes = 4099) {
+	return collect(decodeSource(bytesOf(bytes, chunkBytes)));
+}
+
+function maxError(actual: Float32Array, expected: Float32Array): number {
+	let max = 0;
+	for (let i = 0; i < expected.length; i++) max = Math.max(max, Math.abs((actual[i] as number) - (expected[i] as number)));
+	return max;
+}
+
+describe("WAV decoder", () => {
+	const encodings: [WavEncoding, number][] = [
+		[{ kind: "pcm", bits: 8 }, 1 / 64],
+		[{ kind: "pcm", bits: 16 }, 1e-4],
+		[{ kind: "pcm", bits: 24 }, 1e-6],
+		[{ kind: "pcm", bits: 32 }, 1e-7],
+		[{ kind: "float", bits: 32 }, 1e-7],
+		[{ kind: "float", bits: 64 }, 1e-7],
+	];
+	for (const [encoding, tolerance] of encodings) {
+		for (const extensible of [false, true]) {
+			it(`decodes ${encoding.kind} ${encoding.bits}-bit stereo${extensible ? " (WAVE_FORMAT_EXTENSIBLE)" : ""}`, async () => {
+				// Odd chunk sizes split frames and headers across network chunks.
+				const out = await decode(makeWav([left, right], SAMPLE_RATE, encoding, { extensible, extraChunk: true }), 997);
+				expect(out.sampleRate).toBe(SAMPLE_RATE);
+				expect(out.channels).toHaveLength(2);
+				expect(out.channels[0]?.length).toBe(left.length);
+				expect(maxError(out.channels[0] as Float32Array, left)).toBeLessThanOrEqual(tolerance);
+				expect(maxError(out.channels[1] as Float32Array, right)).toBeLessThanOrEqual(tolerance);
+			});
+		}
+	}
+
+	it("reads a streamed WAV whose data size was left at 0", async () => {
+		const bytes = makeWav([left], SAMPLE_RATE, { kind: "pcm", bits: 16 });
+		new DataView(bytes.buffer).setUint32(40, 0, true);
+		expect((await decode(bytes)).channels[0]?.length).toBe(left.length);
+	});
+
+	it("fails permanently on a truncated data chunk", async () => {
+		const bytes = makeWav([left], SAMPLE_RATE, { kind: "pcm", bits: 16 });
+		await expect(decode(bytes.subarray(0, 2000))).rejects.toMatchObject({ reason: "corrupted_source" });
+	});
+
+	it("fails permanently on a RIFF file that is not WAVE", async () => {
+		const bytes = makeWav([left], SAMPLE_RATE, { kind: "pcm", bits: 16 });
+		bytes.set([65, 86, 73, 32], 8); // "AVI "
+		await expect(decode(bytes)).rejects.toMatchObject({ reason: "corrupted_source" });
+	});
+
+	it("reports compressed WAV (ADPCM) as unsupported", async () => {
+		const bytes = makeWav([left], SAMPLE_RATE, { kind: "pcm", bits: 16 });
+		new DataView(bytes.buffer).setUint16(20, 2, true);
+		await expect(decode(bytes)).rejects.toMatchObject({ reason: "unsupported_format" });
+	});
+
+	it("fails on a header with no data chunk", async () => {
+		const bytes = makeWav([left], SAMPLE_RATE, { kind: "pcm", bits: 16 });
+		await expect(decode(bytes.subarray(0, 36))).rejects.toMatchObject({ reason: "corrupted_source" });
+	});
+});
+
+describe("format sniffing", () => {
+	it("knows the three formats and names other containers", () => {
+		const bytes = (s: string) => new Uint8Array([...s].map((c) => c.charCodeAt(0)));
+		expect(sniffFormat(bytes("RIFF\0\0\0\0WAVE"))).toBe("wav");
+		expect(sniffFormat(bytes("fLaC\0\0\0\0"))).toBe("flac");
+		expect(sniffFormat(bytes("ID3\u0004\0\0"))).toBe("mp3");
+		expect(sniffFormat(new Uint8Array([0xff, 0xfb, 0x90, 0x64]))).toBe("mp3");
+		expect(sniffFormat(bytes("OggS\0\0\0\0"))).toEqual({ unsupported: "Ogg container" });
+		expect(sniffFormat(bytes("hello world!"))).toBeUndefined();
+	});
+
+	it("fails random bytes and empty files as corrupted", async () => {
+		const noise = new Uint8Array(5000).map((_, i) => (i * 7919) % 251);
+		await expect(decode(noise)).rejects.toMatchObject({ reason: "corrupted_source" });
+		await expect(decode(new Uint8Array(0))).rejects.toMatchObject({ reason: "corrupted_source" });
+	});
+
+	it("reports Ogg as unsupported", async () => {
+		const ogg = new Uint8Array(100);
+		ogg.set([0x4f, 0x67, 0x67, 0x53]);
+		await expect(decode(ogg)).rejects.toMatchObject({ reason: "unsupported_format" });
+	});
+});
+
+const toolsSkip = missingToolsMessage(["flac", "lame", "sox"]);
+
+describe.skipIf(toolsSkip !== undefined)(`FLAC and MP3 decoders${toolsSkip ? ` (${toolsSkip})` : ""}`, () => {
+	let dir: string;
+	const rate = 44_100;
+	const tone = sine(440, 2, rate, 0.5);
+	const toneRight = sine(330, 2, rate, 0.5);
+
+	beforeAll(() => {
+		dir = mkdtempSync(join(tmpdir(), "decoders-"));
+		writeFileSync(join(dir, "tone16.wav"), makeWav([tone, toneRight], rate, { kind: "pcm", bits: 16 }));
+		writeFileSync(join(dir, "tone24.wav"), makeWav([tone], rate, { kind: "pcm", bits: 24 }, { extensible: true }));
+		run("flac", ["-s", "-f", "-o", join(dir, "tone16.flac"), join(dir, "tone16.wav")]);
+		run("flac", ["-s", "-f", "-o", join(dir, "tone24.flac"), join(dir, "tone24.wav")]);
+		run("lame", ["--quiet", "-b", "192", join(dir, "tone16.wav"), join(dir, "tone.mp3")]);
+		run("lame", ["--quiet", "-m", "m", "-b", "64", "--resample", "22.05", join(dir, "tone24.wav"), join(dir, "mono22k.mp3")]);
+	});
+	afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+	it("decodes 16-bit stereo FLAC losslessly", async () => {
+		const out = await decode(new Uint8Array(readFileSync(join(dir, "tone16.flac"))), 8191);
+		expect(out.sampleRate).toBe(rate);
+		expect(out.channels).toHaveLength(2);
+		expect(out.channels[0]?.length).toBe(tone.length);
+		expect(maxError(out.channels[0] as Float32Array, tone)).toBeLessThanOrEqual(1e-4);
+		expect(maxError(out.channels[1] as Float32Array, toneRight)).toBeLessThanOrEqual(1e-4);
+	});
+
+	it("decodes 24-bit mono FLAC made from an extensible WAV", async () => {
+		const out = await decode(new Uint8Array(readFileSync(join(dir, "tone24.flac"))));
+		expect(out.channels).toHaveLength(1);
+		expect(maxError(out.channels[0] as Float32Array, tone)).toBeLessThanOrEqual(1e-6);
+	});
+
+	it("decodes stereo MP3 gaplessly at the right pitch and length", async () => {
+		const out = await decode(new Uint8Array(readFileSync(join(dir, "tone.mp3"))), 16_384);
+		expect(out.sampleRate).toBe(rate);
+		expect(out.channels).toHaveLength(2);
+		expect(Math.abs((out.channels[0]?.length ?? 0) - tone.length)).toBeLessThanOrEqual(Math.round(rate * 0.01));
+		const pitch = medianPitch(trackPitch(out.channels[0] as Float32Array, rate));
+		expect(Math.abs(cents(pitch, 440))).toBeLessThan(5);
+	});
+
+	it("decodes mono 22.05 kHz MP3", async () => {
+		const out = await decode(new Uint8Array(readFileSync(join(dir, "mono22k.mp3"))));
+		expect(out.sampleRate).toBe(22_050);
+		expect(out.channels).toHaveLength(1);
+		expect(Math.abs((out.channels[0]?.length ?? 0) / 22_050 - 2)).toBeLessThanOrEqual(0.01);
+	});
+
+	it("fails a FLAC file with damaged frames as corrupted", async () => {
+		const bytes = new Uint8Array(readFileSync(join(dir, "tone16.flac")));
+		for (let i = 2000; i < bytes.length - 1000; i += 1500) bytes[i] = (bytes[i] as number) ^ 0x5a;
+		await expect(decode(bytes)).rejects.toMatchObject({ reason: "corrupted_source" });
+	});
+
+	it("fails a FLAC header followed by garbage as corrupted", async () => {
+		const bytes = new Uint8Array(readFileSync(join(dir, "tone16.flac")));
+		const garbage = new Uint8Array(20_000).map((_, i) => (i * 31) % 256);
+		const head = bytes.subarray(0, 8192 - 4096);
+		await expect(decode(new Uint8Array([...head.subarray(0, 42), ...garbage]))).rejects.toMatchObject({
+			reason: "corrupted_source",
+		});
+	});
+
+	it("fails an ID3 tag followed by garbage as corrupted", async () => {
+		const id3 = new Uint8Array([0x49, 0x44, 0x33, 4, 0, 0, 0, 0, 0, 0]);
+		const garbage = new Uint8Array(20_000).map((_, i) => (i * 13) % 200);
+		await expect(decode(new Uint8Array([...id3, ...garbage]))).rejects.toMatchObject({ reason: "corrupted_source" });
+	});
+});

@@ -1,0 +1,117 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { VoiceDescriptor } from "../../src/contracts/runner.ts";
+import { decodeWav } from "../src/audio/wav-decoder.ts";
+import { DspEngine } from "../src/engines/dsp/dsp-engine.ts";
+import { cents, harmonicTone, median, medianPitch, peak, trackPitch, voicedRmsDb } from "./helpers/signals.ts";
+import { blocksOf, bytesOf, collect } from "./helpers/streams.ts";
+import { missingToolsMessage, run } from "./helpers/tools.ts";
+
+const SEMITONES = [0, 4, -4, 7, -7, 12, -12];
+
+function voice(params: Record<string, unknown> = {}): VoiceDescriptor {
+	return { id: "00000000-0000-4000-8000-000000000001", name: "test", engine: "dsp", params, artifacts: [] };
+}
+
+async function convert(samples: Float32Array, sampleRate: number, semitones: number, params = {}): Promise<Float32Array> {
+	const engine = new DspEngine();
+	const job = { voice: voice(params), semitones, artifactPaths: new Map(), input: { sampleRate, channels: 1 } };
+	const out = await collect(engine.convert(blocksOf([samples], sampleRate), job, new AbortController().signal));
+	expect(out.sampleRate).toBe(sampleRate);
+	return out.channels[0] as Float32Array;
+}
+
+/** Assert pitch (independent tracker), loudness over voiced parts, length and peak for one shift. */
+function expectFaithfulShift(source: Float32Array, output: Float32Array, sampleRate: number, semitones: number, clarity = 0.9) {
+	expect(output.length).toBe(source.length);
+	const sourceTrack = trackPitch(source, sampleRate, clarity);
+	const outputTrack = trackPitch(output, sampleRate, clarity);
+	// Median over the frames voiced in both tracks: speech pitch varies, so both medians must see the same frames.
+	const both = sourceTrack.frequencies.flatMap((f, i) => (f > 0 && (outputTrack.frequencies[i] ?? 0) > 0 ? [i] : []));
+	expect(both.length, "frames voiced in source and output").toBeGreaterThan(50);
+	const expected = median(both.map((i) => sourceTrack.frequencies[i] as number)) * 2 ** (semitones / 12);
+	const error = cents(median(both.map((i) => outputTrack.frequencies[i] as number)), expected);
+	expect(Math.abs(error), `pitch error ${error.toFixed(2)} cents at ${semitones} st`).toBeLessThanOrEqual(10);
+	// Loudness over the source's voiced frames, the same time span in both (the engine adds no delay).
+	const loudnessDelta = voicedRmsDb(output, sourceTrack) - voicedRmsDb(source, sourceTrack);
+	expect(Math.abs(loudnessDelta), `loudness changed by ${loudnessDelta.toFixed(2)} dB`).toBeLessThanOrEqual(1);
+	expect(peak(output)).toBeLessThanOrEqual(1);
+}
+
+describe("dsp engine on a harmonic tone", () => {
+	const sampleRate = 44_100;
+	const tone = harmonicTone(150, 3, sampleRate);
+
+	for (const semitones of SEMITONES) {
+		it(`shifts by ${semitones} semitones`, async () => {
+			expectFaithfulShift(tone, await convert(tone, sampleRate, semitones), sampleRate, semitones);
+		});
+	}
+
+	it("keeps a full-scale source below clipping", async () => {
+		const loud = harmonicTone(220, 2, sampleRate, 0.6); // peaks near 1.0
+		const out = await convert(loud, sampleRate, 12);
+		expect(peak(loud)).toBeGreaterThan(0.9);
+		expect(peak(out)).toBeLessThanOrEqual(1);
+	});
+
+	it("formant_shift changes the timbre but not the pitch", async () => {
+		const plain = await convert(tone, sampleRate, 4);
+		const shifted = await convert(tone, sampleRate, 4, { formant_shift: 5 });
+		const expected = 150 * 2 ** (4 / 12);
+		expect(Math.abs(cents(medianPitch(trackPitch(shifted, sampleRate)), expected))).toBeLessThanOrEqual(10);
+		// A different spectral envelope: the waveforms differ substantially at equal pitch.
+		let difference = 0;
+		let energy = 0;
+		for (let i = sampleRate; i < 2 * sampleRate; i++) {
+			difference += ((shifted[i] as number) - (plain[i] as number)) ** 2;
+			energy += (plain[i] as number) ** 2;
+		}
+		expect(difference / energy).toBeGreaterThan(0.1);
+	});
+
+	it("rejects invalid voice params as a permanent failure", async () => {
+		await expect(convert(tone, sampleRate, 0, { formant_shift: 40 })).rejects.toMatchObject({
+			name: "PermanentJobError",
+			reason: "internal",
+		});
+	});
+
+	it("keeps stereo and the exact length for odd block sizes", async () => {
+		const engine = new DspEngine();
+		const left = harmonicTone(200, 1.2345, 32_000);
+		const right = harmonicTone(300, 1.2345, 32_000);
+		const job = { voice: voice(), semitones: -7, artifactPaths: new Map(), input: { sampleRate: 32_000, channels: 2 } };
+		const out = await collect(engine.convert(blocksOf([left, right], 32_000, 1001), job, new AbortController().signal));
+		expect(out.channels).toHaveLength(2);
+		expect(out.channels[0]?.length).toBe(left.length);
+	});
+});
+
+const speechSkip = missingToolsMessage(["espeak-ng"]);
+
+describe.skipIf(speechSkip !== undefined)(`dsp engine on generated speech${speechSkip ? ` (${speechSkip})` : ""}`, () => {
+	let dir: string;
+	let speech: Float32Array;
+	let sampleRate: number;
+
+	beforeAll(async () => {
+		dir = mkdtempSync(join(tmpdir(), "dsp-speech-"));
+		const path = join(dir, "speech.wav");
+		// A fixed voice and speed, so the test input is the same on every run.
+		// espeak's formant synthesis is buzzy (MPM clarity rarely above 0.9), hence clarity 0.8 below.
+		run("espeak-ng", ["-v", "en-us+f3", "-s", "150", "-p", "50", "-w", path, "The quick brown fox jumps over the lazy dog. She sells sea shells by the sea shore."]);
+		const decoded = await collect(decodeWav(bytesOf(new Uint8Array(readFileSync(path)))));
+		sampleRate = decoded.sampleRate;
+		speech = decoded.channels[0] as Float32Array;
+	});
+	afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+	for (const semitones of SEMITONES) {
+		it(`shifts by ${semitones} semitones`, async () => {
+			expectFaithfulShift(speech, await convert(speech, sampleRate, semitones), sampleRate, semitones, 0.8);
+		});
+	}
+});

@@ -1,0 +1,83 @@
+/** Builds a real lease loop (real HTTP client, token provider, pipeline and dsp engine) against a fake API. */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomUUID } from "node:crypto";
+import { RunnerApiClient } from "../../src/api/runner-api-client.ts";
+import { TokenProvider } from "../../src/api/token-provider.ts";
+import { ArtifactCache } from "../../src/artifacts/artifact-cache.ts";
+import { DspEngine } from "../../src/engines/dsp/dsp-engine.ts";
+import type { LoadedEngine } from "../../src/engines/registry.ts";
+import { silentLogger } from "../../src/logger.ts";
+import { createJobProcessor } from "../../src/loop/job-processor.ts";
+import { LeaseLoop } from "../../src/loop/lease-loop.ts";
+import { RunnerMetrics } from "../../src/observability/metrics.ts";
+import { CLIENT_ID, CLIENT_SECRET, type FakeJob, type FakeRunnerApi } from "./fake-runner-api.ts";
+import { harmonicTone } from "./signals.ts";
+import { makeWav } from "./wav-files.ts";
+
+export function startTestRunner(api: FakeRunnerApi, options: { capacity?: number } = {}) {
+	const dir = mkdtempSync(join(tmpdir(), "runner-test-"));
+	const metrics = new RunnerMetrics();
+	const tokens = new TokenProvider({ apiBaseUrl: api.baseUrl, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET });
+	const engines = new Map<"dsp", LoadedEngine>([["dsp", { engine: new DspEngine(), info: { name: "dsp", executionProvider: "cpu" } }]]);
+	const loop = new LeaseLoop(
+		{ runnerId: "test-runner", capacity: options.capacity ?? 1, leaseWaitSeconds: 0.5, backoff: { baseMs: 10, maxMs: 40 } },
+		{
+			api: new RunnerApiClient({ apiBaseUrl: api.baseUrl, tokens }),
+			engines,
+			processJob: createJobProcessor({ artifacts: new ArtifactCache(join(dir, "artifacts")), workDir: join(dir, "work") }),
+			metrics,
+			logger: silentLogger,
+		},
+	);
+	const done = loop.start();
+	return {
+		loop,
+		metrics,
+		done,
+		/** Count of finished jobs by outcome, read from the Prometheus counter. */
+		async outcomes(): Promise<Record<string, number>> {
+			const counts: Record<string, number> = {};
+			for (const v of (await metrics.jobs.get()).values) counts[String(v.labels.outcome)] = v.value;
+			return counts;
+		},
+		async dispose() {
+			await loop.stop(0);
+			rmSync(dir, { recursive: true, force: true });
+		},
+	};
+}
+
+export function wavJob(seconds: number, extra: Partial<FakeJob> = {}): FakeJob {
+	const sampleRate = 22_050;
+	return {
+		conversionId: randomUUID(),
+		source: makeWav([harmonicTone(180, seconds, sampleRate)], sampleRate, { kind: "pcm", bits: 16 }),
+		format: "wav",
+		sampleRate,
+		channels: 1,
+		durationSeconds: seconds,
+		semitones: 3,
+		...extra,
+	};
+}
+
+/** Read the fields of a 44-byte PCM WAV header written by any encoder. */
+export function readWavHeader(bytes: Uint8Array) {
+	const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+	const text = (o: number) => String.fromCharCode(...bytes.subarray(o, o + 4));
+	const channels = view.getUint16(22, true);
+	const sampleRate = view.getUint32(24, true);
+	const bits = view.getUint16(34, true);
+	const dataBytes = view.getUint32(40, true);
+	return {
+		riff: text(0),
+		wave: text(8),
+		channels,
+		sampleRate,
+		bits,
+		dataBytes,
+		seconds: dataBytes / (channels * (bits / 8)) / sampleRate,
+	};
+}

@@ -1,0 +1,158 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { FakeRunnerApi } from "./helpers/fake-runner-api.ts";
+import { readWavHeader, startTestRunner, wavJob } from "./helpers/runner-harness.ts";
+
+let api: FakeRunnerApi;
+let runner: ReturnType<typeof startTestRunner> | undefined;
+
+/** Wait for a condition on the API's side, then for the runner to finish its bookkeeping of that job. */
+async function waitUntil(condition: () => boolean): Promise<void> {
+	await api.waitFor(condition);
+	await api.waitFor(() => runner?.loop.activeJobs === 0);
+}
+
+beforeEach(async () => {
+	api = await new FakeRunnerApi().start();
+});
+afterEach(async () => {
+	await runner?.dispose();
+	runner = undefined;
+	await api.close();
+});
+
+describe("lease loop against the runner API", () => {
+	it("leases, converts, uploads and completes a job", async () => {
+		const job = wavJob(2);
+		api.enqueue(job);
+		runner = startTestRunner(api);
+		await waitUntil(() => api.uploads.has(job.conversionId) && api.events.some((e) => e.type === "complete"));
+
+		const lease = api.leaseFor(job.conversionId);
+		const report = api.finalReport(lease?.lease_id ?? "");
+		expect(report?.type).toBe("complete");
+		const upload = api.uploads.get(job.conversionId);
+		expect(upload?.contentType).toBe("audio/wav");
+		expect(upload?.contentLength).toBe(upload?.body.length);
+		const header = readWavHeader(upload?.body ?? new Uint8Array());
+		expect(header).toMatchObject({ riff: "RIFF", wave: "WAVE", channels: 1, sampleRate: 22_050, bits: 16 });
+		expect(Math.abs(header.seconds - 2)).toBeLessThanOrEqual(0.01);
+		if (report?.type === "complete") {
+			expect(report.body.output.size_bytes).toBe(upload?.body.length);
+			expect(report.body.output.duration_seconds).toBeCloseTo(header.seconds, 6);
+			expect(report.body.metrics?.execution_provider).toBe("cpu");
+		}
+		expect(api.leaseRequests[0]).toMatchObject({ runner_id: "test-runner", capacity: 1, engines: ["dsp"] });
+		expect(await runner.outcomes()).toEqual({ completed: 1 });
+	});
+
+	it("runs jobs concurrently up to its capacity and no further", async () => {
+		const jobs = [1, 2, 3].map(() => wavJob(1, { trickleBytesPer50ms: 8_000 }));
+		for (const job of jobs) api.enqueue(job);
+		runner = startTestRunner(api, { capacity: 2 });
+		let peak = 0;
+		await api.waitFor(() => {
+			peak = Math.max(peak, runner?.loop.activeJobs ?? 0);
+			return api.events.filter((e) => e.type === "complete").length === 3;
+		});
+		await waitUntil(() => true);
+		expect(peak).toBe(2);
+		expect(Math.max(...api.leaseRequests.map((r) => r.capacity))).toBe(2);
+		expect(await runner.outcomes()).toEqual({ completed: 3 });
+	});
+
+	it("backs off and retries when the API answers 5xx, then succeeds", async () => {
+		api.faults.set("leases", { status: 503, remaining: 3 });
+		api.faults.set("complete", { status: 502, remaining: 2 });
+		const job = wavJob(0.5);
+		api.enqueue(job);
+		runner = startTestRunner(api);
+		await waitUntil(() => api.events.some((e) => e.type === "complete"));
+		const errors = Object.fromEntries((await runner.metrics.apiErrors.get()).values.map((v) => [v.labels.operation, v.value]));
+		expect(errors).toEqual({ lease: 3, complete: 2 });
+		expect(await runner.outcomes()).toEqual({ completed: 1 });
+	});
+
+	it("fails a corrupt source permanently as corrupted_source", async () => {
+		const job = wavJob(1);
+		job.source = new Uint8Array([...new TextEncoder().encode("RIFF\x10\0\0\0WAVEfmt "), ...new Uint8Array(200).fill(7)]);
+		api.enqueue(job);
+		runner = startTestRunner(api);
+		await waitUntil(() => api.events.some((e) => e.type === "fail"));
+		const report = api.events.find((e) => e.type === "fail");
+		expect(report?.type === "fail" && report.body).toMatchObject({ kind: "permanent", reason: "corrupted_source" });
+		expect(api.uploads.size).toBe(0);
+		expect(await runner.outcomes()).toEqual({ failed_permanent: 1 });
+	});
+
+	it("fails an unsupported container permanently as unsupported_format", async () => {
+		const job = wavJob(1);
+		job.source = new Uint8Array([0x4f, 0x67, 0x67, 0x53, ...new Uint8Array(300)]); // Ogg
+		api.enqueue(job);
+		runner = startTestRunner(api);
+		await waitUntil(() => api.events.some((e) => e.type === "fail"));
+		const report = api.events.find((e) => e.type === "fail");
+		expect(report?.type === "fail" && report.body).toMatchObject({ kind: "permanent", reason: "unsupported_format" });
+	});
+
+	it("fails transiently when the source cannot be downloaded", async () => {
+		api.enqueue(wavJob(1, { sourceStatus: 503 }));
+		runner = startTestRunner(api);
+		await waitUntil(() => api.events.some((e) => e.type === "fail"));
+		const report = api.events.find((e) => e.type === "fail");
+		expect(report?.type === "fail" && report.body).toMatchObject({ kind: "transient", reason: "internal" });
+		expect(await runner.outcomes()).toEqual({ failed_transient: 1 });
+	});
+
+	it("heartbeats with progress and stops work when the lease is lost", async () => {
+		api.heartbeatIntervalSeconds = 0.1;
+		const slow = wavJob(2, { trickleBytesPer50ms: 2_000 }); // ~88 KB: about 2 s to download
+		let lostLease = "";
+		api.onLeased = (lease) => {
+			if (lease.conversion_id !== slow.conversionId) return;
+			lostLease = lease.lease_id;
+			setTimeout(() => api.lostLeases.add(lease.lease_id), 350);
+		};
+		api.enqueue(slow);
+		runner = startTestRunner(api);
+		await api.waitFor(() => runner !== undefined && lostLease !== "" && api.lostLeases.has(lostLease));
+		await api.waitFor(() => runner?.loop.activeJobs === 0);
+		const beats = api.eventsFor(lostLease).filter((e) => e.type === "heartbeat");
+		expect(beats.length).toBeGreaterThanOrEqual(2);
+		expect(beats.some((e) => e.type === "heartbeat" && (e.progress ?? 0) > 0)).toBe(true);
+		expect(api.finalReport(lostLease)).toBeUndefined(); // the broker took it back: nothing to report
+		expect(api.uploads.has(slow.conversionId)).toBe(false);
+		expect(await runner.outcomes()).toEqual({ lease_lost: 1 });
+
+		// The runner carries on with the next job.
+		const next = wavJob(0.5);
+		api.enqueue(next);
+		await api.waitFor(() => api.uploads.has(next.conversionId) && api.events.some((e) => e.type === "complete"));
+	});
+
+	it("on shutdown stops leasing and lets a running job finish within the grace period", async () => {
+		const job = wavJob(1, { trickleBytesPer50ms: 6_000 }); // about 0.4 s
+		api.enqueue(job);
+		runner = startTestRunner(api);
+		await api.waitFor(() => runner?.loop.activeJobs === 1);
+		const stopped = runner.loop.stop(20_000);
+		expect(runner.loop.state).toBe("stopping");
+		const requestsAtStop = api.leaseRequests.length;
+		api.enqueue(wavJob(1)); // must not be leased any more
+		await stopped;
+		await runner.done;
+		expect(api.events.filter((e) => e.type !== "heartbeat").map((e) => e.type)).toEqual(["complete"]);
+		expect(api.leaseRequests.length).toBe(requestsAtStop);
+	});
+
+	it("on shutdown releases the jobs still running when the grace period ends", async () => {
+		const job = wavJob(3, { trickleBytesPer50ms: 1_000 }); // about 13 s: cannot finish
+		api.enqueue(job);
+		runner = startTestRunner(api);
+		await api.waitFor(() => runner?.loop.activeJobs === 1);
+		await runner.loop.stop(300);
+		const lease = api.leaseFor(job.conversionId);
+		const report = api.finalReport(lease?.lease_id ?? "");
+		expect(report).toMatchObject({ type: "release", reason: "runner shutting down" });
+		expect(await runner.outcomes()).toEqual({ released: 1 });
+	});
+});

@@ -1,0 +1,131 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { VoiceDescriptor } from "../../src/contracts/runner.ts";
+import { decodeWav } from "../src/audio/wav-decoder.ts";
+import { DspEngine } from "../src/engines/dsp/dsp-engine.ts";
+import type { AudioBlock, Engine, PcmFormat } from "../src/engines/engine.ts";
+import { convertSource } from "../src/pipeline/convert-source.ts";
+import { FakeRunnerApi, type FakeJob } from "./helpers/fake-runner-api.ts";
+import { readWavHeader } from "./helpers/runner-harness.ts";
+import { cents, harmonicTone, medianPitch, sine, trackPitch } from "./helpers/signals.ts";
+import { bytesOf, collect } from "./helpers/streams.ts";
+import { missingToolsMessage, run } from "./helpers/tools.ts";
+import { makeWav } from "./helpers/wav-files.ts";
+
+const voice: VoiceDescriptor = {
+	id: "22222222-2222-4222-8222-222222222222",
+	name: "pipeline",
+	engine: "dsp",
+	params: {},
+	artifacts: [],
+};
+
+/** Stands in for a model engine: wants 16 kHz mono (like rvc) and passes audio through unchanged. */
+class MonoSixteenKilohertzEngine implements Engine {
+	readonly name = "rvc" as const;
+	async init() {
+		return { name: this.name, executionProvider: "cpu" };
+	}
+	inputFormat(): PcmFormat {
+		return { sampleRate: 16_000, channels: 1 };
+	}
+	outputFormat(): PcmFormat {
+		return { sampleRate: 16_000, channels: 1 };
+	}
+	async *convert(input: AsyncIterable<AudioBlock>) {
+		yield* input;
+	}
+	async dispose() {}
+}
+
+let api: FakeRunnerApi;
+let dir: string;
+
+beforeAll(async () => {
+	api = await new FakeRunnerApi().start();
+	dir = mkdtempSync(join(tmpdir(), "pipeline-"));
+});
+afterAll(async () => {
+	await api.close();
+	rmSync(dir, { recursive: true, force: true });
+});
+
+async function convert(source: Uint8Array, options: { engine?: Engine; previewSeconds?: number; semitones?: number } = {}) {
+	const job: FakeJob = { conversionId: randomUUID(), source, format: "wav", sampleRate: 0, channels: 0, durationSeconds: 0 };
+	api.enqueue(job);
+	const result = await convertSource({
+		sourceUrl: `${api.baseUrl}/storage/source/${job.conversionId}`,
+		outputUrl: `${api.baseUrl}/storage/output/${job.conversionId}`,
+		engine: options.engine ?? new DspEngine(),
+		voice,
+		semitones: options.semitones ?? 0,
+		previewSeconds: options.previewSeconds,
+		artifactPaths: new Map(),
+		workDir: dir,
+		signal: new AbortController().signal,
+	});
+	const upload = api.uploads.get(job.conversionId);
+	if (!upload) throw new Error("nothing was uploaded");
+	return { result, upload, header: readWavHeader(upload.body) };
+}
+
+describe("conversion pipeline", () => {
+	it("converts exactly the first 10 s for a preview of a longer source", async () => {
+		const source = makeWav([harmonicTone(200, 12.5, 16_000)], 16_000, { kind: "pcm", bits: 16 });
+		const { result, header, upload } = await convert(source, { previewSeconds: 10, semitones: 5 });
+		expect(header.seconds).toBe(10);
+		expect(result.durationSeconds).toBe(10);
+		expect(result.sourceSeconds).toBe(10);
+		expect(upload.contentLength).toBe(result.sizeBytes);
+	});
+
+	it("keeps a source shorter than the preview whole", async () => {
+		const source = makeWav([harmonicTone(200, 4.321, 16_000)], 16_000, { kind: "pcm", bits: 24 });
+		const { header } = await convert(source, { previewSeconds: 10 });
+		expect(Math.abs(header.seconds - 4.321)).toBeLessThanOrEqual(0.01);
+	});
+
+	it("keeps the source's rate and channels with the dsp engine", async () => {
+		const source = makeWav([sine(300, 1.5, 48_000), sine(500, 1.5, 48_000)], 48_000, { kind: "float", bits: 32 }, { extensible: true });
+		const { header } = await convert(source, { semitones: -3 });
+		expect(header).toMatchObject({ channels: 2, sampleRate: 48_000 });
+		expect(Math.abs(header.seconds - 1.5)).toBeLessThanOrEqual(0.01);
+	});
+
+	it("downmixes and resamples to the format an engine asks for, without changing pitch or length", async () => {
+		const tone = sine(440, 3, 44_100, 0.4);
+		const source = makeWav([tone, tone], 44_100, { kind: "pcm", bits: 16 });
+		const { header, upload } = await convert(source, { engine: new MonoSixteenKilohertzEngine() });
+		expect(header).toMatchObject({ channels: 1, sampleRate: 16_000 });
+		expect(Math.abs(header.seconds - 3)).toBeLessThanOrEqual(0.01);
+		const decoded = await collect(decodeWav(bytesOf(upload.body)));
+		const pitch = medianPitch(trackPitch(decoded.channels[0] as Float32Array, 16_000));
+		expect(Math.abs(cents(pitch, 440))).toBeLessThan(2);
+	});
+
+	it("fails the job permanently before uploading anything when the source is corrupt", async () => {
+		const source = makeWav([sine(440, 1, 16_000)], 16_000, { kind: "pcm", bits: 16 }).subarray(0, 5000);
+		await expect(convert(source)).rejects.toMatchObject({ name: "PermanentJobError", reason: "corrupted_source" });
+	});
+});
+
+const toolsSkip = missingToolsMessage(["lame", "flac"]);
+
+describe.skipIf(toolsSkip !== undefined)(`pipeline with compressed sources${toolsSkip ? ` (${toolsSkip})` : ""}`, () => {
+	it("converts an MP3 preview and a full FLAC with exact durations", async () => {
+		const wavPath = join(dir, "long.wav");
+		writeFileSync(wavPath, makeWav([harmonicTone(150, 12, 44_100), harmonicTone(160, 12, 44_100)], 44_100, { kind: "pcm", bits: 16 }));
+		run("lame", ["--quiet", "-b", "128", wavPath, join(dir, "long.mp3")]);
+		run("flac", ["-s", "-f", "-o", join(dir, "long.flac"), wavPath]);
+
+		const mp3 = await convert(new Uint8Array(readFileSync(join(dir, "long.mp3"))), { previewSeconds: 10, semitones: 7 });
+		expect(mp3.header).toMatchObject({ channels: 2, sampleRate: 44_100 });
+		expect(Math.abs(mp3.header.seconds - 10)).toBeLessThanOrEqual(0.01);
+
+		const flac = await convert(new Uint8Array(readFileSync(join(dir, "long.flac"))), { semitones: -7 });
+		expect(Math.abs(flac.header.seconds - 12)).toBeLessThanOrEqual(0.01);
+	});
+});
