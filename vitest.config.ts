@@ -32,6 +32,8 @@ export default defineConfig(async () => {
 						setupFiles: ["./test/worker/apply-migrations.ts"],
 					},
 				},
+				// The runner's own tests, with its own config.
+				"./gpu-runner",
 				{
 					test: {
 						name: "node",
