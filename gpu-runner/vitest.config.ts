@@ -1,9 +1,0 @@
-import { defineConfig } from "vitest/config";
-
-export default defineConfig({
-	test: {
-		environment: "node",
-		include: ["test/**/*.test.ts"],
-		testTimeout: 60_000,
-	},
-});
