@@ -28,6 +28,8 @@ export function decodeSalience(salience: Float32Array, frames: number, threshold
 		throw new RangeError(`salience has ${salience.length} values, fewer than ${frames} frames x ${RMVPE_PITCH_BINS} bins`);
 	}
 	const f0 = new Float32Array(frames);
+	// RVC compares float32 salience with the threshold in float32 (numpy keeps the array's dtype).
+	const limit = Math.fround(threshold);
 	for (let t = 0; t < frames; t++) {
 		const row = t * RMVPE_PITCH_BINS;
 		let center = 0;
@@ -39,7 +41,7 @@ export function decodeSalience(salience: Float32Array, frames: number, threshold
 				center = b;
 			}
 		}
-		if (!(max > threshold)) continue;
+		if (!(max > limit)) continue;
 		let weighted = 0;
 		let total = 0;
 		for (let b = Math.max(0, center - 4); b <= Math.min(RMVPE_PITCH_BINS - 1, center + 4); b++) {
