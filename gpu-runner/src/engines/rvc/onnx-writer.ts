@@ -170,7 +170,7 @@ export class OnnxGraphBuilder {
 	}
 
 	initializer(prefix: string, tensor: TensorData): string {
-		const name = `${prefix}_${this.#counter++}`;
+		const name = this.fresh(prefix);
 		this.#initializers.push(tensorProto(name, tensor));
 		this.#parameterCount += tensor.data.length;
 		return name;
@@ -195,9 +195,14 @@ export class OnnxGraphBuilder {
 		return name;
 	}
 
+	/** A tensor name not used before in this graph. */
+	fresh(prefix: string): string {
+		return `${prefix}_${this.#counter++}`;
+	}
+
 	/** Adds a node and returns its first output's name. */
 	node(opType: string, inputs: readonly string[], attributes: Record<string, OnnxAttribute> = {}, outputs?: readonly string[]): string {
-		return this.nodeOutputs(opType, inputs, attributes, outputs ?? [`${opType.toLowerCase()}_${this.#counter++}`])[0] as string;
+		return this.nodeOutputs(opType, inputs, attributes, outputs ?? [this.fresh(opType.toLowerCase())])[0] as string;
 	}
 
 	/** Adds a node with several (named or generated) outputs; an empty name skips an optional output. */
