@@ -15,8 +15,16 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { VoiceDescriptor } from "../../src/contracts/runner.ts";
 import type { AudioBlock } from "../src/engines/engine.ts";
-import { createRvcEngine, type RvcChunkStats } from "../src/engines/rvc/index.ts";
-import { type BuiltModel, buildContentVec, buildRmvpe, buildSynthesizer40k } from "./rvc-models.ts";
+import {
+	createRvcEngine,
+	type RvcChunkStats,
+} from "../src/engines/rvc/index.ts";
+import {
+	type BuiltModel,
+	buildContentVec,
+	buildRmvpe,
+	buildSynthesizer40k,
+} from "./rvc-models.ts";
 
 const { values } = parseArgs({
 	options: {
@@ -26,10 +34,18 @@ const { values } = parseArgs({
 		"chunk-seconds": { type: "string" },
 	},
 });
-const chunkSeconds = values["chunk-seconds"] === undefined ? undefined : Number(values["chunk-seconds"]);
+const chunkSeconds =
+	values["chunk-seconds"] === undefined
+		? undefined
+		: Number(values["chunk-seconds"]);
 const seconds = Number(values.seconds);
-const threads = values.threads === undefined ? undefined : Number(values.threads);
-const providers = (values.providers ?? "").split(",") as ("cuda" | "webgpu" | "cpu")[];
+const threads =
+	values.threads === undefined ? undefined : Number(values.threads);
+const providers = (values.providers ?? "").split(",") as (
+	| "cuda"
+	| "webgpu"
+	| "cpu"
+)[];
 const IN_RATE = 16000;
 const OUT_RATE = 40000;
 
@@ -58,21 +74,40 @@ function* speechLike(totalSeconds: number): Generator<AudioBlock> {
 	}
 }
 
-async function* asAsync(blocks: Iterable<AudioBlock>): AsyncGenerator<AudioBlock> {
+async function* asAsync(
+	blocks: Iterable<AudioBlock>,
+): AsyncGenerator<AudioBlock> {
 	yield* blocks;
 }
 
-async function convert(engine: ReturnType<typeof createRvcEngine>, voice: VoiceDescriptor, artifactPaths: Map<string, string>, audioSeconds: number): Promise<number> {
+async function convert(
+	engine: ReturnType<typeof createRvcEngine>,
+	voice: VoiceDescriptor,
+	artifactPaths: Map<string, string>,
+	audioSeconds: number,
+): Promise<number> {
 	let samples = 0;
-	const job = { voice, semitones: 3, artifactPaths, input: { sampleRate: IN_RATE, channels: 1 } };
-	for await (const block of engine.convert(asAsync(speechLike(audioSeconds)), job, new AbortController().signal)) samples += block.channels[0]?.length ?? 0;
+	const job = {
+		voice,
+		semitones: 3,
+		artifactPaths,
+		input: { sampleRate: IN_RATE, channels: 1 },
+	};
+	for await (const block of engine.convert(
+		asAsync(speechLike(audioSeconds)),
+		job,
+		new AbortController().signal,
+	))
+		samples += block.channels[0]?.length ?? 0;
 	return samples;
 }
 
 const fmt = (n: number, digits = 2) => n.toFixed(digits);
 const dir = mkdtempSync(join(tmpdir(), "rvc-bench-"));
 try {
-	console.log(`rvc engine benchmark: ${seconds} s of 16 kHz audio -> 40 kHz, ${cpus()[0]?.model ?? "cpu"} x ${availableParallelism()}, threads ${threads ?? "default"}`);
+	console.log(
+		`rvc engine benchmark: ${seconds} s of 16 kHz audio -> 40 kHz, ${cpus()[0]?.model ?? "cpu"} x ${availableParallelism()}, threads ${threads ?? "default"}`,
+	);
 	console.log("\nmodels (random weights, built now):");
 	const artifactPaths = new Map<string, string>();
 	for (const build of [buildContentVec, buildRmvpe, buildSynthesizer40k]) {
@@ -81,8 +116,14 @@ try {
 		const path = join(dir, `${model.name}.onnx`);
 		writeFileSync(path, model.bytes);
 		artifactPaths.set(model.name, path);
-		const parts = model.parts ? ` (${Object.entries(model.parts).map(([k, v]) => `${k} ${fmt(v / 1e6)}M`).join(", ")})` : "";
-		console.log(`  ${model.name.padEnd(12)} ${fmt(model.parameters / 1e6)}M params${parts}, ${fmt(model.bytes.length / 2 ** 20, 1)} MiB, built in ${fmt((performance.now() - started) / 1000, 1)} s`);
+		const parts = model.parts
+			? ` (${Object.entries(model.parts)
+					.map(([k, v]) => `${k} ${fmt(v / 1e6)}M`)
+					.join(", ")})`
+			: "";
+		console.log(
+			`  ${model.name.padEnd(12)} ${fmt(model.parameters / 1e6)}M params${parts}, ${fmt(model.bytes.length / 2 ** 20, 1)} MiB, built in ${fmt((performance.now() - started) / 1000, 1)} s`,
+		);
 		console.log(`  ${"".padEnd(12)} ${model.description}`);
 	}
 
@@ -95,15 +136,29 @@ try {
 	});
 	const info = await engine.init();
 	console.log(`\nexecution provider: ${info.executionProvider}`);
-	for (const a of (info.details?.attempts ?? []) as { provider: string; outcome: string; reason?: string }[]) {
-		console.log(`  ${a.provider.padEnd(7)} ${a.outcome}${a.reason ? `: ${a.reason.slice(0, 160)}` : ""}`);
+	for (const a of (info.details?.attempts ?? []) as {
+		provider: string;
+		outcome: string;
+		reason?: string;
+	}[]) {
+		console.log(
+			`  ${a.provider.padEnd(7)} ${a.outcome}${a.reason ? `: ${a.reason.slice(0, 160)}` : ""}`,
+		);
 	}
 
 	const voice: VoiceDescriptor = {
 		id: "0d7f6a55-6c3f-4c1e-9d2b-7f3e1c2a9b01",
 		name: "bench",
 		engine: "rvc",
-		params: { sample_rate: OUT_RATE, ...(chunkSeconds !== undefined ? { chunk_seconds: chunkSeconds, chunk_search_seconds: Math.min(5, chunkSeconds / 4) } : {}) },
+		params: {
+			sample_rate: OUT_RATE,
+			...(chunkSeconds !== undefined
+				? {
+						chunk_seconds: chunkSeconds,
+						chunk_search_seconds: Math.min(5, chunkSeconds / 4),
+					}
+				: {}),
+		},
 		artifacts: [],
 	};
 	let started = performance.now();
@@ -121,17 +176,36 @@ try {
 	const loadAfter = loadavg()[0] as number;
 	await engine.dispose();
 
-	const sum = (key: keyof RvcChunkStats["milliseconds"]) => chunks.reduce((s, c) => s + c.milliseconds[key], 0) / 1000;
-	const stages = { contentvec: sum("contentvec"), "log-mel": sum("mel"), rmvpe: sum("rmvpe"), synthesizer: sum("synthesizer") };
+	const sum = (key: keyof RvcChunkStats["milliseconds"]) =>
+		chunks.reduce((s, c) => s + c.milliseconds[key], 0) / 1000;
+	const stages = {
+		contentvec: sum("contentvec"),
+		"log-mel": sum("mel"),
+		rmvpe: sum("rmvpe"),
+		synthesizer: sum("synthesizer"),
+	};
 	const inStages = Object.values(stages).reduce((a, b) => a + b, 0);
 	const converted = chunks.reduce((s, c) => s + c.windowSamples, 0) / IN_RATE;
-	console.log(`\nfirst job (session load + 2 s of audio): ${fmt(warmup / 1000)} s`);
-	console.log(`converted ${seconds} s in ${chunks.length} chunk(s), ${fmt(converted, 1)} s including context; output ${fmt(outSamples / OUT_RATE, 3)} s`);
+	console.log(
+		`\nfirst job (session load + 2 s of audio): ${fmt(warmup / 1000)} s`,
+	);
+	console.log(
+		`converted ${seconds} s in ${chunks.length} chunk(s), ${fmt(converted, 1)} s including context; output ${fmt(outSamples / OUT_RATE, 3)} s`,
+	);
 	console.log("\nstage          seconds    RTF    share");
-	for (const [name, s] of Object.entries(stages)) console.log(`  ${name.padEnd(12)} ${fmt(s).padStart(7)} ${fmt(s / seconds, 3).padStart(7)} ${fmt((100 * s) / wall, 1).padStart(6)}%`);
-	console.log(`  ${"other".padEnd(12)} ${fmt(wall - inStages).padStart(7)} ${fmt((wall - inStages) / seconds, 3).padStart(7)} ${fmt((100 * (wall - inStages)) / wall, 1).padStart(6)}%`);
-	console.log(`  ${"total".padEnd(12)} ${fmt(wall).padStart(7)} ${fmt(wall / seconds, 3).padStart(7)}  (${fmt(seconds / wall)}x real time)`);
-	console.log(`\nCPU time ${fmt(cpuSeconds)} s = ${fmt(cpuSeconds / seconds)} CPU-seconds per audio second; load average ${fmt(loadBefore)} -> ${fmt(loadAfter)} on ${availableParallelism()} cores`);
+	for (const [name, s] of Object.entries(stages))
+		console.log(
+			`  ${name.padEnd(12)} ${fmt(s).padStart(7)} ${fmt(s / seconds, 3).padStart(7)} ${fmt((100 * s) / wall, 1).padStart(6)}%`,
+		);
+	console.log(
+		`  ${"other".padEnd(12)} ${fmt(wall - inStages).padStart(7)} ${fmt((wall - inStages) / seconds, 3).padStart(7)} ${fmt((100 * (wall - inStages)) / wall, 1).padStart(6)}%`,
+	);
+	console.log(
+		`  ${"total".padEnd(12)} ${fmt(wall).padStart(7)} ${fmt(wall / seconds, 3).padStart(7)}  (${fmt(seconds / wall)}x real time)`,
+	);
+	console.log(
+		`\nCPU time ${fmt(cpuSeconds)} s = ${fmt(cpuSeconds / seconds)} CPU-seconds per audio second; load average ${fmt(loadBefore)} -> ${fmt(loadAfter)} on ${availableParallelism()} cores`,
+	);
 	console.log(`peak RSS ${fmt(process.resourceUsage().maxRSS / 1024, 0)} MiB`);
 	console.log(
 		JSON.stringify({
@@ -144,7 +218,9 @@ try {
 			cpu_seconds_per_audio_second: cpuSeconds / seconds,
 			chunk_seconds: chunkSeconds ?? "default",
 			load_average: [loadBefore, loadAfter],
-			stage_rtf: Object.fromEntries(Object.entries(stages).map(([k, v]) => [k, v / seconds])),
+			stage_rtf: Object.fromEntries(
+				Object.entries(stages).map(([k, v]) => [k, v / seconds]),
+			),
 			peak_rss_mib: process.resourceUsage().maxRSS / 1024,
 		}),
 	);

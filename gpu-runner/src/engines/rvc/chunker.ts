@@ -39,7 +39,8 @@ export interface ChunkPlanSeconds {
 
 /** Turns durations into a plan with every input length on a frame boundary; throws on inconsistent settings. */
 export function makeChunkPlan(s: ChunkPlanSeconds): ChunkPlan {
-	const frames = (seconds: number): number => Math.round((seconds * s.inputRate) / s.hop) * s.hop;
+	const frames = (seconds: number): number =>
+		Math.round((seconds * s.inputRate) / s.hop) * s.hop;
 	const plan: ChunkPlan = {
 		hop: s.hop,
 		targetSamples: frames(s.chunkSeconds),
@@ -55,15 +56,28 @@ export function makeChunkPlan(s: ChunkPlanSeconds): ChunkPlan {
 export function validateChunkPlan(plan: ChunkPlan): void {
 	const problems: string[] = [];
 	const hopOut = plan.hop * plan.outputPerInput;
-	if (!Number.isInteger(hopOut)) problems.push(`a frame of ${plan.hop} input samples must map to whole output samples (got ${hopOut})`);
-	if (plan.contextSamples < plan.hop) problems.push("context must be at least one frame");
-	if (plan.searchSamples < 0 || plan.searchSamples >= plan.targetSamples) problems.push("search radius must be >= 0 and shorter than the chunk");
-	if (plan.crossfadeSamples < 0 || plan.crossfadeSamples % 2 !== 0) problems.push("crossfade must be an even, non-negative number of samples");
-	if (plan.crossfadeSamples / 2 > plan.contextSamples * plan.outputPerInput) problems.push("half the crossfade must fit in the context");
-	for (const key of ["targetSamples", "searchSamples", "contextSamples"] as const) {
-		if (plan[key] % plan.hop !== 0) problems.push(`${key} must be a multiple of the hop`);
+	if (!Number.isInteger(hopOut))
+		problems.push(
+			`a frame of ${plan.hop} input samples must map to whole output samples (got ${hopOut})`,
+		);
+	if (plan.contextSamples < plan.hop)
+		problems.push("context must be at least one frame");
+	if (plan.searchSamples < 0 || plan.searchSamples >= plan.targetSamples)
+		problems.push("search radius must be >= 0 and shorter than the chunk");
+	if (plan.crossfadeSamples < 0 || plan.crossfadeSamples % 2 !== 0)
+		problems.push("crossfade must be an even, non-negative number of samples");
+	if (plan.crossfadeSamples / 2 > plan.contextSamples * plan.outputPerInput)
+		problems.push("half the crossfade must fit in the context");
+	for (const key of [
+		"targetSamples",
+		"searchSamples",
+		"contextSamples",
+	] as const) {
+		if (plan[key] % plan.hop !== 0)
+			problems.push(`${key} must be a multiple of the hop`);
 	}
-	if (problems.length > 0) throw new RangeError(`invalid chunk plan: ${problems.join("; ")}`);
+	if (problems.length > 0)
+		throw new RangeError(`invalid chunk plan: ${problems.join("; ")}`);
 }
 
 /** One piece of work: a segment of the input with its context, ready to convert. */
@@ -99,7 +113,9 @@ class InputBuffer {
 
 	append(block: Float32Array): void {
 		if (this.#length + block.length > this.#data.length) {
-			const grown = new Float32Array(Math.max(this.#data.length * 2, this.#length + block.length));
+			const grown = new Float32Array(
+				Math.max(this.#data.length * 2, this.#length + block.length),
+			);
 			grown.set(this.#data.subarray(0, this.#length));
 			this.#data = grown;
 		}
@@ -109,7 +125,10 @@ class InputBuffer {
 
 	at(position: number): number {
 		const i = position - this.#start;
-		if (i < 0 || i >= this.#length) throw new RangeError(`sample ${position} is not buffered (${this.#start}..${this.end})`);
+		if (i < 0 || i >= this.#length)
+			throw new RangeError(
+				`sample ${position} is not buffered (${this.#start}..${this.end})`,
+			);
 		return this.#data[i] as number;
 	}
 
@@ -127,7 +146,12 @@ class InputBuffer {
  * The cut near `target`: the first minimum, over positions within `search` of it, of the sum of |x| over the
  * `hop` samples centred there, floored to a frame boundary (RVC's `opt_ts`).
  */
-function findQuietCut(buffer: InputBuffer, target: number, search: number, hop: number): number {
+function findQuietCut(
+	buffer: InputBuffer,
+	target: number,
+	search: number,
+	hop: number,
+): number {
 	const lo = target - search;
 	const hi = target + search;
 	const half = hop / 2;
@@ -136,7 +160,8 @@ function findQuietCut(buffer: InputBuffer, target: number, search: number, hop: 
 	let best = lo;
 	let bestSum = sum;
 	for (let p = lo + 1; p <= hi; p++) {
-		sum += Math.abs(buffer.at(p + half - 1)) - Math.abs(buffer.at(p - half - 1));
+		sum +=
+			Math.abs(buffer.at(p + half - 1)) - Math.abs(buffer.at(p - half - 1));
 		if (sum < bestSum - 1e-9) {
 			bestSum = sum;
 			best = p;
@@ -161,30 +186,54 @@ export async function* convertInChunks(
 	signal?: AbortSignal,
 ): AsyncGenerator<Float32Array> {
 	validateChunkPlan(plan);
-	const { hop, targetSamples, searchSamples, contextSamples, crossfadeSamples, outputPerInput: ratio } = plan;
+	const {
+		hop,
+		targetSamples,
+		searchSamples,
+		contextSamples,
+		crossfadeSamples,
+		outputPerInput: ratio,
+	} = plan;
 	const half = crossfadeSamples / 2;
 	const buffer = new InputBuffer();
 	let segmentStart = 0;
 	let index = 0;
 	let previousTail: Float32Array | undefined;
 
-	const process = async function* (segmentEnd: number, total: number | undefined): AsyncGenerator<Float32Array> {
+	const process = async function* (
+		segmentEnd: number,
+		total: number | undefined,
+	): AsyncGenerator<Float32Array> {
 		signal?.throwIfAborted();
 		const final = total !== undefined;
 		const windowStart = segmentStart - contextSamples;
-		const windowEnd = final ? Math.ceil((segmentEnd + contextSamples) / hop) * hop : segmentEnd + contextSamples;
+		const windowEnd = final
+			? Math.ceil((segmentEnd + contextSamples) / hop) * hop
+			: segmentEnd + contextSamples;
 		const samples = new Float32Array(windowEnd - windowStart);
 		for (let i = 0; i < samples.length; i++) {
 			const p = windowStart + i;
-			samples[i] = buffer.at(total !== undefined ? reflectIndex(p, total) : p < 0 ? -p : p);
+			samples[i] = buffer.at(
+				total !== undefined ? reflectIndex(p, total) : p < 0 ? -p : p,
+			);
 		}
-		const window: ChunkWindow = { index, segmentStart, segmentEnd, windowStart, windowEnd, samples, final };
+		const window: ChunkWindow = {
+			index,
+			segmentStart,
+			segmentEnd,
+			windowStart,
+			windowEnd,
+			samples,
+			final,
+		};
 		const converted = await convert(window);
 		signal?.throwIfAborted();
 		const outOffset = windowStart * ratio;
 		const needed = samples.length * ratio;
 		if (converted.length < needed) {
-			throw new RangeError(`chunk ${index}: converter returned ${converted.length} samples for a window that needs ${needed}`);
+			throw new RangeError(
+				`chunk ${index}: converter returned ${converted.length} samples for a window that needs ${needed}`,
+			);
 		}
 		let emitStart = 0;
 		if (previousTail !== undefined) {
@@ -192,14 +241,24 @@ export async function* convertInChunks(
 			const joined = new Float32Array(crossfadeSamples);
 			for (let k = 0; k < crossfadeSamples; k++) {
 				const w = fadeIn(k, crossfadeSamples);
-				joined[k] = (previousTail[k] as number) * (1 - w) + (converted[from + k] as number) * w;
+				joined[k] =
+					(previousTail[k] as number) * (1 - w) +
+					(converted[from + k] as number) * w;
 			}
 			yield joined;
 			emitStart = segmentStart * ratio + half;
 		}
-		const emitEnd = final ? Math.round(total * ratio) : segmentEnd * ratio - half;
-		if (emitEnd > emitStart) yield converted.slice(emitStart - outOffset, emitEnd - outOffset);
-		previousTail = final ? undefined : converted.slice(segmentEnd * ratio - half - outOffset, segmentEnd * ratio + half - outOffset);
+		const emitEnd = final
+			? Math.round(total * ratio)
+			: segmentEnd * ratio - half;
+		if (emitEnd > emitStart)
+			yield converted.slice(emitStart - outOffset, emitEnd - outOffset);
+		previousTail = final
+			? undefined
+			: converted.slice(
+					segmentEnd * ratio - half - outOffset,
+					segmentEnd * ratio + half - outOffset,
+				);
 		index++;
 		segmentStart = segmentEnd;
 		buffer.discardBefore(segmentStart - contextSamples);
@@ -208,8 +267,16 @@ export async function* convertInChunks(
 	for await (const block of input) {
 		signal?.throwIfAborted();
 		buffer.append(block);
-		while (buffer.end >= segmentStart + targetSamples + searchSamples + contextSamples + hop) {
-			const cut = findQuietCut(buffer, segmentStart + targetSamples, searchSamples, hop);
+		while (
+			buffer.end >=
+			segmentStart + targetSamples + searchSamples + contextSamples + hop
+		) {
+			const cut = findQuietCut(
+				buffer,
+				segmentStart + targetSamples,
+				searchSamples,
+				hop,
+			);
 			yield* process(Math.max(cut, segmentStart + hop), undefined);
 		}
 	}

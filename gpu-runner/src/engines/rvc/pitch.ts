@@ -23,9 +23,15 @@ const F0_MEL_MAX = f0ToMel(F0_MAX_HZ);
  * one on ties), the salience-weighted average of the cents of the 9 bins around it (bins past either end count
  * as 0), and 0 where the frame's maximum is at or below `threshold`.
  */
-export function decodeSalience(salience: Float32Array, frames: number, threshold = RMVPE_VOICING_THRESHOLD): Float32Array {
+export function decodeSalience(
+	salience: Float32Array,
+	frames: number,
+	threshold = RMVPE_VOICING_THRESHOLD,
+): Float32Array {
 	if (salience.length < frames * RMVPE_PITCH_BINS) {
-		throw new RangeError(`salience has ${salience.length} values, fewer than ${frames} frames x ${RMVPE_PITCH_BINS} bins`);
+		throw new RangeError(
+			`salience has ${salience.length} values, fewer than ${frames} frames x ${RMVPE_PITCH_BINS} bins`,
+		);
 	}
 	const f0 = new Float32Array(frames);
 	// RVC compares float32 salience with the threshold in float32 (numpy keeps the array's dtype).
@@ -44,7 +50,11 @@ export function decodeSalience(salience: Float32Array, frames: number, threshold
 		if (!(max > limit)) continue;
 		let weighted = 0;
 		let total = 0;
-		for (let b = Math.max(0, center - 4); b <= Math.min(RMVPE_PITCH_BINS - 1, center + 4); b++) {
+		for (
+			let b = Math.max(0, center - 4);
+			b <= Math.min(RMVPE_PITCH_BINS - 1, center + 4);
+			b++
+		) {
 			const v = salience[row + b] as number;
 			weighted += v * (RMVPE_CENTS_OFFSET + RMVPE_CENTS_PER_BIN * b);
 			total += v;
@@ -83,7 +93,10 @@ export interface SynthesizerPitch {
 }
 
 /** Shift f0 by `semitones` (f0 x 2^(semitones/12)) and quantise it, as `Pipeline.get_f0` does. */
-export function shiftAndQuantise(f0: Float32Array, semitones: number): SynthesizerPitch {
+export function shiftAndQuantise(
+	f0: Float32Array,
+	semitones: number,
+): SynthesizerPitch {
 	const factor = 2 ** (semitones / 12);
 	const pitchf = new Float32Array(f0.length);
 	const pitch = new BigInt64Array(f0.length);

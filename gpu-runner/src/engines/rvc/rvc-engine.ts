@@ -17,18 +17,34 @@
  */
 import { randomInt } from "node:crypto";
 import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
-import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
+import type {
+	AudioBlock,
+	Engine,
+	EngineInfo,
+	EngineJob,
+	PcmFormat,
+} from "../engine.ts";
 import { type ChunkWindow, convertInChunks, makeChunkPlan } from "./chunker.ts";
 import { RvcEngineError } from "./errors.ts";
-import { EXECUTION_PROVIDERS, type ExecutionProviderName, NoExecutionProviderError, type ProviderSelection, selectExecutionProvider } from "./execution-provider.ts";
+import {
+	EXECUTION_PROVIDERS,
+	type ExecutionProviderName,
+	NoExecutionProviderError,
+	type ProviderSelection,
+	selectExecutionProvider,
+} from "./execution-provider.ts";
 import { LogMelSpectrogram, RMVPE_HOP, RMVPE_SAMPLE_RATE } from "./mel.ts";
 import { type LoadedModels, ModelCache, type ModelRole } from "./models.ts";
-import { type RvcParams, parseRvcParams } from "./params.ts";
+import { parseRvcParams, type RvcParams } from "./params.ts";
 import { decodeSalience, shiftAndQuantise } from "./pitch.ts";
 import { NormalNoise } from "./random.ts";
 
 /** Artifact names an `rvc` voice must carry. */
-export const RVC_ARTIFACTS: readonly ModelRole[] = ["contentvec", "rmvpe", "synthesizer"];
+export const RVC_ARTIFACTS: readonly ModelRole[] = [
+	"contentvec",
+	"rmvpe",
+	"synthesizer",
+];
 
 export interface RvcChunkStats {
 	index: number;
@@ -37,7 +53,12 @@ export interface RvcChunkStats {
 	windowSamples: number;
 	frames: number;
 	voicedFrames: number;
-	milliseconds: { contentvec: number; mel: number; rmvpe: number; synthesizer: number };
+	milliseconds: {
+		contentvec: number;
+		mel: number;
+		rmvpe: number;
+		synthesizer: number;
+	};
 }
 
 export interface RvcEngineOptions {
@@ -71,10 +92,16 @@ function artifactPaths(job: EngineJob): Record<ModelRole, string> {
 	};
 }
 
-async function* monoSamples(input: AsyncIterable<AudioBlock>): AsyncGenerator<Float32Array> {
+async function* monoSamples(
+	input: AsyncIterable<AudioBlock>,
+): AsyncGenerator<Float32Array> {
 	for await (const block of input) {
 		const channel = block.channels[0];
-		if (block.sampleRate !== RMVPE_SAMPLE_RATE || block.channels.length !== 1 || channel === undefined) {
+		if (
+			block.sampleRate !== RMVPE_SAMPLE_RATE ||
+			block.channels.length !== 1 ||
+			channel === undefined
+		) {
 			throw new RvcEngineError(
 				"invalid_input",
 				`rvc engine takes 16000 Hz mono blocks, got ${block.sampleRate} Hz with ${block.channels.length} channel(s); resample and downmix first`,
@@ -100,14 +127,24 @@ async function convertWindow(
 
 	const features = await models.contentvec.extract(window.samples);
 	const timeContentvec = performance.now() - started;
-	if (features.frames < 1) throw new RvcEngineError("invalid_model", `contentvec returned no frames for ${window.samples.length} samples`);
+	if (features.frames < 1)
+		throw new RvcEngineError(
+			"invalid_model",
+			`contentvec returned no frames for ${window.samples.length} samples`,
+		);
 	// RVC doubles ContentVec's 50 frames/s to the synthesizer's 100 by repeating each frame
 	// (F.interpolate(scale_factor=2), nearest). The doubled count can fall a frame or two short of the
 	// audio's; the last frame is repeated so the output keeps the input's duration.
 	const phone = new Float32Array(frames * features.dim);
 	for (let f = 0; f < frames; f++) {
 		const source = Math.min(f >> 1, features.frames - 1);
-		phone.set(features.data.subarray(source * features.dim, (source + 1) * features.dim), f * features.dim);
+		phone.set(
+			features.data.subarray(
+				source * features.dim,
+				(source + 1) * features.dim,
+			),
+			f * features.dim,
+		);
 	}
 
 	started = performance.now();
@@ -118,11 +155,20 @@ async function convertWindow(
 	const timeRmvpe = performance.now() - started;
 	// The mel has frames + 1 columns (centred STFT); RVC keeps the first `frames` f0 values (pitch[:p_len]).
 	const f0 = decodeSalience(salience, frames, params.f0Threshold);
-	const { pitch, pitchf } = shiftAndQuantise(f0, semitones + params.transposeSemitones);
+	const { pitch, pitchf } = shiftAndQuantise(
+		f0,
+		semitones + params.transposeSemitones,
+	);
 
 	started = performance.now();
-	const rnd = noise.fill(models.synthesizer.noiseChannels * frames, params.noiseScale);
-	const audio = await models.synthesizer.synthesize({ phone, frames, pitch, pitchf, speakerId: params.speakerId, rnd }, samplesPerFrame);
+	const rnd = noise.fill(
+		models.synthesizer.noiseChannels * frames,
+		params.noiseScale,
+	);
+	const audio = await models.synthesizer.synthesize(
+		{ phone, frames, pitch, pitchf, speakerId: params.speakerId, rnd },
+		samplesPerFrame,
+	);
 	const timeSynthesizer = performance.now() - started;
 
 	onChunk?.({
@@ -131,7 +177,12 @@ async function convertWindow(
 		windowSamples: window.samples.length,
 		frames,
 		voicedFrames: f0.reduce((n, v) => (v > 0 ? n + 1 : n), 0),
-		milliseconds: { contentvec: timeContentvec, mel: timeMel, rmvpe: timeRmvpe, synthesizer: timeSynthesizer },
+		milliseconds: {
+			contentvec: timeContentvec,
+			mel: timeMel,
+			rmvpe: timeRmvpe,
+			synthesizer: timeSynthesizer,
+		},
 	});
 	return audio;
 }
@@ -150,12 +201,21 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				selection = await selectExecutionProvider(order);
 			} catch (error) {
 				if (error instanceof NoExecutionProviderError) {
-					throw new RvcEngineError("no_execution_provider", `rvc engine cannot run here: ${error.message}`, { cause: error });
+					throw new RvcEngineError(
+						"no_execution_provider",
+						`rvc engine cannot run here: ${error.message}`,
+						{ cause: error },
+					);
 				}
 				throw error;
 			}
 			cache = new ModelCache(
-				{ provider: selection.provider, ...(options.intraOpNumThreads !== undefined ? { intraOpNumThreads: options.intraOpNumThreads } : {}) },
+				{
+					provider: selection.provider,
+					...(options.intraOpNumThreads !== undefined
+						? { intraOpNumThreads: options.intraOpNumThreads }
+						: {}),
+				},
 				options.maxCachedModels ?? 6,
 			);
 			return {
@@ -170,14 +230,31 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 		},
 
 		outputFormat(_source: PcmFormat, voice: VoiceDescriptor): PcmFormat {
-			return { sampleRate: parseRvcParams(voice.params).sampleRate, channels: 1 };
+			return {
+				sampleRate: parseRvcParams(voice.params).sampleRate,
+				channels: 1,
+			};
 		},
 
-		async *convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock> {
-			if (cache === undefined) throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
+		async *convert(
+			input: AsyncIterable<AudioBlock>,
+			job: EngineJob,
+			signal: AbortSignal,
+		): AsyncIterable<AudioBlock> {
+			if (cache === undefined)
+				throw new RvcEngineError(
+					"not_ready",
+					"rvc engine used before init() or after dispose()",
+				);
 			const params = parseRvcParams(job.voice.params);
-			if (job.input.sampleRate !== RMVPE_SAMPLE_RATE || job.input.channels !== 1) {
-				throw new RvcEngineError("invalid_input", `rvc engine takes 16000 Hz mono input, the job says ${job.input.sampleRate} Hz x ${job.input.channels}`);
+			if (
+				job.input.sampleRate !== RMVPE_SAMPLE_RATE ||
+				job.input.channels !== 1
+			) {
+				throw new RvcEngineError(
+					"invalid_input",
+					`rvc engine takes 16000 Hz mono input, the job says ${job.input.sampleRate} Hz x ${job.input.channels}`,
+				);
 			}
 			const paths = artifactPaths(job);
 			const plan = makeChunkPlan({
@@ -193,8 +270,21 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			try {
 				const noise = new NormalNoise(options.noiseSeed ?? randomInt(2 ** 31));
 				const convert = (window: ChunkWindow): Promise<Float32Array> =>
-					convertWindow(window, models, params, job.semitones, mel, noise, options.onChunk);
-				for await (const samples of convertInChunks(monoSamples(input), plan, convert, signal)) {
+					convertWindow(
+						window,
+						models,
+						params,
+						job.semitones,
+						mel,
+						noise,
+						options.onChunk,
+					);
+				for await (const samples of convertInChunks(
+					monoSamples(input),
+					plan,
+					convert,
+					signal,
+				)) {
 					yield { sampleRate: params.sampleRate, channels: [samples] };
 				}
 			} finally {
