@@ -11,8 +11,8 @@
  * Artifacts (`job.artifactPaths`): `contentvec`, `rmvpe`, `synthesizer` (ONNX files). Voice params: see
  * `params.ts`; `sample_rate` is required.
  *
- * Not done, compared with RVC's pipeline: the 48 Hz zero-phase high-pass on the input (not streamable as is),
- * feature retrieval from a faiss `index` (and so `protect`, which only matters with an index), `rms_mix_rate`,
+ * Compared with RVC's pipeline: the 48 Hz input high-pass runs once forwards (RVC's filtfilt needs the whole
+ * file); not done are feature retrieval from a faiss `index` (and so `protect`, which only matters with an index), `rms_mix_rate`,
  * and peak normalisation of the whole output (it needs the whole file; the encoder clips instead).
  */
 import { randomInt } from "node:crypto";
@@ -33,6 +33,7 @@ import {
 	type ProviderSelection,
 	selectExecutionProvider,
 } from "./execution-provider.ts";
+import { ButterworthHighPass } from "./high-pass.ts";
 import { LogMelSpectrogram, RMVPE_HOP, RMVPE_SAMPLE_RATE } from "./mel.ts";
 import { type LoadedModels, ModelCache, type ModelRole } from "./models.ts";
 import { parseRvcParams, type RvcParams } from "./params.ts";
@@ -92,9 +93,11 @@ function artifactPaths(job: EngineJob): Record<ModelRole, string> {
 	};
 }
 
+/** The job's 16 kHz mono samples, high-passed at 48 Hz as RVC does before anything else. */
 async function* monoSamples(
 	input: AsyncIterable<AudioBlock>,
 ): AsyncGenerator<Float32Array> {
+	const highPass = new ButterworthHighPass(48, RMVPE_SAMPLE_RATE);
 	for await (const block of input) {
 		const channel = block.channels[0];
 		if (
@@ -107,7 +110,7 @@ async function* monoSamples(
 				`rvc engine takes 16000 Hz mono blocks, got ${block.sampleRate} Hz with ${block.channels.length} channel(s); resample and downmix first`,
 			);
 		}
-		yield channel;
+		yield highPass.process(channel);
 	}
 }
 
