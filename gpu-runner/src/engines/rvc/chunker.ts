@@ -1,0 +1,285 @@
+/**
+ * Long audio in bounded memory: the input stream is cut into segments at quiet points, each segment is
+ * converted with context on both sides, and neighbouring outputs are joined with a short crossfade.
+ *
+ * This follows RVC's `Pipeline.pipeline` (`infer/modules/vc/pipeline.py`): near every `target` samples it
+ * looks `search` samples either way for the minimum of a 160-sample moving sum of |x|, cuts there (on a frame
+ * boundary), and converts each piece with `context` samples of real audio around it (reflect padding at the
+ * ends of the stream). RVC then concatenates the trimmed pieces; here the pieces overlap by a crossfade so a
+ * join is click-free even where the quietest point is not silent. Unlike RVC, which needs the whole file up
+ * front, segments are cut as the input arrives, so at most about target + search + 2 x context samples of
+ * input are held.
+ */
+import { reflectIndex } from "./reflect-pad.ts";
+
+export interface ChunkPlan {
+	/** Input samples per model frame (160 at 16 kHz); every cut is on a multiple of it. */
+	hop: number;
+	/** Aim for segments of about this many input samples. */
+	targetSamples: number;
+	/** Look this many input samples either side of the target for the quietest point. */
+	searchSamples: number;
+	/** Input samples of context converted on each side of a segment and thrown away afterwards. */
+	contextSamples: number;
+	/** Output samples over which neighbouring segments are crossfaded (even). */
+	crossfadeSamples: number;
+	/** Output samples per input sample; `hop * outputPerInput` must be a whole number. */
+	outputPerInput: number;
+}
+
+export interface ChunkPlanSeconds {
+	inputRate: number;
+	outputRate: number;
+	hop: number;
+	chunkSeconds: number;
+	searchSeconds: number;
+	contextSeconds: number;
+	crossfadeSeconds: number;
+}
+
+/** Turns durations into a plan with every input length on a frame boundary; throws on inconsistent settings. */
+export function makeChunkPlan(s: ChunkPlanSeconds): ChunkPlan {
+	const frames = (seconds: number): number =>
+		Math.round((seconds * s.inputRate) / s.hop) * s.hop;
+	const plan: ChunkPlan = {
+		hop: s.hop,
+		targetSamples: frames(s.chunkSeconds),
+		searchSamples: frames(s.searchSeconds),
+		contextSamples: frames(s.contextSeconds),
+		crossfadeSamples: 2 * Math.round((s.crossfadeSeconds * s.outputRate) / 2),
+		outputPerInput: s.outputRate / s.inputRate,
+	};
+	validateChunkPlan(plan);
+	return plan;
+}
+
+export function validateChunkPlan(plan: ChunkPlan): void {
+	const problems: string[] = [];
+	const hopOut = plan.hop * plan.outputPerInput;
+	if (!Number.isInteger(hopOut))
+		problems.push(
+			`a frame of ${plan.hop} input samples must map to whole output samples (got ${hopOut})`,
+		);
+	if (plan.contextSamples < plan.hop)
+		problems.push("context must be at least one frame");
+	if (plan.searchSamples < 0 || plan.searchSamples >= plan.targetSamples)
+		problems.push("search radius must be >= 0 and shorter than the chunk");
+	if (plan.crossfadeSamples < 0 || plan.crossfadeSamples % 2 !== 0)
+		problems.push("crossfade must be an even, non-negative number of samples");
+	if (plan.crossfadeSamples / 2 > plan.contextSamples * plan.outputPerInput)
+		problems.push("half the crossfade must fit in the context");
+	for (const key of [
+		"targetSamples",
+		"searchSamples",
+		"contextSamples",
+	] as const) {
+		if (plan[key] % plan.hop !== 0)
+			problems.push(`${key} must be a multiple of the hop`);
+	}
+	if (problems.length > 0)
+		throw new RangeError(`invalid chunk plan: ${problems.join("; ")}`);
+}
+
+/** One piece of work: a segment of the input with its context, ready to convert. */
+export interface ChunkWindow {
+	index: number;
+	/** Absolute input sample positions: the segment this window is responsible for, and the converted span. */
+	segmentStart: number;
+	segmentEnd: number;
+	windowStart: number;
+	windowEnd: number;
+	/** Input samples of [windowStart, windowEnd), reflect-padded where the span passes an end of the stream. */
+	samples: Float32Array;
+	final: boolean;
+}
+
+/** Converts one window; must return at least (windowEnd - windowStart) x outputPerInput samples. */
+export type ConvertWindow = (window: ChunkWindow) => Promise<Float32Array>;
+
+/** Growable buffer of the most recent input samples, addressed by absolute sample position. */
+class InputBuffer {
+	#data = new Float32Array(1 << 16);
+	/** Absolute position of #data[0]. */
+	#start = 0;
+	#length = 0;
+
+	get start(): number {
+		return this.#start;
+	}
+
+	get end(): number {
+		return this.#start + this.#length;
+	}
+
+	append(block: Float32Array): void {
+		if (this.#length + block.length > this.#data.length) {
+			const grown = new Float32Array(
+				Math.max(this.#data.length * 2, this.#length + block.length),
+			);
+			grown.set(this.#data.subarray(0, this.#length));
+			this.#data = grown;
+		}
+		this.#data.set(block, this.#length);
+		this.#length += block.length;
+	}
+
+	at(position: number): number {
+		const i = position - this.#start;
+		if (i < 0 || i >= this.#length)
+			throw new RangeError(
+				`sample ${position} is not buffered (${this.#start}..${this.end})`,
+			);
+		return this.#data[i] as number;
+	}
+
+	/** Forget samples before `position`. */
+	discardBefore(position: number): void {
+		const drop = Math.min(Math.max(0, position - this.#start), this.#length);
+		if (drop === 0) return;
+		this.#data.copyWithin(0, drop, this.#length);
+		this.#start += drop;
+		this.#length -= drop;
+	}
+}
+
+/**
+ * The cut near `target`: the first minimum, over positions within `search` of it, of the sum of |x| over the
+ * `hop` samples centred there, floored to a frame boundary (RVC's `opt_ts`).
+ */
+function findQuietCut(
+	buffer: InputBuffer,
+	target: number,
+	search: number,
+	hop: number,
+): number {
+	const lo = target - search;
+	const hi = target + search;
+	const half = hop / 2;
+	let sum = 0;
+	for (let p = lo - half; p < lo + half; p++) sum += Math.abs(buffer.at(p));
+	let best = lo;
+	let bestSum = sum;
+	for (let p = lo + 1; p <= hi; p++) {
+		sum +=
+			Math.abs(buffer.at(p + half - 1)) - Math.abs(buffer.at(p - half - 1));
+		if (sum < bestSum - 1e-9) {
+			bestSum = sum;
+			best = p;
+		}
+	}
+	return Math.floor(best / hop) * hop;
+}
+
+/** Raised-cosine fade-in weight for sample k of an n-sample crossfade; the fade-out weight is 1 minus it. */
+function fadeIn(k: number, n: number): number {
+	return 0.5 - 0.5 * Math.cos((Math.PI * (k + 0.5)) / n);
+}
+
+/**
+ * Splits `input` (mono blocks) into windows, converts each with `convert` one at a time, and yields the joined
+ * output in order. The total output length is round(input length x outputPerInput).
+ */
+export async function* convertInChunks(
+	input: AsyncIterable<Float32Array>,
+	plan: ChunkPlan,
+	convert: ConvertWindow,
+	signal?: AbortSignal,
+): AsyncGenerator<Float32Array> {
+	validateChunkPlan(plan);
+	const {
+		hop,
+		targetSamples,
+		searchSamples,
+		contextSamples,
+		crossfadeSamples,
+		outputPerInput: ratio,
+	} = plan;
+	const half = crossfadeSamples / 2;
+	const buffer = new InputBuffer();
+	let segmentStart = 0;
+	let index = 0;
+	let previousTail: Float32Array | undefined;
+
+	const process = async function* (
+		segmentEnd: number,
+		total: number | undefined,
+	): AsyncGenerator<Float32Array> {
+		signal?.throwIfAborted();
+		const final = total !== undefined;
+		const windowStart = segmentStart - contextSamples;
+		const windowEnd = final
+			? Math.ceil((segmentEnd + contextSamples) / hop) * hop
+			: segmentEnd + contextSamples;
+		const samples = new Float32Array(windowEnd - windowStart);
+		for (let i = 0; i < samples.length; i++) {
+			const p = windowStart + i;
+			samples[i] = buffer.at(
+				total !== undefined ? reflectIndex(p, total) : p < 0 ? -p : p,
+			);
+		}
+		const window: ChunkWindow = {
+			index,
+			segmentStart,
+			segmentEnd,
+			windowStart,
+			windowEnd,
+			samples,
+			final,
+		};
+		const converted = await convert(window);
+		signal?.throwIfAborted();
+		const outOffset = windowStart * ratio;
+		const needed = samples.length * ratio;
+		if (converted.length < needed) {
+			throw new RangeError(
+				`chunk ${index}: converter returned ${converted.length} samples for a window that needs ${needed}`,
+			);
+		}
+		let emitStart = 0;
+		if (previousTail !== undefined) {
+			const from = segmentStart * ratio - half - outOffset;
+			const joined = new Float32Array(crossfadeSamples);
+			for (let k = 0; k < crossfadeSamples; k++) {
+				const w = fadeIn(k, crossfadeSamples);
+				joined[k] =
+					(previousTail[k] as number) * (1 - w) +
+					(converted[from + k] as number) * w;
+			}
+			yield joined;
+			emitStart = segmentStart * ratio + half;
+		}
+		const emitEnd = final
+			? Math.round(total * ratio)
+			: segmentEnd * ratio - half;
+		if (emitEnd > emitStart)
+			yield converted.slice(emitStart - outOffset, emitEnd - outOffset);
+		previousTail = final
+			? undefined
+			: converted.slice(
+					segmentEnd * ratio - half - outOffset,
+					segmentEnd * ratio + half - outOffset,
+				);
+		index++;
+		segmentStart = segmentEnd;
+		buffer.discardBefore(segmentStart - contextSamples);
+	};
+
+	for await (const block of input) {
+		signal?.throwIfAborted();
+		buffer.append(block);
+		while (
+			buffer.end >=
+			segmentStart + targetSamples + searchSamples + contextSamples + hop
+		) {
+			const cut = findQuietCut(
+				buffer,
+				segmentStart + targetSamples,
+				searchSamples,
+				hop,
+			);
+			yield* process(Math.max(cut, segmentStart + hop), undefined);
+		}
+	}
+	const total = buffer.end;
+	if (total > segmentStart) yield* process(total, total);
+}

@@ -1,0 +1,33 @@
+export type RvcErrorCode =
+	/** A model file the voice needs is not among the job's artifacts. */
+	| "missing_artifact"
+	/** A supplied model does not have RVC's tensor names, types or shapes, or cannot be loaded. */
+	| "invalid_model"
+	/** The voice's `params` are missing or out of range. */
+	| "invalid_params"
+	/** The audio handed to the engine is not in the engine's input format. */
+	| "invalid_input"
+	/** No execution provider passed its self-test. */
+	| "no_execution_provider"
+	/** The engine was used before `init()` or after `dispose()`. */
+	| "not_ready";
+
+/**
+ * The engine's one error type. `permanent` says whether running the same job again (on this runner) would fail
+ * the same way, so the lease loop can fail the job at once instead of retrying it.
+ */
+export class RvcEngineError extends Error {
+	readonly code: RvcErrorCode;
+	readonly permanent: boolean;
+
+	constructor(
+		code: RvcErrorCode,
+		message: string,
+		options: { permanent?: boolean; cause?: unknown } = {},
+	) {
+		super(message, { cause: options.cause });
+		this.name = "RvcEngineError";
+		this.code = code;
+		this.permanent = options.permanent ?? code !== "not_ready";
+	}
+}

@@ -1,0 +1,188 @@
+/**
+ * Picks the execution provider at start-up by trying each candidate on its own with a small self-test model.
+ * onnxruntime-node does not fall back by itself: `executionProviders: ["cuda", "cpu"]` throws when the CUDA
+ * provider cannot load instead of using the CPU, so the candidates are tried one at a time.
+ */
+import * as ort from "onnxruntime-node";
+import { OnnxGraphBuilder } from "./onnx-writer.ts";
+
+export const EXECUTION_PROVIDERS = ["cuda", "webgpu", "cpu"] as const;
+export type ExecutionProviderName = (typeof EXECUTION_PROVIDERS)[number];
+
+export interface ProviderAttempt {
+	provider: ExecutionProviderName;
+	outcome: "selected" | "failed";
+	/** Why it failed, first line of the runtime's message plus a hint where one helps. */
+	reason?: string;
+	milliseconds: number;
+}
+
+export interface ProviderSelection {
+	provider: ExecutionProviderName;
+	attempts: ProviderAttempt[];
+}
+
+/** Session options for a provider: that provider alone. */
+export function sessionOptionsFor(
+	provider: ExecutionProviderName,
+	intraOpNumThreads?: number,
+): ort.InferenceSession.SessionOptions {
+	const executionProviders: ort.InferenceSession.SessionOptions["executionProviders"] =
+		provider === "cuda" ? [{ name: "cuda", deviceId: 0 }] : [provider];
+	return {
+		executionProviders,
+		graphOptimizationLevel: "all",
+		...(intraOpNumThreads !== undefined ? { intraOpNumThreads } : {}),
+	};
+}
+
+const SELF_TEST_FRAMES = 64;
+
+/**
+ * y = sin(Conv1d(x) @ W): a convolution, a matrix product and an elementwise op, the kernel kinds the RVC models
+ * lean on. Weights are small integers over 16 so the expected output can be computed exactly in JS.
+ */
+function selfTestModel(): {
+	model: Uint8Array;
+	input: Float32Array;
+	expected: Float32Array;
+} {
+	const g = new OnnxGraphBuilder();
+	const x = g.input("x", "float32", [1, 4, SELF_TEST_FRAMES]);
+	const kernel = Float32Array.from(
+		{ length: 8 * 4 * 3 },
+		(_, i) => ((i % 7) - 3) / 16,
+	);
+	const conv = g.node("Conv", [x, g.floats("kernel", [8, 4, 3], kernel)], {
+		kernel_shape: [3],
+		pads: [1, 1],
+	});
+	const projection = Float32Array.from(
+		{ length: 8 * 5 },
+		(_, i) => ((i % 5) - 2) / 16,
+	);
+	const transposed = g.node("Transpose", [conv], { perm: [0, 2, 1] });
+	const product = g.node("MatMul", [
+		transposed,
+		g.floats("projection", [8, 5], projection),
+	]);
+	g.node("Sin", [product], {}, ["y"]);
+	g.output("y", "float32", [1, SELF_TEST_FRAMES, 5]);
+
+	const input = Float32Array.from({ length: 4 * SELF_TEST_FRAMES }, (_, i) =>
+		Math.sin(i * 0.37),
+	);
+	const expected = new Float32Array(SELF_TEST_FRAMES * 5);
+	for (let t = 0; t < SELF_TEST_FRAMES; t++) {
+		const hidden = new Float64Array(8);
+		for (let o = 0; o < 8; o++) {
+			for (let c = 0; c < 4; c++) {
+				for (let k = 0; k < 3; k++) {
+					const src = t + k - 1;
+					if (src < 0 || src >= SELF_TEST_FRAMES) continue;
+					hidden[o] =
+						(hidden[o] as number) +
+						(kernel[(o * 4 + c) * 3 + k] as number) *
+							(input[c * SELF_TEST_FRAMES + src] as number);
+				}
+			}
+		}
+		for (let j = 0; j < 5; j++) {
+			let sum = 0;
+			for (let o = 0; o < 8; o++)
+				sum += (hidden[o] as number) * (projection[o * 5 + j] as number);
+			expected[t * 5 + j] = Math.sin(sum);
+		}
+	}
+	return { model: g.toModel(), input, expected };
+}
+
+function describeFailure(
+	provider: ExecutionProviderName,
+	error: unknown,
+): string {
+	const message =
+		(error instanceof Error ? error.message : String(error))
+			.split("\n")[0]
+			?.trim() ?? "unknown error";
+	if (
+		provider === "cuda" &&
+		/Failed to load|shared library|providers_cuda|providers_shared/i.test(
+			message,
+		)
+	) {
+		return `${message} (the CUDA provider libraries are not installed: install onnxruntime-node with ONNXRUNTIME_NODE_INSTALL=cuda12 in the image, on a CUDA 12 + cuDNN 9 base)`;
+	}
+	return message;
+}
+
+async function selfTest(provider: ExecutionProviderName): Promise<void> {
+	const { model, input, expected } = selfTestModel();
+	// The failure is reported in the attempt; keep the runtime from also printing it as an error.
+	const session = await ort.InferenceSession.create(model, {
+		...sessionOptionsFor(provider),
+		logSeverityLevel: 4,
+	});
+	try {
+		const result = await session.run({
+			x: new ort.Tensor("float32", input, [1, 4, SELF_TEST_FRAMES]),
+		});
+		const y = result.y?.data;
+		if (!(y instanceof Float32Array) || y.length !== expected.length)
+			throw new Error("self-test returned no output of the expected size");
+		let worst = 0;
+		for (let i = 0; i < y.length; i++)
+			worst = Math.max(
+				worst,
+				Math.abs((y[i] as number) - (expected[i] as number)),
+			);
+		// Loose enough for TF32 or fp16 accumulation on a GPU; a broken kernel is far off.
+		if (!(worst < 1e-2))
+			throw new Error(
+				`self-test output differs from the reference by ${worst}`,
+			);
+	} finally {
+		await session.release();
+	}
+}
+
+/** Tries each provider in `order` alone; returns the first that passes, with every attempt. Throws if none does. */
+export async function selectExecutionProvider(
+	order: readonly ExecutionProviderName[] = EXECUTION_PROVIDERS,
+): Promise<ProviderSelection> {
+	const attempts: ProviderAttempt[] = [];
+	for (const provider of order) {
+		const started = performance.now();
+		try {
+			await selfTest(provider);
+			attempts.push({
+				provider,
+				outcome: "selected",
+				milliseconds: performance.now() - started,
+			});
+			return { provider, attempts };
+		} catch (error) {
+			attempts.push({
+				provider,
+				outcome: "failed",
+				reason: describeFailure(provider, error),
+				milliseconds: performance.now() - started,
+			});
+		}
+	}
+	const summary = attempts.map((a) => `${a.provider}: ${a.reason}`).join("; ");
+	throw new NoExecutionProviderError(
+		`no execution provider passed its self-test (${summary || "none tried"})`,
+		attempts,
+	);
+}
+
+export class NoExecutionProviderError extends Error {
+	readonly attempts: ProviderAttempt[];
+
+	constructor(message: string, attempts: ProviderAttempt[]) {
+		super(message);
+		this.name = "NoExecutionProviderError";
+		this.attempts = attempts;
+	}
+}

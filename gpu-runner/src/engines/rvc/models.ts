@@ -1,0 +1,490 @@
+/**
+ * The three RVC v2 models behind onnxruntime-node, each checked against RVC's tensor layout when it is loaded
+ * (from the session's declared inputs and outputs) and again on every run (actual shapes), so a wrong file
+ * fails with a message that says which model, which tensor and what was expected.
+ *
+ * Layouts, as exported by RVC (`infer/modules/onnx/export.py`) and its ONNX ports:
+ * - contentvec: audio float32 `[1, 1, samples]` (or `[1, samples]`) at 16 kHz -> float32 `[1, frames, 768]`
+ *   at 50 frames/s (768 for v2 voices, 256 for v1).
+ * - rmvpe: log-mel float32 `[1, 128, frames]` (frames a multiple of 32) -> salience float32 `[1, frames, 360]`.
+ * - synthesizer: `phone` float32 `[1, frames, 768]`, `phone_lengths` int64 `[1]`, `pitch` int64 `[1, frames]`,
+ *   `pitchf` float32 `[1, frames]`, `ds` int64 `[1]`, `rnd` float32 `[1, 192, frames]` -> audio float32
+ *   `[1, 1, frames x sample_rate / 100]`.
+ */
+import * as ort from "onnxruntime-node";
+import { RvcEngineError } from "./errors.ts";
+import {
+	type ExecutionProviderName,
+	sessionOptionsFor,
+} from "./execution-provider.ts";
+import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
+import { RMVPE_PITCH_BINS } from "./pitch.ts";
+
+export type ModelRole = "contentvec" | "rmvpe" | "synthesizer";
+
+export interface SessionSettings {
+	provider: ExecutionProviderName;
+	intraOpNumThreads?: number;
+}
+
+type TensorType = ort.Tensor.Type;
+
+function describeShape(shape: ReadonlyArray<number | string>): string {
+	return `[${shape.join(", ")}]`;
+}
+
+/** One loaded model: runs are serialised, because a GPU runs one at a time anyway and it keeps memory bounded. */
+class OnnxModel {
+	readonly role: ModelRole;
+	readonly path: string;
+	readonly session: ort.InferenceSession;
+	#queue: Promise<unknown> = Promise.resolve();
+
+	constructor(role: ModelRole, path: string, session: ort.InferenceSession) {
+		this.role = role;
+		this.path = path;
+		this.session = session;
+	}
+
+	static async load(
+		role: ModelRole,
+		path: string,
+		settings: SessionSettings,
+	): Promise<OnnxModel> {
+		try {
+			const session = await ort.InferenceSession.create(
+				path,
+				sessionOptionsFor(settings.provider, settings.intraOpNumThreads),
+			);
+			return new OnnxModel(role, path, session);
+		} catch (error) {
+			const reason =
+				error instanceof Error ? error.message.split("\n")[0] : String(error);
+			throw new RvcEngineError(
+				"invalid_model",
+				`${role} model ${path} could not be loaded on ${settings.provider}: ${reason}`,
+				{ cause: error },
+			);
+		}
+	}
+
+	fail(message: string): RvcEngineError {
+		return new RvcEngineError(
+			"invalid_model",
+			`${this.role} model ${this.path}: ${message}`,
+		);
+	}
+
+	/** The declared input or output, checked for its element type; `undefined` shape entries mean "any". */
+	declared(
+		kind: "input" | "output",
+		name: string,
+		type: TensorType,
+		rank?: number,
+	): ReadonlyArray<number | string> {
+		const list =
+			kind === "input"
+				? this.session.inputMetadata
+				: this.session.outputMetadata;
+		const meta = list.find((m) => m.name === name);
+		if (meta === undefined) throw this.fail(`has no ${kind} named "${name}"`);
+		if (!meta.isTensor) throw this.fail(`${kind} "${name}" is not a tensor`);
+		if (meta.type !== type)
+			throw this.fail(`${kind} "${name}" is ${meta.type}, expected ${type}`);
+		if (
+			rank !== undefined &&
+			meta.shape.length > 0 &&
+			meta.shape.length !== rank
+		) {
+			throw this.fail(
+				`${kind} "${name}" has shape ${describeShape(meta.shape)}, expected rank ${rank}`,
+			);
+		}
+		return meta.shape;
+	}
+
+	run(
+		feeds: Record<string, ort.Tensor>,
+	): Promise<ort.InferenceSession.ReturnType> {
+		const result = this.#queue.then(async () => {
+			try {
+				return await this.session.run(feeds);
+			} catch (error) {
+				const reason =
+					error instanceof Error ? error.message.split("\n")[0] : String(error);
+				const shapes = Object.entries(feeds)
+					.map(([name, t]) => `${name} ${t.type}${describeShape(t.dims)}`)
+					.join(", ");
+				throw new RvcEngineError(
+					"invalid_model",
+					`${this.role} model ${this.path} failed on inputs ${shapes}: ${reason}`,
+					{ cause: error },
+				);
+			}
+		});
+		this.#queue = result.catch(() => undefined);
+		return result;
+	}
+
+	/** The output tensor `name` as float32 data, checked for rank. */
+	floatOutput(
+		result: ort.InferenceSession.ReturnType,
+		name: string,
+		rank: number,
+	): { data: Float32Array; dims: readonly number[] } {
+		const tensor = result[name];
+		if (tensor === undefined) throw this.fail(`produced no output "${name}"`);
+		if (tensor.type !== "float32" || !(tensor.data instanceof Float32Array))
+			throw this.fail(`output "${name}" is ${tensor.type}, expected float32`);
+		if (tensor.dims.length !== rank)
+			throw this.fail(
+				`output "${name}" has shape ${describeShape(tensor.dims)}, expected rank ${rank}`,
+			);
+		return { data: tensor.data, dims: tensor.dims };
+	}
+
+	async release(): Promise<void> {
+		await this.#queue;
+		await this.session.release();
+	}
+}
+
+/** ContentVec (HuBERT-base layout): 16 kHz audio to one feature vector per 320 samples. */
+export class ContentVecModel {
+	readonly model: OnnxModel;
+	readonly #inputName: string;
+	readonly #inputRank: 2 | 3;
+	readonly #outputName: string;
+	/** Feature width declared by the model, if it declares one. */
+	readonly declaredFeatureDim: number | undefined;
+
+	constructor(model: OnnxModel) {
+		this.model = model;
+		const input = model.session.inputMetadata[0];
+		const output = model.session.outputMetadata[0];
+		if (
+			model.session.inputMetadata.length !== 1 ||
+			input === undefined ||
+			output === undefined
+		) {
+			throw model.fail(
+				`expected one audio input and a features output, found inputs [${model.session.inputNames.join(", ")}]`,
+			);
+		}
+		const inputShape = model.declared("input", input.name, "float32");
+		if (inputShape.length !== 2 && inputShape.length !== 3) {
+			throw model.fail(
+				`input "${input.name}" has shape ${describeShape(inputShape)}, expected [1, 1, samples] or [1, samples]`,
+			);
+		}
+		this.#inputName = input.name;
+		this.#inputRank = inputShape.length;
+		this.#outputName = output.name;
+		const outputShape = model.declared("output", output.name, "float32", 3);
+		const dim = outputShape[2];
+		this.declaredFeatureDim = typeof dim === "number" ? dim : undefined;
+	}
+
+	/** Features of `audio` (16 kHz), `[frames, dim]` row-major, about one frame per 320 samples. */
+	async extract(
+		audio: Float32Array,
+	): Promise<{ data: Float32Array; frames: number; dim: number }> {
+		const dims =
+			this.#inputRank === 3 ? [1, 1, audio.length] : [1, audio.length];
+		const result = await this.model.run({
+			[this.#inputName]: new ort.Tensor("float32", audio, dims),
+		});
+		const { data, dims: out } = this.model.floatOutput(
+			result,
+			this.#outputName,
+			3,
+		);
+		const [batch, frames, dim] = out as [number, number, number];
+		// HuBERT's feature encoder has a 400-sample receptive field and a stride of 320.
+		const expected = Math.floor((audio.length - 400) / 320) + 1;
+		if (batch !== 1 || Math.abs(frames - expected) > 2) {
+			throw this.model.fail(
+				`output has shape ${describeShape(out)} for ${audio.length} samples; expected [1, about ${expected}, features] (50 frames/s)`,
+			);
+		}
+		return { data, frames, dim };
+	}
+}
+
+/** RMVPE: log-mel spectrogram to 360-bin pitch salience. */
+export class RmvpeModel {
+	readonly model: OnnxModel;
+	readonly #inputName: string;
+	readonly #outputName: string;
+
+	constructor(model: OnnxModel) {
+		this.model = model;
+		const input = model.session.inputMetadata[0];
+		const output = model.session.outputMetadata[0];
+		if (
+			model.session.inputMetadata.length !== 1 ||
+			input === undefined ||
+			output === undefined
+		) {
+			throw model.fail(
+				`expected one mel input and a salience output, found inputs [${model.session.inputNames.join(", ")}]`,
+			);
+		}
+		const inputShape = model.declared("input", input.name, "float32", 3);
+		if (typeof inputShape[1] === "number" && inputShape[1] !== RMVPE_N_MELS) {
+			throw model.fail(
+				`input "${input.name}" has shape ${describeShape(inputShape)}, expected [1, ${RMVPE_N_MELS}, frames]`,
+			);
+		}
+		const outputShape = model.declared("output", output.name, "float32", 3);
+		if (
+			typeof outputShape[2] === "number" &&
+			outputShape[2] !== RMVPE_PITCH_BINS
+		) {
+			throw model.fail(
+				`output "${output.name}" has shape ${describeShape(outputShape)}, expected [1, frames, ${RMVPE_PITCH_BINS}]`,
+			);
+		}
+		this.#inputName = input.name;
+		this.#outputName = output.name;
+	}
+
+	/** Salience `[paddedFrames, 360]` row-major for the padded mel. */
+	async salience(mel: LogMel): Promise<Float32Array> {
+		const result = await this.model.run({
+			[this.#inputName]: new ort.Tensor("float32", mel.data, [
+				1,
+				RMVPE_N_MELS,
+				mel.paddedFrames,
+			]),
+		});
+		const { data, dims } = this.model.floatOutput(result, this.#outputName, 3);
+		if (
+			dims[0] !== 1 ||
+			(dims[1] as number) < mel.frames ||
+			dims[2] !== RMVPE_PITCH_BINS
+		) {
+			throw this.model.fail(
+				`output has shape ${describeShape(dims)} for ${mel.paddedFrames} mel frames; expected [1, ${mel.paddedFrames}, ${RMVPE_PITCH_BINS}]`,
+			);
+		}
+		return data;
+	}
+}
+
+export interface SynthesizerInputs {
+	/** `[frames, featureDim]` row-major. */
+	phone: Float32Array;
+	frames: number;
+	pitch: BigInt64Array;
+	pitchf: Float32Array;
+	speakerId: number;
+	/** `[noiseChannels, frames]` row-major. */
+	rnd: Float32Array;
+}
+
+/** The NSF synthesizer with RVC's six inputs. */
+export class SynthesizerModel {
+	static readonly INPUTS = [
+		["phone", "float32", 3],
+		["phone_lengths", "int64", 1],
+		["pitch", "int64", 2],
+		["pitchf", "float32", 2],
+		["ds", "int64", 1],
+		["rnd", "float32", 3],
+	] as const;
+
+	readonly model: OnnxModel;
+	readonly #outputName: string;
+	readonly declaredFeatureDim: number | undefined;
+	/** Channels of the `rnd` noise (192 in RVC's synthesizers). */
+	readonly noiseChannels: number;
+
+	constructor(model: OnnxModel) {
+		this.model = model;
+		const names = model.session.inputNames;
+		const missing = SynthesizerModel.INPUTS.map(([name]) => name).filter(
+			(name) => !names.includes(name),
+		);
+		if (missing.length > 0) {
+			throw model.fail(
+				`is missing input(s) ${missing.join(", ")}; found [${names.join(", ")}], expected RVC's phone, phone_lengths, pitch, pitchf, ds, rnd (an f0 synthesizer export)`,
+			);
+		}
+		const shapes = new Map<string, ReadonlyArray<number | string>>();
+		for (const [name, type, rank] of SynthesizerModel.INPUTS)
+			shapes.set(name, model.declared("input", name, type, rank));
+		const output = model.session.outputMetadata[0];
+		if (output === undefined) throw model.fail("has no output");
+		model.declared("output", output.name, "float32");
+		this.#outputName = output.name;
+		const phoneDim = shapes.get("phone")?.[2];
+		this.declaredFeatureDim =
+			typeof phoneDim === "number" ? phoneDim : undefined;
+		const noise = shapes.get("rnd")?.[1];
+		this.noiseChannels = typeof noise === "number" ? noise : 192;
+	}
+
+	/** Audio samples for the frames; at least `frames x samplesPerFrame` of them. */
+	async synthesize(
+		inputs: SynthesizerInputs,
+		samplesPerFrame: number,
+	): Promise<Float32Array> {
+		const { frames } = inputs;
+		const dim = inputs.phone.length / frames;
+		const result = await this.model.run({
+			phone: new ort.Tensor("float32", inputs.phone, [1, frames, dim]),
+			phone_lengths: new ort.Tensor(
+				"int64",
+				BigInt64Array.of(BigInt(frames)),
+				[1],
+			),
+			pitch: new ort.Tensor("int64", inputs.pitch, [1, frames]),
+			pitchf: new ort.Tensor("float32", inputs.pitchf, [1, frames]),
+			ds: new ort.Tensor(
+				"int64",
+				BigInt64Array.of(BigInt(inputs.speakerId)),
+				[1],
+			),
+			rnd: new ort.Tensor("float32", inputs.rnd, [
+				1,
+				this.noiseChannels,
+				frames,
+			]),
+		});
+		const tensor = result[this.#outputName];
+		if (tensor === undefined || !(tensor.data instanceof Float32Array))
+			throw this.model.fail(`produced no float32 output "${this.#outputName}"`);
+		const expected = frames * samplesPerFrame;
+		if (tensor.data.length < expected) {
+			const perFrame = tensor.data.length / frames;
+			throw this.model.fail(
+				`returned ${tensor.data.length} samples for ${frames} frames (${perFrame} per frame); expected ${samplesPerFrame} per frame — does the voice's params.sample_rate (${samplesPerFrame * 100}) match this synthesizer?`,
+			);
+		}
+		return tensor.data;
+	}
+}
+
+export interface LoadedModels {
+	contentvec: ContentVecModel;
+	rmvpe: RmvpeModel;
+	synthesizer: SynthesizerModel;
+}
+
+interface CacheEntry {
+	role: ModelRole;
+	path: string;
+	model: Promise<OnnxModel>;
+	users: number;
+	lastUsed: number;
+}
+
+/**
+ * Loaded sessions by role and file, shared by concurrent jobs (ContentVec and RMVPE are usually the same files
+ * for every voice). Beyond `capacity`, the least recently used idle sessions are released.
+ */
+export class ModelCache {
+	readonly #entries = new Map<string, CacheEntry>();
+	readonly #settings: SessionSettings;
+	readonly #capacity: number;
+	#clock = 0;
+
+	constructor(settings: SessionSettings, capacity: number) {
+		this.#settings = settings;
+		this.#capacity = capacity;
+	}
+
+	get size(): number {
+		return this.#entries.size;
+	}
+
+	async #acquire(role: ModelRole, path: string): Promise<OnnxModel> {
+		const key = `${role}\u0000${path}`;
+		let entry = this.#entries.get(key);
+		if (entry === undefined) {
+			const model = OnnxModel.load(role, path, this.#settings);
+			entry = { role, path, model, users: 0, lastUsed: 0 };
+			this.#entries.set(key, entry);
+			model.catch(() => this.#entries.delete(key));
+		}
+		entry.users++;
+		entry.lastUsed = ++this.#clock;
+		try {
+			return await entry.model;
+		} catch (error) {
+			entry.users--;
+			throw error;
+		}
+	}
+
+	#releaseUse(role: ModelRole, path: string): void {
+		const entry = this.#entries.get(`${role}\u0000${path}`);
+		if (entry !== undefined) entry.users--;
+		this.#evict();
+	}
+
+	#evict(): void {
+		const idle = [...this.#entries.entries()]
+			.filter(([, e]) => e.users === 0)
+			.sort(([, a], [, b]) => a.lastUsed - b.lastUsed);
+		let excess = this.#entries.size - this.#capacity;
+		for (const [key, entry] of idle) {
+			if (excess <= 0) break;
+			this.#entries.delete(key);
+			void entry.model.then((m) => m.release()).catch(() => undefined);
+			excess--;
+		}
+	}
+
+	/** Loads (or reuses) the three models and checks they fit together; call `release` when done with them. */
+	async acquire(
+		paths: Record<ModelRole, string>,
+	): Promise<{ models: LoadedModels; release: () => void }> {
+		const roles: ModelRole[] = ["contentvec", "rmvpe", "synthesizer"];
+		const settled = await Promise.allSettled(
+			roles.map((role) => this.#acquire(role, paths[role])),
+		);
+		const release = (): void => {
+			settled.forEach((s, i) => {
+				if (s.status === "fulfilled")
+					this.#releaseUse(roles[i] as ModelRole, paths[roles[i] as ModelRole]);
+			});
+		};
+		const failure = settled.find((s) => s.status === "rejected");
+		if (failure !== undefined) {
+			release();
+			throw failure.reason;
+		}
+		const [contentvec, rmvpe, synthesizer] = settled.map(
+			(s) => (s as PromiseFulfilledResult<OnnxModel>).value,
+		) as [OnnxModel, OnnxModel, OnnxModel];
+		try {
+			const models = {
+				contentvec: new ContentVecModel(contentvec),
+				rmvpe: new RmvpeModel(rmvpe),
+				synthesizer: new SynthesizerModel(synthesizer),
+			};
+			const a = models.contentvec.declaredFeatureDim;
+			const b = models.synthesizer.declaredFeatureDim;
+			if (a !== undefined && b !== undefined && a !== b) {
+				throw new RvcEngineError(
+					"invalid_model",
+					`contentvec model ${paths.contentvec} gives ${a}-d features but synthesizer ${paths.synthesizer} takes ${b}-d phone input (v2 voices use 768, v1 voices 256)`,
+				);
+			}
+			return { models, release };
+		} catch (error) {
+			release();
+			throw error;
+		}
+	}
+
+	async dispose(): Promise<void> {
+		const entries = [...this.#entries.values()];
+		this.#entries.clear();
+		await Promise.allSettled(
+			entries.map(async (e) => (await e.model).release()),
+		);
+	}
+}

@@ -1,0 +1,23 @@
+/**
+ * Index into a signal of length `n` as numpy's and torch's "reflect" padding does: the edge sample is not
+ * repeated (…, x2, x1, x0, x1, x2, …). Pads longer than the signal keep reflecting, as numpy does.
+ */
+export function reflectIndex(i: number, n: number): number {
+	if (n <= 0) throw new RangeError("cannot reflect into an empty signal");
+	if (n === 1) return 0;
+	const period = 2 * (n - 1);
+	const m = ((i % period) + period) % period;
+	return m < n ? m : period - m;
+}
+
+/** `signal` padded by reflection: `left` samples before it and `right` after it. */
+export function reflectPad(
+	signal: Float32Array,
+	left: number,
+	right: number,
+): Float32Array {
+	const out = new Float32Array(signal.length + left + right);
+	for (let i = 0; i < out.length; i++)
+		out[i] = signal[reflectIndex(i - left, signal.length)] as number;
+	return out;
+}

@@ -1,0 +1,372 @@
+/**
+ * The rvc engine end to end on tiny ONNX models built here with RVC's tensor names, types and shapes
+ * (see support/tiny-models.ts), and its error messages for wrong inputs, params and models.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
+import type {
+	AudioBlock,
+	Engine,
+	EngineJob,
+} from "../../src/engines/engine.ts";
+import {
+	createRvcEngine,
+	type RvcChunkStats,
+} from "../../src/engines/rvc/index.ts";
+import {
+	buildTinyContentVec,
+	buildTinyRmvpe,
+	buildTinySynthesizer,
+	writeModels,
+} from "./support/tiny-models.ts";
+
+const IN_RATE = 16000;
+const OUT_RATE = 40000;
+/** The tiny RMVPE's salience peaks on this bin: 1997.379 + 20 x 168 cents above 10 Hz = 220.78 Hz. */
+const PITCH_BIN = 168;
+const MODEL_F0 = 10 * 2 ** ((1997.3794084376191 + 20 * PITCH_BIN) / 1200);
+
+function voice(params: Record<string, unknown> = {}): VoiceDescriptor {
+	return {
+		id: "6f1c1f44-3a0e-4d6b-9a53-2f5d2d7e9b10",
+		name: "tiny",
+		engine: "rvc",
+		params: {
+			sample_rate: OUT_RATE,
+			chunk_seconds: 2,
+			chunk_search_seconds: 0.5,
+			context_seconds: 0.3,
+			crossfade_seconds: 0.02,
+			...params,
+		},
+		artifacts: [],
+	};
+}
+
+/** A 150 Hz harmonic tone, silent where `silent` says, streamed in 100 ms blocks; counts blocks taken. */
+function speechLike(
+	seconds: number,
+	silent: (t: number) => boolean = () => false,
+	counter = { taken: 0, done: false },
+): AsyncIterable<AudioBlock> {
+	return (async function* () {
+		const total = Math.round(seconds * IN_RATE);
+		for (let start = 0; start < total; start += 1600) {
+			const block = Float32Array.from(
+				{ length: Math.min(1600, total - start) },
+				(_, i) => {
+					const t = (start + i) / IN_RATE;
+					if (silent(t)) return 0;
+					return (
+						0.3 * Math.sin(2 * Math.PI * 150 * t) +
+						0.15 * Math.sin(2 * Math.PI * 300 * t) +
+						0.05 * Math.sin(2 * Math.PI * 450 * t)
+					);
+				},
+			);
+			counter.taken++;
+			yield { sampleRate: IN_RATE, channels: [block] };
+		}
+		counter.done = true;
+	})();
+}
+
+async function collect(
+	blocks: AsyncIterable<AudioBlock>,
+	onFirst?: () => void,
+): Promise<{ samples: Float32Array; blocks: AudioBlock[] }> {
+	const all: AudioBlock[] = [];
+	for await (const b of blocks) {
+		if (all.length === 0) onFirst?.();
+		all.push(b);
+	}
+	const samples = new Float32Array(
+		all.reduce((n, b) => n + (b.channels[0]?.length ?? 0), 0),
+	);
+	let offset = 0;
+	for (const b of all) {
+		samples.set(b.channels[0] as Float32Array, offset);
+		offset += b.channels[0]?.length ?? 0;
+	}
+	return { samples, blocks: all };
+}
+
+/** Frequency from the mean spacing of upward zero crossings, with linear interpolation of each crossing. */
+function zeroCrossingFrequency(
+	x: Float32Array,
+	rate: number,
+	from: number,
+	to: number,
+): number {
+	const crossings: number[] = [];
+	for (let i = from; i < to - 1; i++) {
+		const a = x[i] as number;
+		const b = x[i + 1] as number;
+		if (a < 0 && b >= 0) crossings.push(i + a / (a - b));
+	}
+	const first = crossings[0] as number;
+	const last = crossings.at(-1) as number;
+	return ((crossings.length - 1) * rate) / (last - first);
+}
+
+const cents = (a: number, b: number) => 1200 * Math.log2(a / b);
+
+describe("rvc engine with tiny models", () => {
+	let engine: Engine;
+	let artifactPaths: Map<string, string>;
+	const stats: RvcChunkStats[] = [];
+
+	const job = (overrides: Partial<EngineJob> = {}): EngineJob => ({
+		voice: voice(),
+		semitones: 0,
+		artifactPaths,
+		input: { sampleRate: IN_RATE, channels: 1 },
+		...overrides,
+	});
+	const run = (input: AsyncIterable<AudioBlock>, j: EngineJob) =>
+		engine.convert(input, j, new AbortController().signal);
+
+	beforeAll(async () => {
+		artifactPaths = writeModels({
+			contentvec: buildTinyContentVec(),
+			rmvpe: buildTinyRmvpe({ pitchBin: PITCH_BIN }),
+			synthesizer: buildTinySynthesizer({ sampleRate: OUT_RATE }),
+		});
+		engine = createRvcEngine({
+			noiseSeed: 1234,
+			onChunk: (s) => stats.push(s),
+		});
+		const info = await engine.init();
+		expect(info.executionProvider).toBe("cpu");
+	});
+
+	afterAll(async () => {
+		await engine.dispose();
+	});
+
+	it("declares 16 kHz mono in and the synthesizer's rate out", () => {
+		expect(
+			engine.inputFormat({ sampleRate: 44100, channels: 2 }, voice()),
+		).toEqual({ sampleRate: 16000, channels: 1 });
+		expect(
+			engine.outputFormat(
+				{ sampleRate: 44100, channels: 2 },
+				voice({ sample_rate: 48000 }),
+			),
+		).toEqual({ sampleRate: 48000, channels: 1 });
+	});
+
+	for (const semitones of [5, -7]) {
+		it(`converts a stream in chunks: pitch x 2^(${semitones}/12), duration kept, no clicks at joins`, async () => {
+			stats.length = 0;
+			const counter = { taken: 0, done: false };
+			let doneAtFirstOutput = true;
+			const seconds = 7.31;
+			const { samples, blocks } = await collect(
+				run(speechLike(seconds, undefined, counter), job({ semitones })),
+				() => {
+					doneAtFirstOutput = counter.done;
+				},
+			);
+
+			expect(
+				blocks.every(
+					(b) => b.sampleRate === OUT_RATE && b.channels.length === 1,
+				),
+			).toBe(true);
+			expect(Math.abs(samples.length / OUT_RATE - seconds)).toBeLessThan(0.01);
+			expect(stats.length).toBeGreaterThanOrEqual(3);
+			expect(doneAtFirstOutput).toBe(false);
+			expect(stats.every((s) => s.voicedFrames === s.frames)).toBe(true);
+
+			const expected = MODEL_F0 * 2 ** (semitones / 12);
+			const measured = zeroCrossingFrequency(
+				samples,
+				OUT_RATE,
+				0.2 * OUT_RATE,
+				(seconds - 0.2) * OUT_RATE,
+			);
+			expect(Math.abs(cents(measured, expected))).toBeLessThan(2);
+
+			// A sine of amplitude 0.5 moves at most 0.5 x 2 sin(pi f / rate) per sample; joins must not jump more.
+			const smoothest = 0.5 * 2 * Math.sin((Math.PI * expected) / OUT_RATE);
+			let maxJump = 0;
+			for (let i = 1; i < samples.length; i++)
+				maxJump = Math.max(
+					maxJump,
+					Math.abs((samples[i] as number) - (samples[i - 1] as number)),
+				);
+			expect(maxJump).toBeLessThan(smoothest * 1.2);
+		});
+	}
+
+	it("leaves unvoiced (silent) input unvoiced and cuts there", async () => {
+		stats.length = 0;
+		const silent = (t: number) => t >= 1.9 && t < 2.4;
+		const { samples } = await collect(run(speechLike(5, silent), job()));
+		expect(samples.length).toBe(5 * OUT_RATE);
+		const rms = (from: number, to: number) =>
+			Math.sqrt(
+				samples
+					.slice(from * OUT_RATE, to * OUT_RATE)
+					.reduce((s, v) => s + v * v, 0) /
+					((to - from) * OUT_RATE),
+			);
+		expect(rms(2.0, 2.3)).toBeLessThan(0.01);
+		expect(rms(0.5, 1.5)).toBeGreaterThan(0.3);
+		expect(stats[0]?.segmentSamples).toBeGreaterThanOrEqual(1.9 * IN_RATE);
+		expect(stats[0]?.segmentSamples).toBeLessThan(2.4 * IN_RATE);
+	});
+
+	it("feeds v2 ContentVec models with either audio input layout", async () => {
+		const paths = writeModels({
+			contentvec: buildTinyContentVec({ inputRank: 2 }),
+		});
+		const other = new Map(artifactPaths).set(
+			"contentvec",
+			paths.get("contentvec") as string,
+		);
+		const { samples } = await collect(
+			run(speechLike(1), job({ artifactPaths: other })),
+		);
+		expect(samples.length).toBe(OUT_RATE);
+	});
+
+	describe("clear errors", () => {
+		const convertOnce = (j: EngineJob, input = speechLike(1)) =>
+			collect(run(input, j));
+
+		it("names missing artifacts", async () => {
+			const partial = new Map([
+				["synthesizer", artifactPaths.get("synthesizer") as string],
+			]);
+			await expect(
+				convertOnce(job({ artifactPaths: partial })),
+			).rejects.toMatchObject({
+				code: "missing_artifact",
+				message: expect.stringMatching(
+					/lacks artifact\(s\) contentvec, rmvpe \(has: synthesizer\)/,
+				),
+			});
+		});
+
+		it("names a synthesizer input that is not RVC's", async () => {
+			const paths = writeModels({
+				synthesizer: buildTinySynthesizer({
+					sampleRate: OUT_RATE,
+					rename: { pitchf: "f0" },
+				}),
+			});
+			const wrong = new Map(artifactPaths).set(
+				"synthesizer",
+				paths.get("synthesizer") as string,
+			);
+			await expect(
+				convertOnce(job({ artifactPaths: wrong })),
+			).rejects.toMatchObject({
+				code: "invalid_model",
+				message: expect.stringMatching(
+					/synthesizer model .* is missing input\(s\) pitchf; found \[phone, phone_lengths, pitch, f0, ds, rnd\]/,
+				),
+			});
+		});
+
+		it("rejects an RMVPE model with the wrong number of pitch bins", async () => {
+			const paths = writeModels({
+				rmvpe: buildTinyRmvpe({ pitchBin: 100, bins: 300 }),
+			});
+			const wrong = new Map(artifactPaths).set(
+				"rmvpe",
+				paths.get("rmvpe") as string,
+			);
+			await expect(convertOnce(job({ artifactPaths: wrong }))).rejects.toThrow(
+				/rmvpe model .*output "salience" has shape \[1, frames, 300\], expected \[1, frames, 360\]/,
+			);
+		});
+
+		it("rejects ContentVec features that do not fit the synthesizer", async () => {
+			const paths = writeModels({
+				contentvec: buildTinyContentVec({ featureDim: 256 }),
+			});
+			const wrong = new Map(artifactPaths).set(
+				"contentvec",
+				paths.get("contentvec") as string,
+			);
+			await expect(convertOnce(job({ artifactPaths: wrong }))).rejects.toThrow(
+				/gives 256-d features but synthesizer .* takes 768-d phone input/,
+			);
+		});
+
+		it("says when sample_rate does not match the synthesizer", async () => {
+			await expect(
+				convertOnce(job({ voice: voice({ sample_rate: 48000 }) })),
+			).rejects.toThrow(
+				/returned \d+ samples for \d+ frames \(400 per frame\); expected 480 per frame .*sample_rate \(48000\)/,
+			);
+		});
+
+		it("rejects a file that is not an ONNX model", async () => {
+			const paths = writeModels({
+				rmvpe: new TextEncoder().encode("not a model"),
+			});
+			const wrong = new Map(artifactPaths).set(
+				"rmvpe",
+				paths.get("rmvpe") as string,
+			);
+			await expect(
+				convertOnce(job({ artifactPaths: wrong })),
+			).rejects.toMatchObject({
+				code: "invalid_model",
+				message: expect.stringMatching(
+					/rmvpe model .* could not be loaded on cpu/,
+				),
+			});
+		});
+
+		it("lists every bad voice param", async () => {
+			await expect(
+				convertOnce(
+					job({
+						voice: voice({
+							sample_rate: undefined,
+							speaker_id: -1,
+							chunk_seconds: "long",
+						}),
+					}),
+				),
+			).rejects.toMatchObject({
+				code: "invalid_params",
+				message: expect.stringMatching(
+					/sample_rate is required; speaker_id must be an integer in 0..10000, got -1; chunk_seconds must be a number in 1..120, got "long"/,
+				),
+			});
+		});
+
+		it("refuses input that is not 16 kHz mono", async () => {
+			const stereo = (async function* () {
+				yield {
+					sampleRate: 44100,
+					channels: [new Float32Array(100), new Float32Array(100)],
+				};
+			})();
+			await expect(convertOnce(job(), stereo)).rejects.toMatchObject({
+				code: "invalid_input",
+				message: expect.stringMatching(
+					/takes 16000 Hz mono blocks, got 44100 Hz with 2 channel/,
+				),
+			});
+		});
+
+		it("refuses work before init", async () => {
+			await expect(
+				collect(
+					createRvcEngine().convert(
+						speechLike(1),
+						job(),
+						new AbortController().signal,
+					),
+				),
+			).rejects.toMatchObject({ code: "not_ready" });
+		});
+	});
+});
