@@ -11,6 +11,8 @@ export const PROBE_FAILURE_CODES = [
 	"too_large",
 	"missing_object",
 ] as const;
+/** Codes a file can fail preprocessing with: the probe's, plus `internal_error` when retries ran out. */
+export type PreprocessingErrorCode = ProbeFailureCode | "internal_error";
 export type ProbeFailureCode = (typeof PROBE_FAILURE_CODES)[number];
 
 export class ProbeFailure extends Error {
