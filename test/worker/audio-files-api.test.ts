@@ -13,7 +13,7 @@ import {
 	storedObject,
 	upload,
 } from "./audio-files-helpers.ts";
-import { runSql, signedInClient } from "./helpers.ts";
+import { call, runSql, signedInClient } from "./helpers.ts";
 
 const wav = makeWav({ sampleRate: 8000, channels: 1, frames: 8000, encoding: "pcm", bits: 16 });
 
@@ -232,5 +232,14 @@ describe("POST /api/v1/audio-files/{id}/regenerate-upload-url", () => {
 		const response = await api(`/api/v1/audio-files/${file.id}/regenerate-upload-url`, { method: "POST" });
 		expect(response.status).toBe(409);
 		expect(await response.json()).toMatchObject({ code: "already_uploaded" });
+	});
+});
+
+describe("OpenAPI document", () => {
+	it("describes the audio file operations", async () => {
+		const doc = (await (await call("/openapi.json")).json()) as { paths: Record<string, Record<string, unknown>> };
+		expect(Object.keys(doc.paths["/api/v1/audio-files"] ?? {}).sort()).toEqual(["get", "post"]);
+		expect(Object.keys(doc.paths["/api/v1/audio-files/{id}"] ?? {}).sort()).toEqual(["delete", "get"]);
+		expect(doc.paths["/api/v1/audio-files/{id}/regenerate-upload-url"]).toHaveProperty("post");
 	});
 });
