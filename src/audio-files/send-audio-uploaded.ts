@@ -27,8 +27,12 @@ export async function sendAudioUploaded(env: Env, audioFileId: string): Promise<
 
 /** Files still `pending` this long after their upload are assumed to have lost their message. */
 export const STALE_PENDING_SECONDS = 60;
-/** A file `processing` this long was claimed by a consumer that died; it may be claimed again. */
-export const STALE_PROCESSING_SECONDS = 300;
+/**
+ * A file `processing` this long was claimed by a consumer that died; it may be claimed again. Probing takes a few
+ * range reads (seconds at most), and this is shorter than the ~62 s a message spends in its retries (2+4+8+16+32 s),
+ * so a redelivered message takes over an abandoned claim before it could be dead-lettered.
+ */
+export const STALE_PROCESSING_SECONDS = 45;
 
 /**
  * Safety net for the cron: re-sends `audio-uploaded` for uploaded files still `pending` after a minute (the send
