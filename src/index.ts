@@ -1,4 +1,6 @@
 /** Worker entry: HTTP API, queue consumers, the cron safety net, and the Durable Object classes. */
+import "./audio-files/preprocessing-consumer.ts";
+import "./audio-files/upload-hook.ts";
 import { buildRouter } from "./http/router.ts";
 import { consumeQueueBatch } from "./queues/dispatch.ts";
 import { routes } from "./routes/index.ts";

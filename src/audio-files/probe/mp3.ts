@@ -1,0 +1,195 @@
+/**
+ * MP3 (MPEG-1, 2 and 2.5 Layer III). The first frame may carry a Xing/Info header (LAME, ffmpeg) or a VBRI header
+ * (Fraunhofer) with the frame count; a LAME tag adds the encoder delay and padding, which are removed so the duration
+ * is the audio that was encoded. Without such a header the stream is sampled: if frames at its start, middle and end
+ * share one bitrate it is constant-bitrate and its length follows from its size; otherwise every frame header is
+ * counted in large range reads (a file is under 100 MB, so at most a hundred 1 MB reads).
+ */
+import type { AudioFacts } from "./audio-facts.ts";
+import { type MpegFrame, meanFrameLength, parseMpegFrame, sameStream } from "./mpeg-frame.ts";
+import { corrupted, truncated, unsupported, zeroDuration } from "./probe-failure.ts";
+import { ascii, type ProbeReader, u32be, u32le } from "./probe-reader.ts";
+
+/** How far past a tag or junk the first frame is looked for. */
+const SYNC_SEARCH_BYTES = 64 * 1024;
+const SCAN_CHUNK_BYTES = 1 << 20;
+/** Frames read at the start, and windows sampled later, to decide that a stream without a header is CBR. */
+const CBR_HEAD_FRAMES = 16;
+const CBR_SAMPLE_POINTS = [0.25, 0.5, 0.75, 0.98];
+const MAX_FRAME_BYTES = 2881;
+
+interface FrameAt {
+	offset: number;
+	frame: MpegFrame;
+}
+
+/** A frame at `at` confirmed by the next two frames (or by the end of the audio). */
+function confirmedFrame(b: Uint8Array, at: number, base: number, end: number): MpegFrame | null {
+	const first = parseMpegFrame(b, at);
+	if (!first) return null;
+	let next = at + first.length;
+	for (let i = 0; i < 2; i++) {
+		if (base + next >= end) return first;
+		if (next + 4 > b.byteLength) return i > 0 ? first : null;
+		const following = parseMpegFrame(b, next);
+		if (!following || !sameStream(first, following)) return null;
+		next += following.length;
+	}
+	return first;
+}
+
+/** Where the audio ends: before an ID3v1 tag and an APEv2 tag, if the file ends with them. */
+async function audioEnd(reader: ProbeReader): Promise<number> {
+	let end = reader.size;
+	if (end >= 128 && ascii(await reader.bytes(end - 128, 3), 0, 3) === "TAG") end -= 128;
+	if (end >= 32) {
+		const footer = await reader.bytes(end - 32, 32);
+		if (ascii(footer, 0, 8) === "APETAGEX") {
+			const hasHeader = ((footer[23] as number) & 0x80) !== 0;
+			end -= u32le(footer, 12) + (hasHeader ? 32 : 0);
+		}
+	}
+	return end;
+}
+
+async function findFirstFrame(reader: ProbeReader, start: number, end: number): Promise<FrameAt> {
+	// Nearly always the frame is right here: look in a small window first, the whole search span only if needed.
+	for (const span of [4 * MAX_FRAME_BYTES, SYNC_SEARCH_BYTES]) {
+		const found = await searchFrame(reader, start, end, span);
+		if (found) return found;
+	}
+	throw start > 0
+		? corrupted("No MPEG audio frame follows the ID3 tag")
+		: unsupported("No MPEG audio frames were found in the file");
+}
+
+async function searchFrame(reader: ProbeReader, start: number, end: number, span: number): Promise<FrameAt | null> {
+	const window = await reader.bytes(start, span);
+	for (let at = 0; at + 4 <= window.byteLength; at++) {
+		if (window[at] !== 0xff) continue;
+		const frame = confirmedFrame(window, at, start, end);
+		if (!frame) continue;
+		if (frame.layer !== 3) {
+			throw unsupported(`This is MPEG-${frame.version} Layer ${"I".repeat(frame.layer)} audio, not MP3 (Layer III)`);
+		}
+		return { offset: start + at, frame };
+	}
+	return null;
+}
+
+interface StreamHeader {
+	kind: "Xing" | "Info" | "VBRI";
+	frames: number;
+	/** Samples the encoder added at the start and end (LAME tag); 0 when unknown. */
+	trimSamples: number;
+}
+
+function readStreamHeader(first: FrameAt, bytes: Uint8Array): StreamHeader | null {
+	const { frame } = first;
+	const sideInfo = frame.version === "1" ? (frame.channels === 1 ? 17 : 32) : frame.channels === 1 ? 9 : 17;
+	for (const at of frame.crcProtected ? [4 + sideInfo, 6 + sideInfo] : [4 + sideInfo]) {
+		const id = ascii(bytes, at, 4);
+		if (id !== "Xing" && id !== "Info") continue;
+		const flags = u32be(bytes, at + 4);
+		if (!(flags & 0x1)) return null;
+		const frames = u32be(bytes, at + 8);
+		const lame = at + 8 + 4 + (flags & 0x2 ? 4 : 0) + (flags & 0x4 ? 100 : 0) + (flags & 0x8 ? 4 : 0);
+		let trimSamples = 0;
+		// LAME and ffmpeg (Lavc/Lavf) write the LAME tag layout: delay and padding, 12 bits each, 21 bytes in.
+		if (/^(LAME|Lavf|Lavc|L3\.9)/.test(ascii(bytes, lame, 4)) && lame + 24 <= bytes.byteLength) {
+			const d0 = bytes[lame + 21] as number;
+			const d1 = bytes[lame + 22] as number;
+			const d2 = bytes[lame + 23] as number;
+			trimSamples = ((d0 << 4) | (d1 >> 4)) + (((d1 & 0x0f) << 8) | d2);
+		}
+		return { kind: id, frames, trimSamples };
+	}
+	if (ascii(bytes, 36, 4) === "VBRI") return { kind: "VBRI", frames: u32be(bytes, 36 + 14), trimSamples: 0 };
+	return null;
+}
+
+/** Resyncs near `offset` and returns the bitrate there, or null when no confirmed frame is found. */
+async function bitrateNear(
+	reader: ProbeReader,
+	offset: number,
+	end: number,
+	stream: MpegFrame,
+): Promise<number | null> {
+	const window = await reader.bytes(offset, Math.min(4 * MAX_FRAME_BYTES, end - offset));
+	for (let at = 0; at + 4 <= window.byteLength; at++) {
+		if (window[at] !== 0xff) continue;
+		const frame = confirmedFrame(window, at, offset, end);
+		if (frame && sameStream(frame, stream)) return frame.bitrateKbps;
+	}
+	return null;
+}
+
+/** Walks frame headers from `offset` to `end`, reading 1 MB at a time. Stops at the first byte that is not a frame. */
+async function countFrames(reader: ProbeReader, offset: number, end: number, stream: MpegFrame): Promise<number> {
+	let frames = 0;
+	let position = offset;
+	while (position + 4 <= end) {
+		const chunk = await reader.bytes(position, Math.min(SCAN_CHUNK_BYTES, end - position));
+		let at = 0;
+		for (;;) {
+			if (at + 4 > chunk.byteLength) break;
+			const frame = parseMpegFrame(chunk, at);
+			if (!frame || !sameStream(frame, stream)) return frames;
+			if (position + at + frame.length > end) return frames;
+			frames++;
+			at += frame.length;
+		}
+		if (at === 0) break;
+		position += at;
+	}
+	return frames;
+}
+
+async function isConstantBitrate(reader: ProbeReader, first: FrameAt, end: number): Promise<boolean> {
+	const head = await reader.bytes(first.offset, CBR_HEAD_FRAMES * (first.frame.length + 1) + 4);
+	let at = 0;
+	for (let i = 0; i < CBR_HEAD_FRAMES && first.offset + at < end && at + 4 <= head.byteLength; i++) {
+		const frame = parseMpegFrame(head, at);
+		if (!frame || !sameStream(frame, first.frame)) break;
+		if (frame.bitrateKbps !== first.frame.bitrateKbps) return false;
+		at += frame.length;
+	}
+	for (const point of CBR_SAMPLE_POINTS) {
+		const offset = first.offset + Math.floor((end - first.offset) * point);
+		if (offset + 4 * MAX_FRAME_BYTES > end) continue;
+		if ((await bitrateNear(reader, offset, end, first.frame)) !== first.frame.bitrateKbps) return false;
+	}
+	return true;
+}
+
+export async function probeMp3(reader: ProbeReader, start: number): Promise<AudioFacts> {
+	const end = await audioEnd(reader);
+	if (start >= end) throw truncated("The file holds an ID3 tag but no audio");
+	const first = await findFirstFrame(reader, start, end);
+	const { frame } = first;
+	const firstBytes = await reader.bytes(first.offset, frame.length);
+	const header = readStreamHeader(first, firstBytes);
+	let frames: number;
+	let trimSamples = 0;
+	let method: string;
+	if (header) {
+		frames = header.frames;
+		trimSamples = header.trimSamples;
+		method = header.kind;
+	} else if (await isConstantBitrate(reader, first, end)) {
+		frames = Math.round((end - first.offset) / meanFrameLength(frame));
+		method = "CBR";
+	} else {
+		frames = await countFrames(reader, first.offset, end, frame);
+		method = "frame scan";
+	}
+	const samples = frames * frame.samplesPerFrame - trimSamples;
+	if (frames === 0 || samples <= 0) throw zeroDuration("The MP3 stream contains no audio frames");
+	return {
+		format: "mp3",
+		sampleRate: frame.sampleRate,
+		channels: frame.channels,
+		durationSeconds: samples / frame.sampleRate,
+		codec: `MPEG-${frame.version} Layer III, ${method}`,
+	};
+}

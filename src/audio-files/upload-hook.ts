@@ -1,0 +1,67 @@
+/**
+ * What a signed PUT of an audio file does around the bytes. Before: refuse a second upload or an upload to a deleted
+ * file, before a byte is stored. After: mark the file uploaded (guarded, so two racing uploads cannot both win) and
+ * send `audio-uploaded`, which starts preprocessing.
+ */
+import { and, eq, isNull } from "drizzle-orm";
+import { database } from "../db/client.ts";
+import { audioFiles } from "../db/schema.ts";
+import { ApiError, conflict } from "../http/errors.ts";
+import { registerUploadHook } from "../storage/upload-hooks.ts";
+import { AUDIO_FILE_KEY_PREFIX, audioFileIdFromKey } from "./limits.ts";
+import { sendAudioUploaded } from "./send-audio-uploaded.ts";
+
+const alreadyUploaded = () =>
+	conflict(
+		"already_uploaded",
+		"This audio file has already been uploaded; its bytes cannot be replaced. Register a new audio file to upload other audio.",
+	);
+const deletedFile = () => new ApiError(410, "audio_file_deleted", "This audio file was deleted; register a new one");
+
+async function rowForKey(env: Env, key: string) {
+	const id = audioFileIdFromKey(key);
+	if (!id) return undefined;
+	return database(env).query.audioFiles.findFirst({ where: and(eq(audioFiles.id, id), eq(audioFiles.objectKey, key)) });
+}
+
+export async function beforeAudioUpload(env: Env, key: string): Promise<void> {
+	const row = await rowForKey(env, key);
+	if (!row) throw new ApiError(404, "not_found", "No audio file is registered for this upload address");
+	if (row.deletedAt) throw deletedFile();
+	if (row.uploadStatus !== "awaiting_upload") throw alreadyUploaded();
+}
+
+export async function afterAudioUpload(env: Env, key: string, object: R2Object, now = new Date()): Promise<void> {
+	const id = audioFileIdFromKey(key) ?? "";
+	const [marked] = await database(env)
+		.update(audioFiles)
+		.set({
+			uploadStatus: "uploaded",
+			uploadedAt: now.toISOString(),
+			sizeBytes: object.size,
+			preprocessingStatus: "pending",
+			updatedAt: now.toISOString(),
+		})
+		.where(
+			and(
+				eq(audioFiles.id, id),
+				eq(audioFiles.objectKey, key),
+				eq(audioFiles.uploadStatus, "awaiting_upload"),
+				isNull(audioFiles.deletedAt),
+			),
+		)
+		.returning({ id: audioFiles.id });
+	if (!marked) {
+		const row = await rowForKey(env, key);
+		if (row?.deletedAt) {
+			// Deleted while the bytes were streaming in: do not keep them.
+			await env.BUCKET.delete(key);
+			throw deletedFile();
+		}
+		// Another upload to the same address finished first; its bytes are the file's.
+		throw alreadyUploaded();
+	}
+	await sendAudioUploaded(env, id);
+}
+
+registerUploadHook({ prefix: AUDIO_FILE_KEY_PREFIX, beforePut: beforeAudioUpload, afterPut: afterAudioUpload });

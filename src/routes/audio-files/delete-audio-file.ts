@@ -1,0 +1,32 @@
+import { deleteAudioFile } from "../../audio-files/audio-file-store.ts";
+import { DeletedAudioFile } from "../../contracts/audio-files.ts";
+import { envelope, IdParams } from "../../contracts/common.ts";
+import { conflict, notFound } from "../../http/errors.ts";
+import { ok } from "../../http/respond.ts";
+import { defineRoute } from "../../http/route.ts";
+
+export const deleteAudioFileRoute = defineRoute({
+	method: "DELETE",
+	path: "/api/v1/audio-files/{id}",
+	auth: "base",
+	summary: "Delete an audio file and its stored bytes",
+	tags: ["Audio files"],
+	params: IdParams,
+	responses: {
+		200: { description: "Deleted", schema: envelope(DeletedAudioFile) },
+		404: { description: "No such audio file for this account" },
+		409: { description: "A conversion that is not finished uses this file" },
+	},
+	async handler({ env, auth, params }) {
+		const result = await deleteAudioFile(env, auth.accountId, params.id);
+		if ("refused" in result) {
+			if (result.refused === "not_found") throw notFound("Audio file");
+			throw conflict(
+				"audio_file_in_use",
+				"This audio file is used by a voice conversion that has not finished; delete it once the conversion is completed or failed",
+			);
+		}
+		await env.BUCKET.delete(result.deleted.objectKey);
+		return ok({ id: result.deleted.id, deleted: true });
+	},
+});

@@ -1,0 +1,158 @@
+/** The signed PUT of an audio file: what is accepted, what is refused, and that refusals keep nothing. */
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { MAX_AUDIO_FILE_BYTES } from "../../src/audio-files/limits.ts";
+import { signStorageUrl } from "../../src/storage/signed-url.ts";
+import { makeWav } from "../support/wav-generator.ts";
+import { getFile, objectKeyOf, put, registerFile, storedObject, upload } from "./audio-files-helpers.ts";
+import { ORIGIN, signedInClient } from "./helpers.ts";
+
+const wav = makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 });
+
+/** A body produced on demand in 64 KiB chunks, counting how much was actually pulled from it. */
+function generatedBody(totalBytes: number) {
+	const counter = { pulled: 0 };
+	const chunk = new Uint8Array(64 * 1024).fill(0x55);
+	const stream = new ReadableStream<Uint8Array>({
+		pull(controller) {
+			if (counter.pulled >= totalBytes) return controller.close();
+			const part = chunk.subarray(0, Math.min(chunk.byteLength, totalBytes - counter.pulled));
+			counter.pulled += part.byteLength;
+			controller.enqueue(part.slice());
+		},
+	});
+	return { stream, counter };
+}
+
+async function newFile(mimeType = "audio/wav") {
+	const { api, client } = await signedInClient();
+	const file = await registerFile(api, "take.wav", mimeType);
+	return { api, client, file };
+}
+
+async function expectNothingKept(api: Parameters<typeof getFile>[0], accountId: string, fileId: string) {
+	expect(await storedObject(accountId, fileId)).toBeNull();
+	expect(await getFile(api, fileId)).toMatchObject({ upload_status: "awaiting_upload", uploaded_at: null });
+}
+
+describe("PUT {upload_url}", () => {
+	it("stores the bytes, answers 200 with an empty body, and marks the file uploaded", async () => {
+		const { api, client, file } = await newFile();
+		const response = await upload(file, wav);
+		expect(response.status).toBe(200);
+		expect(await response.text()).toBe("");
+		const stored = await env.BUCKET.get(objectKeyOf(client.accountId, file.id));
+		expect(new Uint8Array(await (stored as R2ObjectBody).arrayBuffer())).toEqual(wav);
+		const after = await getFile(api, file.id);
+		expect(after).toMatchObject({ upload_status: "uploaded", size_bytes: wav.byteLength, upload_url: null });
+		expect(Date.parse(after.uploaded_at as string)).toBeGreaterThanOrEqual(Date.parse(after.created_at));
+		expect(["pending", "processing", "ready"]).toContain(after.preprocessing_status);
+	});
+
+	it("accepts the registered type in another letter case, with parameters", async () => {
+		const { file } = await newFile("audio/x-wav");
+		expect((await upload(file, wav, "Audio/X-WAV; charset=binary")).status).toBe(200);
+	});
+
+	it("refuses a second upload with 409 and keeps the first bytes", async () => {
+		const { client, file } = await newFile();
+		expect((await upload(file, wav)).status).toBe(200);
+		const other = new Uint8Array(100).fill(1);
+		const response = await upload(file, other);
+		expect(response.status).toBe(409);
+		expect(await response.json()).toMatchObject({
+			success: false,
+			code: "already_uploaded",
+			message: expect.stringContaining("already been uploaded"),
+		});
+		expect((await storedObject(client.accountId, file.id))?.size).toBe(wav.byteLength);
+	});
+
+	it("refuses another Content-Type with 415 naming the registered one", async () => {
+		const { api, client, file } = await newFile("audio/flac");
+		const response = await upload(file, wav, "audio/wav");
+		expect(response.status).toBe(415);
+		expect(((await response.json()) as { message: string }).message).toContain("audio/flac");
+		await expectNothingKept(api, client.accountId, file.id);
+	});
+
+	it("refuses an expired address with 403", async () => {
+		const { api, client, file } = await newFile();
+		const expired = await signStorageUrl(env, ORIGIN, {
+			method: "PUT",
+			key: objectKeyOf(client.accountId, file.id),
+			expiresAt: new Date(Date.now() - 1000),
+			contentType: "audio/wav",
+			maxBytes: MAX_AUDIO_FILE_BYTES,
+		});
+		const response = await put(expired, wav, { "Content-Type": "audio/wav", "Content-Length": String(wav.byteLength) });
+		expect(response.status).toBe(403);
+		expect(((await response.json()) as { message: string }).message).toMatch(/expired/);
+		await expectNothingKept(api, client.accountId, file.id);
+	});
+
+	it.each([
+		["a raised size limit", (u: URL) => u.searchParams.set("max", "999999999999")],
+		["another content type", (u: URL) => u.searchParams.set("ct", "audio/mpeg")],
+		["a later expiry", (u: URL) => u.searchParams.set("exp", String(Number(u.searchParams.get("exp")) + 3600))],
+		["another object key", (u: URL) => (u.pathname = u.pathname.replace(/[0-9a-f]{12}$/, "000000000000"))],
+		["a changed signature", (u: URL) => u.searchParams.set("sig", `A${u.searchParams.get("sig")?.slice(1)}`)],
+		["no signature", (u: URL) => u.searchParams.delete("sig")],
+	])("refuses a tampered address (%s) with 403", async (_name, tamper) => {
+		const { api, client, file } = await newFile();
+		const url = new URL(file.upload_url as string);
+		tamper(url);
+		const contentType = url.searchParams.get("ct") ?? "audio/wav";
+		const response = await put(url.toString(), wav, {
+			"Content-Type": contentType,
+			"Content-Length": String(wav.byteLength),
+		});
+		expect(response.status).toBe(403);
+		await expectNothingKept(api, client.accountId, file.id);
+	});
+
+	it("refuses a declared length of 100 MB with 413 before reading the body", async () => {
+		const { api, client, file } = await newFile();
+		const body = generatedBody(MAX_AUDIO_FILE_BYTES);
+		const response = await put(file.upload_url as string, body.stream, {
+			"Content-Type": "audio/wav",
+			"Content-Length": String(MAX_AUDIO_FILE_BYTES),
+		});
+		expect(response.status).toBe(413);
+		expect(((await response.json()) as { message: string }).message).toContain(String(MAX_AUDIO_FILE_BYTES));
+		expect(body.counter.pulled).toBeLessThan(1024 * 1024);
+		await expectNothingKept(api, client.accountId, file.id);
+	});
+
+	it("lets 99,999,999 bytes past the size check (a body that then falls short is refused, not kept)", async () => {
+		const { api, client, file } = await newFile();
+		const response = await put(file.upload_url as string, wav, {
+			"Content-Type": "audio/wav",
+			"Content-Length": String(MAX_AUDIO_FILE_BYTES - 1),
+		});
+		expect(response.status).toBe(400);
+		expect(await response.json()).toMatchObject({ code: "upload_incomplete" });
+		await expectNothingKept(api, client.accountId, file.id);
+	});
+
+	it("stops reading a body longer than its declared length and keeps nothing", async () => {
+		const { api, client, file } = await newFile();
+		const body = generatedBody(2 * MAX_AUDIO_FILE_BYTES);
+		const response = await put(file.upload_url as string, body.stream, {
+			"Content-Type": "audio/wav",
+			"Content-Length": "100000",
+		});
+		expect(response.status).toBe(400);
+		expect(await response.json()).toMatchObject({ code: "upload_incomplete" });
+		expect(body.counter.pulled).toBeLessThan(8 * 1024 * 1024);
+		await expectNothingKept(api, client.accountId, file.id);
+	});
+
+	it("requires a Content-Length (411)", async () => {
+		const { api, client, file } = await newFile();
+		const body = generatedBody(1000);
+		const response = await put(file.upload_url as string, body.stream, { "Content-Type": "audio/wav" });
+		expect(response.status).toBe(411);
+		await expectNothingKept(api, client.accountId, file.id);
+	});
+});
