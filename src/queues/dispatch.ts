@@ -13,11 +13,22 @@ export function registerConsumer(queue: string, handler: MessageHandler): void {
 /** Delay before the n-th retry of a transiently failed message: 2, 4, 8, ... seconds, capped at 5 minutes. */
 export const retryDelaySeconds = (attempts: number) => Math.min(300, 2 ** Math.max(1, attempts));
 
+/**
+ * The consumer for a queue: an exact name match, else the longest registered name the queue starts with
+ * (production queue names may carry an environment suffix, e.g. `audio-uploaded-staging`), so
+ * `webhook-events-dlq` never reaches the `webhook-events` consumer.
+ */
+function consumerFor(queue: string): MessageHandler | undefined {
+	const exact = consumers.get(queue);
+	if (exact) return exact;
+	const prefixed = [...consumers.keys()]
+		.filter((name) => queue.startsWith(`${name}-`))
+		.sort((a, b) => b.length - a.length);
+	return prefixed[0] ? consumers.get(prefixed[0]) : undefined;
+}
+
 export async function consumeQueueBatch(batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext): Promise<void> {
-	// Queue names may carry an environment suffix in production (e.g. `audio-uploaded-staging`).
-	const handler = [...consumers.entries()].find(
-		([name]) => batch.queue === name || batch.queue.startsWith(`${name}-`),
-	)?.[1];
+	const handler = consumerFor(batch.queue);
 	for (const message of batch.messages) {
 		if (!handler) {
 			console.error(

@@ -3,13 +3,13 @@ import { tokenRoute } from "../auth/token-endpoint.ts";
 import { buildOpenApiDocument } from "../http/openapi.ts";
 import { defineRoute, type RouteDefinition } from "../http/route.ts";
 import { storageRoutes } from "../storage/storage-routes.ts";
-import { docsRoute } from "./docs/docs-page.ts";
-import { playgroundDefaultsRoute } from "./docs/playground-defaults.ts";
 import { deleteAudioFileRoute } from "./audio-files/delete-audio-file.ts";
 import { getAudioFileRoute } from "./audio-files/get-audio-file.ts";
 import { listAudioFilesRoute } from "./audio-files/list-audio-files.ts";
 import { regenerateUploadUrlRoute } from "./audio-files/regenerate-upload-url.ts";
 import { registerAudioFileRoute } from "./audio-files/register-audio-file.ts";
+import { docsRoute } from "./docs/docs-page.ts";
+import { playgroundDefaultsRoute } from "./docs/playground-defaults.ts";
 import { getVoiceRoute } from "./voices/get-voice.ts";
 import { listVoicesRoute } from "./voices/list-voices.ts";
 
