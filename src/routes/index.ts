@@ -5,8 +5,9 @@ import { defineRoute, type RouteDefinition } from "../http/route.ts";
 import { storageRoutes } from "../storage/storage-routes.ts";
 import { getVoiceRoute } from "./voices/get-voice.ts";
 import { listVoicesRoute } from "./voices/list-voices.ts";
+import { webhookRoutes } from "./webhooks/index.ts";
 
-const apiRoutes: RouteDefinition[] = [tokenRoute, listVoicesRoute, getVoiceRoute, ...storageRoutes];
+const apiRoutes: RouteDefinition[] = [tokenRoute, listVoicesRoute, getVoiceRoute, ...webhookRoutes, ...storageRoutes];
 
 const openApiRoute = defineRoute({
 	method: "GET",
