@@ -106,7 +106,7 @@ export class WebhookSubscription extends DurableObject<Env> {
 		for (;;) {
 			if (Date.now() - started > ALARM_WORK_BUDGET_MS) break;
 			const [run] = this.ctx.storage.sql
-				.exec<Run>("SELECT * FROM runs WHERE next_attempt_at <= ? ORDER BY next_attempt_at LIMIT 1", Date.now())
+				.exec<Run>("SELECT * FROM runs WHERE next_attempt_at <= ? ORDER BY next_attempt_at, rowid LIMIT 1", Date.now())
 				.toArray();
 			if (!run) break;
 			try {

@@ -29,7 +29,7 @@ export interface ReceivedDelivery {
 	url: string;
 	headers: Headers;
 	body: string;
-	redirect: RequestRedirect | undefined;
+	redirect: string | undefined;
 	hasTimeoutSignal: boolean;
 }
 

@@ -82,7 +82,7 @@ describe("webhook subscriptions API", () => {
 		expect(sixth).toMatchObject({ status: 409, code: "subscription_limit_reached" });
 
 		// An inactive one frees a slot; reactivating it while 5 others are active is refused.
-		const [first, second] = subs as [{ id: string }, { id: string }];
+		const [first, second] = subs as unknown as [{ id: string }, { id: string }];
 		expect((await patchSubscription(api, first.id, { is_active: false })).status).toBe(200);
 		const replacement = await createSubscription(api, { url: "https://hooks.example.com/replacement" });
 		const reactivate = await errorOf(await patchSubscription(api, first.id, { is_active: true }));
