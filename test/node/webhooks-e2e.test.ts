@@ -53,7 +53,14 @@ function startReceiver() {
 					() => reject(new Error(`timed out waiting for ${count} deliveries to ${path}`)),
 					timeoutMs,
 				);
-				waiters.push({ path, count, resolve: () => (clearTimeout(timer), resolve()) });
+				waiters.push({
+					path,
+					count,
+					resolve: () => {
+						clearTimeout(timer);
+						resolve();
+					},
+				});
 			});
 		},
 		listen: () =>
