@@ -14,7 +14,12 @@
  * never cached, so a new URL or a regenerated secret applies to the very next attempt.
  */
 import { DurableObject } from "cloudflare:workers";
-import { logAttemptFinished, logAttemptStarted, logRetriesDropped } from "../src/webhooks/delivery-log.ts";
+import {
+	logAttemptFinished,
+	logAttemptInterrupted,
+	logAttemptStarted,
+	logRetriesDropped,
+} from "../src/webhooks/delivery-log.ts";
 import { buildEventPayload, type OutboxEvent } from "../src/webhooks/payloads.ts";
 import { openSecret } from "../src/webhooks/secret-box.ts";
 import { sendSignedDelivery } from "../src/webhooks/send-delivery.ts";
@@ -29,6 +34,7 @@ import {
 	ALARM_WORK_BUDGET_MS,
 	decideAfterAttempt,
 	IN_FLIGHT_LEASE_MS,
+	MAX_ATTEMPTS,
 	SEEN_EVENT_RETENTION_MS,
 } from "./webhook-delivery-logic.ts";
 
@@ -138,6 +144,16 @@ export class WebhookSubscription extends DurableObject<Env> {
 			return;
 		}
 
+		const exhausted = run.attempts >= MAX_ATTEMPTS;
+		if (run.last_log_id) {
+			// Closes the previous attempt's row if it is still `pending`: that attempt never finished (the object
+			// was evicted or a write failed mid-attempt). A no-op for attempts that finished normally.
+			await logAttemptInterrupted(this.env, run.last_log_id, exhausted ? "abandoned" : "failed");
+		}
+		if (exhausted) {
+			sql.exec("DELETE FROM runs WHERE run_id = ?", run.run_id);
+			return;
+		}
 		const attempt = run.attempts + 1;
 		const logId = crypto.randomUUID();
 		const startedAt = new Date();

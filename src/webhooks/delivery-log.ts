@@ -65,6 +65,19 @@ export async function logAttemptFinished(env: Env, id: string, result: AttemptRe
 		.run();
 }
 
+/** An attempt that never reported back (its object was evicted or a write failed): closed with what is known. */
+export async function logAttemptInterrupted(env: Env, id: string, status: "failed" | "abandoned"): Promise<void> {
+	await database(env)
+		.update(webhookDeliveries)
+		.set({
+			status,
+			error: "Attempt interrupted before the outcome was recorded",
+			completedAt: new Date().toISOString(),
+		})
+		.where(and(eq(webhookDeliveries.id, id), eq(webhookDeliveries.status, "pending")))
+		.run();
+}
+
 /** Deliveries dropped before their next attempt (subscription disabled or deleted): their last attempt becomes final. */
 export async function logRetriesDropped(env: Env, attemptIds: string[], reason: string): Promise<void> {
 	if (attemptIds.length === 0) return;

@@ -76,14 +76,22 @@ const key = (id: string) => `${id}:${randomBytes(32).toString("base64url")}`;
 let harness: TestHarness;
 let receiver: ReturnType<typeof startReceiver>;
 let receiverOrigin: string;
-let env: { DB: D1Database; WEBHOOK_EVENTS_QUEUE: Queue };
+/** The bindings this test drives directly (through the harness's proxy). */
+interface Bindings {
+	DB: {
+		prepare(sql: string): { bind(...values: unknown[]): { run(): Promise<unknown> } } & object;
+		batch(statements: object[]): Promise<unknown>;
+	};
+	WEBHOOK_EVENTS_QUEUE: { send(body: unknown): Promise<void> };
+}
+let env: Bindings;
 let accountId: string;
 let token: string;
 
-async function api(path: string, init: RequestInit = {}) {
+async function api(path: string, init: { method?: string; body?: string } = {}) {
 	return harness.fetch(path, {
 		...init,
-		headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json", ...(init.headers ?? {}) },
+		headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
 	});
 }
 

@@ -427,6 +427,34 @@ describe("delivery log and redelivery", () => {
 });
 
 describe("WebhookSubscription object", () => {
+	it("resumes a delivery whose attempt broke off, closing the interrupted attempt in the log", async () => {
+		const { receiver, api, client, clock } = await webhookTestbed([200]);
+		const sub = await createSubscription(api);
+		const setKeyVersion = (version: string) =>
+			env.DB.prepare("UPDATE webhook_subscriptions SET secret_key_version = ? WHERE id = ?")
+				.bind(version, sub.id)
+				.run();
+		await consumeWebhookEvent(await insertOutboxEvent(client.accountId));
+		// The secret cannot be opened (no key of that version): the attempt throws after it was logged.
+		await setKeyVersion("9");
+		vi.spyOn(console, "error").mockImplementation(() => {});
+		await runDeliveryAlarm(sub.id);
+		expect(receiver.received).toHaveLength(0);
+		expect((await deliveryLog(api, sub.id)).map((e) => e.status)).toEqual(["pending"]);
+		expect(await scheduledAlarm(sub.id)).toBe(Date.now() + 35_000);
+
+		await setKeyVersion("1");
+		clock.advanceSeconds(35);
+		await runDeliveryAlarm(sub.id);
+		expect(receiver.received).toHaveLength(1);
+		const log = await deliveryLog(api, sub.id);
+		expect(log.map((e) => [e.attempt, e.status])).toEqual([
+			[2, "delivered"],
+			[1, "failed"],
+		]);
+		expect(log[1]?.error).toMatch(/interrupted/);
+	});
+
 	it("ignores a repeated event id handed to it directly", async () => {
 		const { api, client } = await webhookTestbed();
 		const sub = await createSubscription(api);
