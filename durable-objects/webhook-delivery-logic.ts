@@ -44,6 +44,18 @@ export function decideAfterAttempt(facts: AttemptFacts): AttemptDecision {
 	return { status: "failed", nextAttemptAt: facts.now + retryDelaySeconds(facts.attempt) * 1000 };
 }
 
+/** Most attempts one subscription has in flight at once (a burst of events to a healthy receiver). */
+export const MAX_PARALLEL_ATTEMPTS = 4;
+
+/**
+ * How many attempts may be sent side by side given the current failure count: never more than could fail without
+ * passing the auto-disable threshold, so the 10th failure is exactly the last failed request, and a failing
+ * receiver gets one request at a time near the threshold.
+ */
+export function parallelAttempts(consecutiveFailures: number): number {
+	return Math.max(1, Math.min(MAX_PARALLEL_ATTEMPTS, AUTO_DISABLE_AFTER_FAILURES - consecutiveFailures));
+}
+
 /** How long a queue-repeated event id is remembered (longest Queues retention is 14 days). */
 export const SEEN_EVENT_RETENTION_MS = 14 * 24 * 3600 * 1000;
 
@@ -52,6 +64,9 @@ export const SEEN_EVENT_RETENTION_MS = 14 * 24 * 3600 * 1000;
  * alarm picks the delivery up again (at-least-once) instead of losing it.
  */
 export const IN_FLIGHT_LEASE_MS = 35_000;
+
+/** When the signing secret cannot be opened (a key configuration fault), deliveries wait this long and try again. */
+export const SECRET_FAULT_RETRY_MS = 60_000;
 
 /** One alarm stops starting new attempts after this long and re-arms at once, staying far below the 15 min limit. */
 export const ALARM_WORK_BUDGET_MS = 5 * 60_000;

@@ -7,11 +7,11 @@
  * Storage layout (SQLite in the object):
  *   meta(key, value)            `subscription_id`, `account_id`
  *   seen_events(event_id, accepted_at)   events accepted, for de-duplication (pruned after 14 days)
- *   runs(run_id, event_id, event_type, webhook_id, body, attempts, next_attempt_at, last_log_id)
+ *   runs(run_id, event_id, event_type, webhook_id, body, attempts, next_attempt_at, last_log_id, open_log_id)
  *                               deliveries still to attempt; `body` is the exact JSON sent on every attempt
  *
- * The subscription row itself (URL, secret, active flag, failure count) is read from D1 before every attempt,
- * never cached, so a new URL or a regenerated secret applies to the very next attempt.
+ * The subscription row itself (URL, secret, active flag, failure count) is read from D1 before every round of
+ * attempts, never cached, so a new URL or a regenerated secret applies to the very next attempt.
  */
 import { DurableObject } from "cloudflare:workers";
 import {
@@ -27,7 +27,6 @@ import {
 	loadSubscriptionForDelivery,
 	recordDeliveryFailure,
 	recordDeliverySuccess,
-	type SubscriptionRow,
 	sealedSecretOf,
 } from "../src/webhooks/subscription-store.ts";
 import {
@@ -35,6 +34,8 @@ import {
 	decideAfterAttempt,
 	IN_FLIGHT_LEASE_MS,
 	MAX_ATTEMPTS,
+	parallelAttempts,
+	SECRET_FAULT_RETRY_MS,
 	SEEN_EVENT_RETENTION_MS,
 } from "./webhook-delivery-logic.ts";
 
@@ -56,7 +57,10 @@ interface Run {
 	body: string;
 	attempts: number;
 	next_attempt_at: number;
+	/** The latest attempt's log row (closed as `abandoned` if the run is dropped). */
 	last_log_id: string | null;
+	/** Set while an attempt is under way; still set later means that attempt was interrupted. */
+	open_log_id: string | null;
 	[key: string]: SqlStorageValue;
 }
 
@@ -69,7 +73,8 @@ export class WebhookSubscription extends DurableObject<Env> {
 				CREATE TABLE IF NOT EXISTS seen_events (event_id TEXT PRIMARY KEY, accepted_at INTEGER NOT NULL);
 				CREATE TABLE IF NOT EXISTS runs (
 					run_id TEXT PRIMARY KEY, event_id TEXT NOT NULL, event_type TEXT NOT NULL, webhook_id TEXT NOT NULL,
-					body TEXT NOT NULL, attempts INTEGER NOT NULL, next_attempt_at INTEGER NOT NULL, last_log_id TEXT
+					body TEXT NOT NULL, attempts INTEGER NOT NULL, next_attempt_at INTEGER NOT NULL, last_log_id TEXT,
+					open_log_id TEXT
 				);
 				CREATE INDEX IF NOT EXISTS runs_due ON runs (next_attempt_at);
 			`);
@@ -107,60 +112,86 @@ export class WebhookSubscription extends DurableObject<Env> {
 	override async alarm(): Promise<void> {
 		const started = Date.now();
 		this.ctx.storage.sql.exec("DELETE FROM seen_events WHERE accepted_at < ?", started - SEEN_EVENT_RETENTION_MS);
-		// One at a time, oldest first: a struggling receiver gets one request at a time, and a disable caused by
-		// one attempt stops the next before it is sent.
-		for (;;) {
-			if (Date.now() - started > ALARM_WORK_BUDGET_MS) break;
-			const [run] = this.ctx.storage.sql
-				.exec<Run>("SELECT * FROM runs WHERE next_attempt_at <= ? ORDER BY next_attempt_at, rowid LIMIT 1", Date.now())
+		const subscriptionId = this.#recall("subscription_id");
+		const accountId = this.#recall("account_id");
+		if (!subscriptionId || !accountId) return;
+		// Rounds, oldest due first. Each round reads the subscription row afresh (current URL, secret, state) and
+		// sends only as many attempts side by side as failures may still happen before auto-disable, so the count
+		// can never pass the threshold and nothing is sent once it is reached.
+		while (Date.now() - started < ALARM_WORK_BUDGET_MS) {
+			const due = this.ctx.storage.sql
+				.exec<Run>("SELECT * FROM runs WHERE next_attempt_at <= ? ORDER BY next_attempt_at, rowid", Date.now())
 				.toArray();
-			if (!run) break;
+			if (due.length === 0) break;
+			const subscription = await loadSubscriptionForDelivery(this.env, subscriptionId);
+			if (!subscription || subscription.deletedAt || !subscription.isActive) {
+				await this.#dropAllRuns({ closeLog: Boolean(subscription && !subscription.deletedAt) });
+				break;
+			}
+			let secret: string;
 			try {
-				await this.#attempt(run);
+				secret = await openSecret(this.env, subscriptionId, sealedSecretOf(subscription));
 			} catch (error) {
+				// A configuration fault (key version missing): nothing can be signed. Try again later, loudly.
+				console.error(
+					JSON.stringify({
+						level: "error",
+						msg: "webhook secret cannot be opened; deliveries wait",
+						subscription: subscriptionId,
+						error: error instanceof Error ? error.message : String(error),
+					}),
+				);
+				await this.ctx.storage.setAlarm(Date.now() + SECRET_FAULT_RETRY_MS);
+				return;
+			}
+			const round = due.slice(0, parallelAttempts(subscription.consecutiveFailures));
+			const target = { subscriptionId, accountId, url: subscription.url, secret };
+			const results = await Promise.allSettled(round.map((run) => this.#attempt(run, target)));
+			results.forEach((result, i) => {
+				if (result.status === "fulfilled") return;
 				// The run keeps its in-flight lease and is tried again when that expires; the others go on.
 				console.error(
 					JSON.stringify({
 						level: "error",
 						msg: "webhook attempt failed to run",
-						run: run.run_id,
-						error: error instanceof Error ? error.message : String(error),
+						run: round[i]?.run_id,
+						error: result.reason instanceof Error ? result.reason.message : String(result.reason),
 					}),
 				);
+			});
+			if (results.some((r) => r.status === "fulfilled" && r.value.disabled)) {
+				// After the whole round, so no attempt of it is still writing its outcome.
+				await this.#dropAllRuns({ closeLog: true });
+				break;
 			}
+			if (!results.some((r) => r.status === "fulfilled")) break;
 		}
 		await this.#rearm();
 	}
 
-	async #attempt(run: Run): Promise<void> {
+	async #attempt(
+		run: Run,
+		target: { subscriptionId: string; accountId: string; url: string; secret: string },
+	): Promise<{ disabled: boolean }> {
 		const sql = this.ctx.storage.sql;
-		const subscriptionId = this.#recall("subscription_id");
-		const accountId = this.#recall("account_id");
-		if (!subscriptionId || !accountId) throw new Error("WebhookSubscription has no subscription id");
-
-		const subscription = await loadSubscriptionForDelivery(this.env, subscriptionId);
-		if (!subscription || subscription.deletedAt || !subscription.isActive) {
-			await this.#dropAllRuns(subscription);
-			return;
-		}
-
+		const { subscriptionId, accountId } = target;
 		const exhausted = run.attempts >= MAX_ATTEMPTS;
-		if (run.last_log_id) {
-			// Closes the previous attempt's row if it is still `pending`: that attempt never finished (the object
-			// was evicted or a write failed mid-attempt). A no-op for attempts that finished normally.
-			await logAttemptInterrupted(this.env, run.last_log_id, exhausted ? "abandoned" : "failed");
+		if (run.open_log_id) {
+			// The previous attempt never reported back (the object was evicted or a write failed mid-attempt).
+			await logAttemptInterrupted(this.env, run.open_log_id, exhausted ? "abandoned" : "failed");
 		}
 		if (exhausted) {
 			sql.exec("DELETE FROM runs WHERE run_id = ?", run.run_id);
-			return;
+			return { disabled: false };
 		}
 		const attempt = run.attempts + 1;
 		const logId = crypto.randomUUID();
 		const startedAt = new Date();
 		sql.exec(
-			"UPDATE runs SET attempts = ?, next_attempt_at = ?, last_log_id = ? WHERE run_id = ?",
+			"UPDATE runs SET attempts = ?, next_attempt_at = ?, last_log_id = ?, open_log_id = ? WHERE run_id = ?",
 			attempt,
 			startedAt.getTime() + IN_FLIGHT_LEASE_MS,
+			logId,
 			logId,
 			run.run_id,
 		);
@@ -174,10 +205,9 @@ export class WebhookSubscription extends DurableObject<Env> {
 			startedAt: startedAt.toISOString(),
 		});
 
-		const secret = await openSecret(this.env, subscriptionId, sealedSecretOf(subscription));
 		const outcome = await sendSignedDelivery({
-			url: subscription.url,
-			secret,
+			url: target.url,
+			secret: target.secret,
 			payload: JSON.parse(run.body),
 			body: run.body,
 			now: startedAt,
@@ -210,23 +240,22 @@ export class WebhookSubscription extends DurableObject<Env> {
 			nextRetryAt: nextRetryAt === null ? null : new Date(nextRetryAt).toISOString(),
 		});
 		if (nextRetryAt !== null) {
-			sql.exec("UPDATE runs SET next_attempt_at = ? WHERE run_id = ?", nextRetryAt, run.run_id);
+			sql.exec("UPDATE runs SET next_attempt_at = ?, open_log_id = NULL WHERE run_id = ?", nextRetryAt, run.run_id);
 		} else {
 			sql.exec("DELETE FROM runs WHERE run_id = ?", run.run_id);
 		}
-		if (!stillActive) await this.#dropAllRuns(subscription);
+		return { disabled: !stillActive };
 	}
 
-	/** The subscription is inactive or gone: nothing more is sent, and waiting retries are closed in the log. */
-	async #dropAllRuns(subscription: SubscriptionRow | null): Promise<void> {
+	/** The subscription is inactive or gone: nothing more is sent, and (unless deleted) waiting retries are closed in the log. */
+	async #dropAllRuns(options: { closeLog: boolean }): Promise<void> {
 		const runs = this.ctx.storage.sql.exec<Run>("SELECT * FROM runs").toArray();
 		if (runs.length === 0) return;
-		if (subscription && !subscription.deletedAt) {
-			const reason = "subscription inactive; retry dropped";
+		if (options.closeLog) {
 			await logRetriesDropped(
 				this.env,
 				runs.map((r) => r.last_log_id).filter((id): id is string => id !== null),
-				reason,
+				"subscription inactive; retry dropped",
 			);
 		}
 		this.ctx.storage.sql.exec("DELETE FROM runs");

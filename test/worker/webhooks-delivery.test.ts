@@ -430,29 +430,61 @@ describe("WebhookSubscription object", () => {
 	it("resumes a delivery whose attempt broke off, closing the interrupted attempt in the log", async () => {
 		const { receiver, api, client, clock } = await webhookTestbed([200]);
 		const sub = await createSubscription(api);
-		const setKeyVersion = (version: string) =>
-			env.DB.prepare("UPDATE webhook_subscriptions SET secret_key_version = ? WHERE id = ?")
-				.bind(version, sub.id)
-				.run();
 		await consumeWebhookEvent(await insertOutboxEvent(client.accountId));
-		// The secret cannot be opened (no key of that version): the attempt throws after it was logged.
-		await setKeyVersion("9");
+		// The outcome of the first attempt cannot be written: the attempt breaks off after its request was sent.
+		await env.DB.exec(
+			"CREATE TRIGGER refuse_outcome BEFORE UPDATE ON webhook_deliveries BEGIN SELECT RAISE(ABORT, 'injected fault'); END;",
+		);
 		vi.spyOn(console, "error").mockImplementation(() => {});
 		await runDeliveryAlarm(sub.id);
-		expect(receiver.received).toHaveLength(0);
+		await env.DB.exec("DROP TRIGGER refuse_outcome;");
+		expect(receiver.received).toHaveLength(1);
 		expect((await deliveryLog(api, sub.id)).map((e) => e.status)).toEqual(["pending"]);
 		expect(await scheduledAlarm(sub.id)).toBe(Date.now() + 35_000);
 
-		await setKeyVersion("1");
+		// At-least-once: the delivery is attempted again once the in-flight lease runs out.
 		clock.advanceSeconds(35);
 		await runDeliveryAlarm(sub.id);
-		expect(receiver.received).toHaveLength(1);
+		expect(receiver.received).toHaveLength(2);
+		expect(receiver.received[1]?.headers.get("X-Webhook-Id")).toBe(receiver.received[0]?.headers.get("X-Webhook-Id"));
 		const log = await deliveryLog(api, sub.id);
 		expect(log.map((e) => [e.attempt, e.status])).toEqual([
 			[2, "delivered"],
 			[1, "failed"],
 		]);
 		expect(log[1]?.error).toMatch(/interrupted/);
+	});
+
+	it("holds deliveries while the secret cannot be opened, and sends them once it can", async () => {
+		const { receiver, api, client, clock } = await webhookTestbed([200]);
+		const sub = await createSubscription(api);
+		const setKeyVersion = (version: string) =>
+			env.DB.prepare("UPDATE webhook_subscriptions SET secret_key_version = ? WHERE id = ?")
+				.bind(version, sub.id)
+				.run();
+		await consumeWebhookEvent(await insertOutboxEvent(client.accountId));
+		await setKeyVersion("9");
+		vi.spyOn(console, "error").mockImplementation(() => {});
+		await runDeliveryAlarm(sub.id);
+		expect(receiver.received).toHaveLength(0);
+		expect(await deliveryLog(api, sub.id)).toEqual([]);
+		expect(await scheduledAlarm(sub.id)).toBe(Date.now() + 60_000);
+		await setKeyVersion("1");
+		clock.advanceSeconds(60);
+		await runDeliveryAlarm(sub.id);
+		expect(receiver.received).toHaveLength(1);
+		expect((await deliveryLog(api, sub.id)).map((e) => [e.attempt, e.status])).toEqual([[1, "delivered"]]);
+	});
+
+	it("sends a burst to a healthy receiver in one alarm, several attempts side by side", async () => {
+		const { receiver, api, client } = await webhookTestbed([200]);
+		const sub = await createSubscription(api);
+		for (let i = 0; i < 6; i++) await consumeWebhookEvent(await insertOutboxEvent(client.accountId));
+		await runDeliveryAlarm(sub.id);
+		expect(receiver.received).toHaveLength(6);
+		expect(new Set(receiver.received.map((d) => d.headers.get("X-Webhook-Id"))).size).toBe(6);
+		expect((await deliveryLog(api, sub.id)).map((e) => e.status)).toEqual(Array(6).fill("delivered"));
+		expect(await scheduledAlarm(sub.id)).toBeNull();
 	});
 
 	it("ignores a repeated event id handed to it directly", async () => {
