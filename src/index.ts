@@ -4,6 +4,7 @@ import "./audio-files/upload-hook.ts";
 import { buildRouter } from "./http/router.ts";
 import { consumeQueueBatch } from "./queues/dispatch.ts";
 import { routes } from "./routes/index.ts";
+import "./webhooks/fan-out-consumer.ts";
 
 export { JobBroker } from "../durable-objects/job-broker.ts";
 export { WebhookSubscription } from "../durable-objects/webhook-subscription.ts";

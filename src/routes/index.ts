@@ -12,6 +12,7 @@ import { docsRoute } from "./docs/docs-page.ts";
 import { playgroundDefaultsRoute } from "./docs/playground-defaults.ts";
 import { getVoiceRoute } from "./voices/get-voice.ts";
 import { listVoicesRoute } from "./voices/list-voices.ts";
+import { webhookRoutes } from "./webhooks/index.ts";
 
 const apiRoutes: RouteDefinition[] = [
 	tokenRoute,
@@ -22,6 +23,7 @@ const apiRoutes: RouteDefinition[] = [
 	getAudioFileRoute,
 	deleteAudioFileRoute,
 	regenerateUploadUrlRoute,
+	...webhookRoutes,
 	...storageRoutes,
 ];
 
