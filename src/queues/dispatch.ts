@@ -14,10 +14,13 @@ export function registerConsumer(queue: string, handler: MessageHandler): void {
 export const retryDelaySeconds = (attempts: number) => Math.min(300, 2 ** Math.max(1, attempts));
 
 export async function consumeQueueBatch(batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext): Promise<void> {
-	// Queue names may carry an environment suffix in production (e.g. `audio-uploaded-staging`).
-	const handler = [...consumers.entries()].find(
-		([name]) => batch.queue === name || batch.queue.startsWith(`${name}-`),
-	)?.[1];
+	// Queue names may carry an environment suffix in production (e.g. `audio-uploaded-staging`). The exact name
+	// wins, then the longest prefix, so `conversion-jobs-dlq` is not taken for `conversion-jobs` + suffix.
+	const handler =
+		consumers.get(batch.queue) ??
+		[...consumers.entries()]
+			.filter(([name]) => batch.queue.startsWith(`${name}-`))
+			.sort(([a], [b]) => b.length - a.length)[0]?.[1];
 	for (const message of batch.messages) {
 		if (!handler) {
 			console.error(

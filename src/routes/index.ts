@@ -3,10 +3,23 @@ import { tokenRoute } from "../auth/token-endpoint.ts";
 import { buildOpenApiDocument } from "../http/openapi.ts";
 import { defineRoute, type RouteDefinition } from "../http/route.ts";
 import { storageRoutes } from "../storage/storage-routes.ts";
+import { runnerRoutes } from "./internal/index.ts";
+import { createConversionRoute } from "./voice-conversions/create-conversion.ts";
+import { getConversionRoute } from "./voice-conversions/get-conversion.ts";
+import { listConversionsRoute } from "./voice-conversions/list-conversions.ts";
 import { getVoiceRoute } from "./voices/get-voice.ts";
 import { listVoicesRoute } from "./voices/list-voices.ts";
 
-const apiRoutes: RouteDefinition[] = [tokenRoute, listVoicesRoute, getVoiceRoute, ...storageRoutes];
+const apiRoutes: RouteDefinition[] = [
+	tokenRoute,
+	listVoicesRoute,
+	getVoiceRoute,
+	createConversionRoute,
+	listConversionsRoute,
+	getConversionRoute,
+	...runnerRoutes,
+	...storageRoutes,
+];
 
 const openApiRoute = defineRoute({
 	method: "GET",
