@@ -6,20 +6,12 @@
  */
 import { z } from "zod";
 import { registerConsumer } from "../queues/dispatch.ts";
+import { loadDispatchableJobs } from "./dispatchable-jobs.ts";
 import { failure } from "./failure-messages.ts";
 import { jobBroker } from "./job-broker-client.ts";
 import { failConversion } from "./state-machine.ts";
 
 const ConversionJobBody = z.object({ conversion_id: z.uuid() });
-
-interface DispatchRow {
-	id: string;
-	account_id: string;
-	status: string;
-	voice_model_id: string;
-	use_preview: number;
-	engine: string;
-}
 
 export async function handleConversionJob(message: Message<unknown>, env: Env): Promise<void> {
 	const body = ConversionJobBody.safeParse(message.body);
@@ -28,23 +20,9 @@ export async function handleConversionJob(message: Message<unknown>, env: Env): 
 		message.ack();
 		return;
 	}
-	const row = await env.DB.prepare(
-		`SELECT c.id, c.account_id, c.status, c.voice_model_id, c.use_preview, v.engine
-		 FROM voice_conversions c JOIN voices v ON v.id = c.voice_model_id WHERE c.id = ?`,
-	)
-		.bind(body.data.conversion_id)
-		.first<DispatchRow>();
-	if (!row || (row.status !== "queued" && row.status !== "processing")) {
-		message.ack();
-		return;
-	}
-	await jobBroker(env).enqueue({
-		conversionId: row.id,
-		accountId: row.account_id,
-		voiceId: row.voice_model_id,
-		engine: row.engine,
-		usePreview: row.use_preview === 1,
-	});
+	// Only `queued` and `processing` conversions have a job; anything else (late, duplicate) is acknowledged.
+	const [job] = await loadDispatchableJobs(env, [body.data.conversion_id]);
+	if (job) await jobBroker(env).enqueue(job);
 	message.ack();
 }
 

@@ -5,20 +5,45 @@
 
 import type { PreprocessingOutcome } from "../audio-files/preprocessing-listeners.ts";
 import { registerPreprocessingListener } from "../audio-files/preprocessing-listeners.ts";
+import { loadDispatchableJobs } from "./dispatchable-jobs.ts";
 import { preprocessingFailure } from "./failure-messages.ts";
+import { jobBroker } from "./job-broker-client.ts";
 import { failConversion, promoteConversion, promoteWaitingOnFile } from "./state-machine.ts";
 
 export interface ConversionJobMessage {
 	conversion_id: string;
 }
 
-/** Sends jobs to the `conversion-jobs` queue (ids only; the consumer reads the rest from D1). */
-export async function dispatchConversions(env: Pick<Env, "CONVERSION_JOBS_QUEUE">, ids: string[]): Promise<void> {
+/**
+ * Dispatches queued conversions. The `conversion-jobs` message is the durable path (at-least-once, retried,
+ * dead-lettered); it is sent first. Then the jobs are also handed to the broker directly, because a queue
+ * consumer batches for up to `max_batch_timeout` and dispatch should take milliseconds. The broker is
+ * idempotent by conversion id, so the message arriving later is a no-op; if the direct call fails, the
+ * message still delivers the job.
+ */
+export async function dispatchConversions(
+	env: Pick<Env, "CONVERSION_JOBS_QUEUE" | "DB" | "JOB_BROKER">,
+	ids: string[],
+): Promise<void> {
+	if (ids.length === 0) return;
 	// sendBatch takes at most 100 messages.
 	for (let i = 0; i < ids.length; i += 100) {
 		const chunk = ids.slice(i, i + 100);
 		await env.CONVERSION_JOBS_QUEUE.sendBatch(
 			chunk.map((id) => ({ body: { conversion_id: id } satisfies ConversionJobMessage, contentType: "json" })),
+		);
+	}
+	try {
+		const jobs = await loadDispatchableJobs(env, ids);
+		const broker = jobBroker(env);
+		for (const job of jobs) await broker.enqueue(job);
+	} catch (error) {
+		console.warn(
+			JSON.stringify({
+				level: "warn",
+				msg: "direct hand-over to the broker failed; the queue message will deliver the jobs",
+				error: error instanceof Error ? error.message : String(error),
+			}),
 		);
 	}
 }

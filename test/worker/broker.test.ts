@@ -21,6 +21,7 @@ import {
 	broker,
 	deliverJobs,
 	eventsFor,
+	finishPreprocessing,
 	insertAudioFile,
 	insertVoice,
 	json,
@@ -121,13 +122,16 @@ describe("exclusive leases", () => {
 		const alice = await user();
 		const voiceId = await insertVoice();
 		const ids: string[] = [];
+		const files: string[] = [];
 		for (let i = 0; i < 6; i++) {
-			const file = await insertAudioFile(alice.accountId, "ready");
+			const file = await insertAudioFile(alice.accountId, "pending");
+			files.push(file.id);
 			ids.push((await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId })).id);
 		}
 		const runners = await Promise.all([runner(), runner(), runner(), runner()]);
-		// All four are long-polling before the jobs arrive.
-		const polls = runners.map((r) => r.lease({ capacity: 2, wait_seconds: 5 }));
+		// All four are long-polling before the jobs arrive (8 places for 6 jobs: one poll ends empty).
+		const polls = runners.map((r) => r.lease({ capacity: 2, wait_seconds: 1 }));
+		await Promise.all(files.map((id) => finishPreprocessing(alice.accountId, id, "ready")));
 		await deliverJobs(ids);
 		const more = await Promise.all(runners.map((r) => r.lease({ capacity: 2, wait_seconds: 0 })));
 		const leases = [...(await Promise.all(polls)).flat(), ...more.flat()];

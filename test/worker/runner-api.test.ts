@@ -51,7 +51,7 @@ describe("conversion lifecycle through the runner API", () => {
 		expect(queued.status).toBe("queued");
 		expect(queued.queued_at).not.toBeNull();
 
-		// The real `conversion-jobs` message reaches the broker while the runner long-polls.
+		// The job reaches the broker while the runner long-polls.
 		const response = await worker.post("/internal/v1/leases", {
 			runner_id: worker.runnerId,
 			capacity: 2,
@@ -146,11 +146,12 @@ describe("conversion lifecycle through the runner API", () => {
 		// Preprocessing ends while the runner is already long-polling: the job arrives without any scan.
 		const polling = worker.lease({ wait_seconds: 10 });
 		await finishPreprocessing(alice.accountId, file.id, "ready");
-		const queued = await alice.get(created.id);
-		expect(queued.status).toBe("queued");
 		const [lease] = await polling;
 		expect(lease?.conversion_id).toBe(created.id);
 		expect(lease?.use_preview).toBe(true);
+		const started = await alice.get(created.id);
+		expect(started.status).toBe("processing");
+		expect(Date.parse(started.queued_at!)).toBeGreaterThanOrEqual(Date.parse(created.created_at));
 		expect((await worker.finish(lease!)).status).toBe(200);
 		expect((await alice.get(created.id)).status).toBe("completed");
 	});
@@ -259,6 +260,30 @@ describe("conversion lifecycle through the runner API", () => {
 		});
 		expect(wrongType.status).toBe(415);
 		expect((await worker.finish(lease)).status).toBe(200);
+	});
+});
+
+describe("the conversion-jobs queue", () => {
+	it("delivers a job to the broker through the real queue and its consumer", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const voiceId = await insertVoice();
+		// A queued conversion whose direct hand-over never happened: only the queue message can bring it.
+		const id = crypto.randomUUID();
+		const now = new Date().toISOString();
+		await env.DB.prepare(
+			`INSERT INTO voice_conversions (id, account_id, audio_file_id, voice_model_id, pitch_shift, use_preview, status,
+			 attempts, dispatched_at, created_at, queued_at, updated_at)
+			 VALUES (?, ?, ?, ?, 'third_down', 1, 'queued', 0, ?, ?, ?, ?)`,
+		)
+			.bind(id, alice.accountId, file.id, voiceId, now, now, now, now)
+			.run();
+		const polling = worker.lease({ wait_seconds: 10 });
+		await env.CONVERSION_JOBS_QUEUE.send({ conversion_id: id }, { contentType: "json" });
+		const [lease] = await polling;
+		expect(lease).toMatchObject({ conversion_id: id, semitones: -4, use_preview: true });
+		expect((await worker.finish(lease!)).status).toBe(200);
 	});
 });
 
