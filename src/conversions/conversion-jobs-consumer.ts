@@ -29,7 +29,8 @@ export async function handleConversionJob(message: Message<unknown>, env: Env): 
 /** A job message that could not be handed over after all retries: fail its conversion with a clear message. */
 export async function handleDeadConversionJob(message: Message<unknown>, env: Env): Promise<void> {
 	const body = ConversionJobBody.safeParse(message.body);
-	if (body.success) {
+	// The direct hand-over may have delivered the job even though the message kept failing.
+	if (body.success && (await jobBroker(env).knownJobs([body.data.conversion_id])).length === 0) {
 		const result = await failConversion(env, body.data.conversion_id, failure("internal"));
 		console.error(
 			JSON.stringify({

@@ -18,33 +18,41 @@ export interface ConversionJobMessage {
  * Dispatches queued conversions. The `conversion-jobs` message is the durable path (at-least-once, retried,
  * dead-lettered); it is sent first. Then the jobs are also handed to the broker directly, because a queue
  * consumer batches for up to `max_batch_timeout` and dispatch should take milliseconds. The broker is
- * idempotent by conversion id, so the message arriving later is a no-op; if the direct call fails, the
- * message still delivers the job.
+ * idempotent by conversion id, so the message arriving later is a no-op.
+ * Never throws: the conversions are already `queued`, so a caller's retry would find nothing to promote;
+ * if both paths fail, the cron safety net re-sends queued jobs the broker does not hold.
  */
 export async function dispatchConversions(
 	env: Pick<Env, "CONVERSION_JOBS_QUEUE" | "DB" | "JOB_BROKER">,
 	ids: string[],
 ): Promise<void> {
 	if (ids.length === 0) return;
-	// sendBatch takes at most 100 messages.
-	for (let i = 0; i < ids.length; i += 100) {
-		const chunk = ids.slice(i, i + 100);
-		await env.CONVERSION_JOBS_QUEUE.sendBatch(
-			chunk.map((id) => ({ body: { conversion_id: id } satisfies ConversionJobMessage, contentType: "json" })),
+	const warn = (msg: string, error: unknown) =>
+		console.warn(
+			JSON.stringify({
+				level: "warn",
+				msg,
+				conversion_ids: ids.slice(0, 10),
+				error: error instanceof Error ? error.message : String(error),
+			}),
 		);
+	try {
+		// sendBatch takes at most 100 messages.
+		for (let i = 0; i < ids.length; i += 100) {
+			const chunk = ids.slice(i, i + 100);
+			await env.CONVERSION_JOBS_QUEUE.sendBatch(
+				chunk.map((id) => ({ body: { conversion_id: id } satisfies ConversionJobMessage, contentType: "json" })),
+			);
+		}
+	} catch (error) {
+		warn("conversion-jobs send failed; relying on the direct hand-over and the safety net", error);
 	}
 	try {
 		const jobs = await loadDispatchableJobs(env, ids);
 		const broker = jobBroker(env);
 		for (const job of jobs) await broker.enqueue(job);
 	} catch (error) {
-		console.warn(
-			JSON.stringify({
-				level: "warn",
-				msg: "direct hand-over to the broker failed; the queue message will deliver the jobs",
-				error: error instanceof Error ? error.message : String(error),
-			}),
-		);
+		warn("direct hand-over to the broker failed; the queue message will deliver the jobs", error);
 	}
 }
 
@@ -55,7 +63,6 @@ export async function dispatchConversions(
 export async function promoteWaitingConversions(env: Env, event: PreprocessingOutcome): Promise<void> {
 	if (event.outcome === "ready") {
 		const promoted = await promoteWaitingOnFile(env, event.audioFileId);
-		// If this send is lost the conversions stay `queued` and the cron safety net re-sends them.
 		await dispatchConversions(env, promoted);
 		return;
 	}

@@ -190,3 +190,17 @@ describe("GET /api/v1/voice-conversions/{id} and the list", () => {
 		expect((await alice.api("/api/v1/voice-conversions?cursor=garbage")).status).toBe(400);
 	});
 });
+
+describe("OpenAPI", () => {
+	it("documents the conversion endpoints, with Idempotency-Key on creation, and hides the runner API", async () => {
+		const alice = await user();
+		const doc = await json<{ paths: Record<string, Record<string, { parameters?: { name: string }[] }>> }>(
+			await alice.api("/openapi.json"),
+		);
+		expect(Object.keys(doc.paths)).toEqual(
+			expect.arrayContaining(["/api/v1/voice-conversions", "/api/v1/voice-conversions/{id}"]),
+		);
+		expect(doc.paths["/api/v1/voice-conversions"]?.post?.parameters?.map((p) => p.name)).toContain("Idempotency-Key");
+		expect(Object.keys(doc.paths).some((path) => path.startsWith("/internal"))).toBe(false);
+	});
+});

@@ -2,11 +2,13 @@
  * The whole life of a conversion through the runner API, with a test runner that uses only the HTTP contract:
  * lease (long-poll), fetch source, PUT output through the signed address, heartbeat, complete or fail.
  */
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { LeaseResponse } from "../../src/contracts/runner.ts";
 import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
 import { failConversion } from "../../src/conversions/state-machine.ts";
+import workerEntry from "../../src/index.ts";
 import {
 	broker,
 	deliverJobs,
@@ -284,6 +286,46 @@ describe("the conversion-jobs queue", () => {
 		const [lease] = await polling;
 		expect(lease).toMatchObject({ conversion_id: id, semitones: -4, use_preview: true });
 		expect((await worker.finish(lease!)).status).toBe(200);
+	});
+});
+
+describe("conversion-jobs failure paths", () => {
+	afterEach(() => vi.restoreAllMocks());
+
+	it("still dispatches when the queue send fails, through the direct hand-over", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		vi.spyOn(env.CONVERSION_JOBS_QUEUE, "sendBatch").mockRejectedValue(new Error("queue unavailable"));
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
+		const lease = await worker.leaseOne();
+		expect(lease.conversion_id).toBe(created.id);
+		expect((await worker.finish(lease)).status).toBe(200);
+	});
+
+	it("fails a dead-lettered job's conversion unless the broker holds the job", async () => {
+		const alice = await user();
+		const voiceId = await insertVoice();
+		const lostFile = await insertAudioFile(alice.accountId, "pending");
+		const heldFile = await insertAudioFile(alice.accountId, "pending");
+		const lost = await alice.convert({ audio_file_id: lostFile.id, voice_model_id: voiceId });
+		const held = await alice.convert({ audio_file_id: heldFile.id, voice_model_id: voiceId });
+		await finishPreprocessing(alice.accountId, heldFile.id, "ready");
+		await env.DB.prepare("UPDATE voice_conversions SET status = 'queued', queued_at = created_at WHERE id = ?")
+			.bind(lost.id)
+			.run();
+		const batch = createMessageBatch("conversion-jobs-dlq", [
+			{ id: "dead-1", timestamp: new Date(), attempts: 1, body: { conversion_id: lost.id } },
+			{ id: "dead-2", timestamp: new Date(), attempts: 1, body: { conversion_id: held.id } },
+		]);
+		const ctx = createExecutionContext();
+		await workerEntry.queue(batch, env, ctx);
+		expect((await getQueueResult(batch, ctx)).explicitAcks).toHaveLength(2);
+		expect(await alice.get(lost.id)).toMatchObject({ status: "failed", error_message: FAILURE_MESSAGES.internal });
+		expect((await alice.get(held.id)).status).toBe("queued");
+		const lease = await (await runner()).leaseOne();
+		expect(lease.conversion_id).toBe(held.id);
+		await (await runner()).finish(lease);
 	});
 });
 
