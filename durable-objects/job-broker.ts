@@ -1,4 +1,547 @@
+/**
+ * JobBroker: the one object (`idFromName("global")`) that hands conversion jobs to runners.
+ *
+ * Storage (this object's SQLite):
+ * - `jobs`: one row per conversion id. `state` is `waiting` (leasable once `available_at` is reached),
+ *   `leased` (held by `lease_id`), `failing` (its conversion must be failed in D1; retried until that write
+ *   succeeds) or `done` (kept for a day so a duplicate enqueue is a no-op). `attempts` counts leases granted.
+ * - `leases`: every lease ever granted; `outcome` is null while it is active, then `completed`, `failed`,
+ *   `released`, `expired` or `discarded`. Ended leases are kept for a day so a repeated complete is answered.
+ *
+ * Every state change happens inside one synchronous storage transaction, and a Durable Object runs one such
+ * piece of code at a time, so a job can never be leased to two runners. Long-polling runners wait in an
+ * in-memory list that is served whenever a job becomes available (plus a short timer for jobs that become
+ * available with time); the alarm expires leases and retries D1 writes. Decisions live in `job-broker-logic.ts`.
+ */
 import { DurableObject } from "cloudflare:workers";
+import { type FailureCode, failure } from "../src/conversions/failure-messages.ts";
+import { failConversion } from "../src/conversions/state-machine.ts";
+import {
+	afterLeaseExpired,
+	afterRunnerFailure,
+	type CandidateJob,
+	FINISHED_RETENTION_MS,
+	LEASE_SECONDS,
+	MAX_WAIT_SECONDS,
+	PREVIEW_AGING_MS,
+	selectJobs,
+} from "./job-broker-logic.ts";
 
-/** Hands conversion jobs to runners: long-poll leases, heartbeats, attempts, priority and model affinity. */
-export class JobBroker extends DurableObject<Env> {}
+export interface JobSpec {
+	conversionId: string;
+	accountId: string;
+	voiceId: string;
+	engine: string;
+	usePreview: boolean;
+}
+
+export interface LeaseWants {
+	runnerId: string;
+	capacity: number;
+	waitSeconds: number;
+	loadedVoiceIds: string[];
+	engines: string[];
+}
+
+export interface GrantedLease {
+	leaseId: string;
+	conversionId: string;
+	accountId: string;
+	attempt: number;
+	expiresAt: number;
+}
+
+export type LeaseCheck =
+	| { status: "active"; lease: GrantedLease }
+	| { status: "ended"; outcome: string; conversionId: string; accountId: string }
+	| { status: "unknown" };
+
+export interface BrokerStats {
+	waiting: number;
+	leased: number;
+	failing: number;
+	done: number;
+	waiters: number;
+}
+
+/** How often a waiting runner re-checks on its own (jobs that become available with time, not by an event). */
+const WAITER_POLL_MS = 1_000;
+/** How soon the alarm retries a failed D1 write for a `failing` job. */
+const SETTLE_RETRY_MS = 5_000;
+
+interface Waiter {
+	wants: LeaseWants;
+	settle(leases: GrantedLease[]): void;
+}
+
+type LeaseRow = {
+	lease_id: string;
+	conversion_id: string;
+	account_id: string;
+	attempt: number;
+	expires_at: number;
+	outcome: string | null;
+};
+
+export class JobBroker extends DurableObject<Env> {
+	/** The broker's clock. Tests replace it (through `runInDurableObject`) to step lease expiry without sleeping. */
+	clock: () => number = () => Date.now();
+	readonly #waiters: Waiter[] = [];
+	readonly #sql: SqlStorage;
+
+	constructor(ctx: DurableObjectState, env: Env) {
+		super(ctx, env);
+		this.#sql = ctx.storage.sql;
+		this.#sql.exec(`
+			CREATE TABLE IF NOT EXISTS jobs (
+				conversion_id TEXT PRIMARY KEY,
+				account_id TEXT NOT NULL,
+				voice_id TEXT NOT NULL,
+				engine TEXT NOT NULL,
+				use_preview INTEGER NOT NULL,
+				state TEXT NOT NULL,
+				attempts INTEGER NOT NULL DEFAULT 0,
+				enqueued_at INTEGER NOT NULL,
+				available_at INTEGER NOT NULL,
+				lease_id TEXT,
+				failure_code TEXT,
+				failure_detail TEXT,
+				updated_at INTEGER NOT NULL
+			);
+			CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, use_preview, enqueued_at);
+			CREATE TABLE IF NOT EXISTS leases (
+				lease_id TEXT PRIMARY KEY,
+				conversion_id TEXT NOT NULL,
+				account_id TEXT NOT NULL,
+				runner_id TEXT NOT NULL,
+				attempt INTEGER NOT NULL,
+				granted_at INTEGER NOT NULL,
+				expires_at INTEGER NOT NULL,
+				heartbeat_at INTEGER,
+				ended_at INTEGER,
+				outcome TEXT
+			);
+			CREATE INDEX IF NOT EXISTS leases_active ON leases (outcome, expires_at);
+		`);
+	}
+
+	/** Adds a job; idempotent by conversion id (a job the broker has or had recently is left as it is). */
+	async enqueue(job: JobSpec): Promise<"added" | "exists"> {
+		const now = this.clock();
+		const inserted = this.#sql
+			.exec(
+				`INSERT INTO jobs (conversion_id, account_id, voice_id, engine, use_preview, state, attempts, enqueued_at,
+				 available_at, updated_at) VALUES (?, ?, ?, ?, ?, 'waiting', 0, ?, ?, ?)
+				 ON CONFLICT (conversion_id) DO NOTHING RETURNING conversion_id`,
+				job.conversionId,
+				job.accountId,
+				job.voiceId,
+				job.engine,
+				job.usePreview ? 1 : 0,
+				now,
+				now,
+				now,
+			)
+			.toArray();
+		if (inserted.length === 0) return "exists";
+		this.#serveWaiters();
+		return "added";
+	}
+
+	/** Leases up to `capacity` jobs; when none is ready, waits up to `waitSeconds` for one to arrive. */
+	async lease(wants: LeaseWants): Promise<GrantedLease[]> {
+		const granted = this.#grant(wants);
+		const waitMs = Math.min(MAX_WAIT_SECONDS, Math.max(0, wants.waitSeconds)) * 1000;
+		if (granted.length > 0 || waitMs === 0) {
+			if (granted.length > 0) await this.#arm();
+			return granted;
+		}
+		return new Promise<GrantedLease[]>((resolve) => {
+			const timers: ReturnType<typeof setTimeout>[] = [];
+			const waiter: Waiter = {
+				wants,
+				settle: (leases) => {
+					const index = this.#waiters.indexOf(waiter);
+					if (index >= 0) this.#waiters.splice(index, 1);
+					for (const timer of timers) clearTimeout(timer);
+					clearInterval(poll);
+					if (leases.length > 0) this.#arm().catch((error) => this.#log("error", "arming alarm failed", { error }));
+					resolve(leases);
+				},
+			};
+			timers.push(setTimeout(() => waiter.settle([]), waitMs));
+			const poll = setInterval(() => this.#serve(waiter), WAITER_POLL_MS);
+			this.#waiters.push(waiter);
+		});
+	}
+
+	/** Extends an active lease; null when the lease is gone (the runner must stop: `lease_lost`). */
+	async heartbeat(leaseId: string): Promise<{ expiresAt: number } | null> {
+		const now = this.clock();
+		const expiresAt = now + LEASE_SECONDS * 1000;
+		const updated = this.#sql
+			.exec(
+				"UPDATE leases SET expires_at = ?, heartbeat_at = ? WHERE lease_id = ? AND outcome IS NULL RETURNING lease_id",
+				expiresAt,
+				now,
+				leaseId,
+			)
+			.toArray();
+		return updated.length === 1 ? { expiresAt } : null;
+	}
+
+	checkLease(leaseId: string): LeaseCheck {
+		const row = this.#leaseRow(leaseId);
+		if (!row) return { status: "unknown" };
+		if (row.outcome !== null) {
+			return { status: "ended", outcome: row.outcome, conversionId: row.conversion_id, accountId: row.account_id };
+		}
+		return { status: "active", lease: this.#granted(row) };
+	}
+
+	/** Ends an active lease as completed (the conversion is already `completed` in D1). Repeats are answered true. */
+	complete(leaseId: string): boolean {
+		const now = this.clock();
+		return this.ctx.storage.transactionSync(() => {
+			const row = this.#leaseRow(leaseId);
+			if (!row) return false;
+			if (row.outcome === "completed") return true;
+			if (row.outcome !== null) return false;
+			this.#endLease(leaseId, "completed", now);
+			this.#sql.exec(
+				"UPDATE jobs SET state = 'done', lease_id = NULL, updated_at = ? WHERE conversion_id = ?",
+				now,
+				row.conversion_id,
+			);
+			return true;
+		});
+	}
+
+	/**
+	 * A runner failed its job. Transient failures go back to the queue after a delay until the attempts run out;
+	 * permanent ones (and exhausted ones) fail the conversion in D1 with the client-facing message for `reason`.
+	 */
+	async fail(
+		leaseId: string,
+		report: { kind: "transient" | "permanent"; reason: FailureCode; message: string },
+	): Promise<{ decision: "requeued" | "failed" } | null> {
+		const now = this.clock();
+		const decision = this.ctx.storage.transactionSync(() => {
+			const row = this.#leaseRow(leaseId);
+			if (!row || row.outcome !== null) return null;
+			this.#endLease(leaseId, "failed", now);
+			const attempts = this.#attempts(row.conversion_id);
+			const next = afterRunnerFailure(attempts, report.kind, report.reason, now);
+			this.#apply(row.conversion_id, next, now);
+			return next;
+		});
+		if (!decision) return null;
+		this.#log("warn", "runner reported a failure", {
+			lease_id: leaseId,
+			kind: report.kind,
+			reason: report.reason,
+			detail: report.message,
+			decision: decision.action,
+		});
+		await this.#afterChange();
+		return { decision: decision.action === "requeue" ? "requeued" : "failed" };
+	}
+
+	/** Gives a job back unfinished (runner shutting down): no attempt is charged, and it is leasable at once. */
+	async release(leaseId: string): Promise<boolean> {
+		const now = this.clock();
+		const released = this.ctx.storage.transactionSync(() => {
+			const row = this.#leaseRow(leaseId);
+			if (!row || row.outcome !== null) return false;
+			this.#endLease(leaseId, "released", now);
+			this.#sql.exec(
+				`UPDATE jobs SET state = 'waiting', lease_id = NULL, attempts = MAX(0, attempts - 1), available_at = ?,
+				 updated_at = ? WHERE conversion_id = ? AND state = 'leased'`,
+				now,
+				now,
+				row.conversion_id,
+			);
+			return true;
+		});
+		if (released) await this.#afterChange();
+		return released;
+	}
+
+	/** Drops jobs whose conversions ended elsewhere (terminal in D1, failed by the safety net); ends their leases. */
+	discard(conversionIds: string[]): number {
+		const now = this.clock();
+		return this.ctx.storage.transactionSync(() => {
+			let count = 0;
+			for (const id of conversionIds) {
+				const job = this.#sql
+					.exec<{ lease_id: string | null; state: string }>(
+						"SELECT lease_id, state FROM jobs WHERE conversion_id = ?",
+						id,
+					)
+					.toArray()[0];
+				if (!job || job.state === "done") continue;
+				if (job.lease_id) this.#endLease(job.lease_id, "discarded", now);
+				this.#sql.exec(
+					"UPDATE jobs SET state = 'done', lease_id = NULL, updated_at = ? WHERE conversion_id = ?",
+					now,
+					id,
+				);
+				count++;
+			}
+			return count;
+		});
+	}
+
+	/** Which of these conversions the broker currently holds (waiting, leased or failing). */
+	knownJobs(conversionIds: string[]): string[] {
+		if (conversionIds.length === 0) return [];
+		return this.#sql
+			.exec<{ conversion_id: string }>(
+				"SELECT conversion_id FROM jobs WHERE state != 'done' AND conversion_id IN (SELECT value FROM json_each(?))",
+				JSON.stringify(conversionIds),
+			)
+			.toArray()
+			.map((row) => row.conversion_id);
+	}
+
+	stats(): BrokerStats {
+		const counts = Object.fromEntries(
+			this.#sql
+				.exec<{ state: string; n: number }>("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
+				.toArray()
+				.map((row) => [row.state, row.n]),
+		);
+		return {
+			waiting: counts.waiting ?? 0,
+			leased: counts.leased ?? 0,
+			failing: counts.failing ?? 0,
+			done: counts.done ?? 0,
+			waiters: this.#waiters.length,
+		};
+	}
+
+	/** Expires overdue leases, settles failing jobs, forgets old finished ones. Run by the alarm (and the cron). */
+	async sweep(): Promise<{ expired: number; requeued: number; failed: number }> {
+		const now = this.clock();
+		const report = this.ctx.storage.transactionSync(() => {
+			const overdue = this.#sql
+				.exec<LeaseRow>(
+					`SELECT l.lease_id, l.conversion_id, l.account_id, l.attempt, l.expires_at, l.outcome
+					 FROM leases l WHERE l.outcome IS NULL AND l.expires_at <= ?`,
+					now,
+				)
+				.toArray();
+			let requeued = 0;
+			let failed = 0;
+			for (const lease of overdue) {
+				this.#endLease(lease.lease_id, "expired", now);
+				const next = afterLeaseExpired(this.#attempts(lease.conversion_id), now);
+				this.#apply(lease.conversion_id, next, now);
+				if (next.action === "requeue") requeued++;
+				else failed++;
+			}
+			const forgetBefore = now - FINISHED_RETENTION_MS;
+			this.#sql.exec("DELETE FROM jobs WHERE state = 'done' AND updated_at < ?", forgetBefore);
+			this.#sql.exec("DELETE FROM leases WHERE outcome IS NOT NULL AND ended_at < ?", forgetBefore);
+			return { expired: overdue.length, requeued, failed };
+		});
+		if (report.expired > 0) this.#log("warn", "leases expired", report);
+		await this.#afterChange();
+		return report;
+	}
+
+	override async alarm(): Promise<void> {
+		await this.sweep();
+	}
+
+	// --- private ---
+
+	#grant(wants: LeaseWants): GrantedLease[] {
+		const now = this.clock();
+		return this.ctx.storage.transactionSync(() => {
+			const engines = JSON.stringify(wants.engines);
+			const urgentBefore = now - PREVIEW_AGING_MS;
+			const base = `SELECT conversion_id, voice_id, use_preview, enqueued_at FROM jobs
+				WHERE state = 'waiting' AND available_at <= ? AND engine IN (SELECT value FROM json_each(?))`;
+			const order = "ORDER BY (use_preview = 1 OR enqueued_at <= ?) DESC, enqueued_at ASC LIMIT ?";
+			// The best `capacity` jobs overall are among the best by urgency and age, plus the best with a loaded
+			// voice; both sets are fetched with an index-friendly order and ranked in `selectJobs`.
+			const candidates = this.#sql
+				.exec<CandidateJob>(`${base} ${order}`, now, engines, urgentBefore, wants.capacity)
+				.toArray();
+			if (wants.loadedVoiceIds.length > 0) {
+				candidates.push(
+					...this.#sql
+						.exec<CandidateJob>(
+							`${base} AND voice_id IN (SELECT value FROM json_each(?)) ${order}`,
+							now,
+							engines,
+							JSON.stringify(wants.loadedVoiceIds),
+							urgentBefore,
+							wants.capacity,
+						)
+						.toArray(),
+				);
+			}
+			const expiresAt = now + LEASE_SECONDS * 1000;
+			return selectJobs(candidates, wants, now).map((job) => {
+				const leaseId = crypto.randomUUID();
+				const updated = this.#sql
+					.exec<{ attempts: number; account_id: string }>(
+						`UPDATE jobs SET state = 'leased', lease_id = ?, attempts = attempts + 1, updated_at = ?
+						 WHERE conversion_id = ? AND state = 'waiting' RETURNING attempts, account_id`,
+						leaseId,
+						now,
+						job.conversion_id,
+					)
+					.one();
+				this.#sql.exec(
+					`INSERT INTO leases (lease_id, conversion_id, account_id, runner_id, attempt, granted_at, expires_at)
+					 VALUES (?, ?, ?, ?, ?, ?, ?)`,
+					leaseId,
+					job.conversion_id,
+					updated.account_id,
+					wants.runnerId,
+					updated.attempts,
+					now,
+					expiresAt,
+				);
+				return {
+					leaseId,
+					conversionId: job.conversion_id,
+					accountId: updated.account_id,
+					attempt: updated.attempts,
+					expiresAt,
+				};
+			});
+		});
+	}
+
+	#serve(waiter: Waiter): void {
+		const granted = this.#grant(waiter.wants);
+		if (granted.length > 0) waiter.settle(granted);
+	}
+
+	/** Offers available jobs to waiting runners, longest-waiting first. */
+	#serveWaiters(): void {
+		for (const waiter of [...this.#waiters]) this.#serve(waiter);
+	}
+
+	#apply(conversionId: string, next: ReturnType<typeof afterLeaseExpired>, now: number): void {
+		if (next.action === "requeue") {
+			this.#sql.exec(
+				"UPDATE jobs SET state = 'waiting', lease_id = NULL, available_at = ?, updated_at = ? WHERE conversion_id = ?",
+				next.availableAt,
+				now,
+				conversionId,
+			);
+		} else {
+			this.#sql.exec(
+				`UPDATE jobs SET state = 'failing', lease_id = NULL, failure_code = ?, failure_detail = ?, updated_at = ?
+				 WHERE conversion_id = ?`,
+				next.failure,
+				next.detail,
+				now,
+				conversionId,
+			);
+		}
+	}
+
+	/** After jobs changed: write pending conversion failures to D1, serve waiters, and re-arm the alarm. */
+	async #afterChange(): Promise<void> {
+		await this.#settleFailing();
+		this.#serveWaiters();
+		await this.#arm();
+	}
+
+	/** Fails in D1 the conversions of `failing` jobs; a job stays `failing` (retried by the alarm) until that works. */
+	async #settleFailing(): Promise<void> {
+		const failing = this.#sql
+			.exec<{ conversion_id: string; failure_code: FailureCode; failure_detail: string | null }>(
+				"SELECT conversion_id, failure_code, failure_detail FROM jobs WHERE state = 'failing'",
+			)
+			.toArray();
+		for (const job of failing) {
+			try {
+				await failConversion(this.env, job.conversion_id, failure(job.failure_code));
+				this.#log("warn", "conversion failed", {
+					conversion_id: job.conversion_id,
+					code: job.failure_code,
+					detail: job.failure_detail,
+				});
+				this.#sql.exec(
+					"UPDATE jobs SET state = 'done', updated_at = ? WHERE conversion_id = ? AND state = 'failing'",
+					this.clock(),
+					job.conversion_id,
+				);
+			} catch (error) {
+				this.#log("error", "could not record a conversion failure; will retry", {
+					conversion_id: job.conversion_id,
+					error: error instanceof Error ? error.message : String(error),
+				});
+			}
+		}
+	}
+
+	/** Sets the alarm for the next thing that is due: a lease expiry, a delayed job, a failure to retry. */
+	async #arm(): Promise<void> {
+		const now = this.clock();
+		const failing = this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE state = 'failing'").one().n;
+		const next = this.#sql
+			.exec<{ at: number | null }>(
+				`SELECT MIN(at) AS at FROM (
+					SELECT MIN(expires_at) AS at FROM leases WHERE outcome IS NULL
+					UNION ALL SELECT MIN(available_at) FROM jobs WHERE state = 'waiting' AND available_at > ?
+					UNION ALL SELECT MIN(updated_at) + ? FROM jobs WHERE state = 'done'
+				)`,
+				now,
+				FINISHED_RETENTION_MS,
+			)
+			.one().at;
+		const due = [next, failing > 0 ? now + SETTLE_RETRY_MS : null].filter((t): t is number => t !== null);
+		if (due.length === 0) return;
+		await this.ctx.storage.setAlarm(Math.min(...due));
+	}
+
+	#leaseRow(leaseId: string): LeaseRow | undefined {
+		return this.#sql
+			.exec<LeaseRow>(
+				"SELECT lease_id, conversion_id, account_id, attempt, expires_at, outcome FROM leases WHERE lease_id = ?",
+				leaseId,
+			)
+			.toArray()[0];
+	}
+
+	#granted(row: LeaseRow): GrantedLease {
+		return {
+			leaseId: row.lease_id,
+			conversionId: row.conversion_id,
+			accountId: row.account_id,
+			attempt: row.attempt,
+			expiresAt: row.expires_at,
+		};
+	}
+
+	#attempts(conversionId: string): number {
+		return (
+			this.#sql
+				.exec<{ attempts: number }>("SELECT attempts FROM jobs WHERE conversion_id = ?", conversionId)
+				.toArray()[0]?.attempts ?? 0
+		);
+	}
+
+	#endLease(leaseId: string, outcome: string, now: number): void {
+		this.#sql.exec(
+			"UPDATE leases SET outcome = ?, ended_at = ? WHERE lease_id = ? AND outcome IS NULL",
+			outcome,
+			now,
+			leaseId,
+		);
+	}
+
+	#log(level: "warn" | "error", msg: string, fields: Record<string, unknown>): void {
+		const line = JSON.stringify({ level, msg, component: "job-broker", ...fields });
+		if (level === "error") console.error(line);
+		else console.warn(line);
+	}
+}

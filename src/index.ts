@@ -1,6 +1,9 @@
 /** Worker entry: HTTP API, queue consumers, the cron safety net, and the Durable Object classes. */
 import "./audio-files/preprocessing-consumer.ts";
 import "./audio-files/upload-hook.ts";
+import "./conversions/conversion-jobs-consumer.ts";
+import "./conversions/promotion.ts";
+import { runSafetyNet } from "./cron/safety-net.ts";
 import { buildRouter } from "./http/router.ts";
 import { consumeQueueBatch } from "./queues/dispatch.ts";
 import { routes } from "./routes/index.ts";
@@ -14,5 +17,7 @@ const router = buildRouter(routes);
 export default {
 	fetch: (request, env, ctx) => router.fetch(request, env, ctx),
 	queue: (batch, env, ctx) => consumeQueueBatch(batch, env, ctx),
-	async scheduled(_controller, _env, _ctx) {},
+	async scheduled(_controller, env, _ctx) {
+		await runSafetyNet(env);
+	},
 } satisfies ExportedHandler<Env>;

@@ -18,7 +18,7 @@ const listeners: PreprocessingListener[] = [];
 
 /** Registers a listener; returns a function that removes it (for tests). */
 export function registerPreprocessingListener(listener: PreprocessingListener): () => void {
-	listeners.push(listener);
+	if (!listeners.includes(listener)) listeners.push(listener);
 	return () => {
 		const index = listeners.indexOf(listener);
 		if (index >= 0) listeners.splice(index, 1);

@@ -47,6 +47,11 @@ export interface RouteDefinition<
 	responses: Record<number, ResponseSpec>;
 	/** Hidden from the public OpenAPI document (runner API, storage addresses). */
 	internal?: boolean;
+	/**
+	 * Honour an `Idempotency-Key` header (authenticated POSTs that create something): the first response is
+	 * replayed for 24 hours to a retry with the same body (`src/http/idempotency.ts`).
+	 */
+	idempotent?: boolean;
 	handler: (ctx: RouteContext<Infer<P>, Infer<Q>, Infer<B>>) => Promise<Response> | Response;
 }
 

@@ -6,6 +6,7 @@ import { type IRequest, Router } from "itty-router";
 import type { TokenClaims } from "../auth/access-tokens.ts";
 import { authenticate } from "../auth/authenticate.ts";
 import { ApiError, renderError, validationError } from "./errors.ts";
+import { idempotencyKeyOf, withIdempotency } from "./idempotency.ts";
 import { readJsonBody } from "./request-body.ts";
 import type { RouteDefinition } from "./route.ts";
 
@@ -31,21 +32,34 @@ function runRoute(route: RouteDefinition) {
 		const query = route.query ? route.query.safeParse(queryObject(url)) : null;
 		if (query && !query.success) throw validationError(query.error, "query");
 		let body: unknown;
+		let json: unknown;
 		if (route.body) {
-			const parsed = route.body.safeParse(await readJsonBody(request as unknown as Request));
+			json = await readJsonBody(request as unknown as Request);
+			const parsed = route.body.safeParse(json);
 			if (!parsed.success) throw validationError(parsed.error);
 			body = parsed.data;
 		}
-		return route.handler({
-			request: request as unknown as Request,
+		const handle = () =>
+			Promise.resolve(
+				route.handler({
+					request: request as unknown as Request,
+					env,
+					ctx,
+					url,
+					params: params?.data,
+					query: query?.data,
+					body,
+					auth: auth as TokenClaims,
+				}),
+			);
+		const idempotencyKey = route.idempotent && auth ? idempotencyKeyOf(request as unknown as Request) : null;
+		if (!idempotencyKey || !auth) return handle();
+		// Checked after validation: a rejected body leaves the key free for the corrected request.
+		return withIdempotency(
 			env,
-			ctx,
-			url,
-			params: params?.data,
-			query: query?.data,
-			body,
-			auth: auth as TokenClaims,
-		});
+			{ accountId: auth.accountId, operation: `${route.method} ${url.pathname}`, key: idempotencyKey, body: json },
+			handle,
+		);
 	};
 }
 

@@ -10,6 +10,10 @@ import { regenerateUploadUrlRoute } from "./audio-files/regenerate-upload-url.ts
 import { registerAudioFileRoute } from "./audio-files/register-audio-file.ts";
 import { docsRoute } from "./docs/docs-page.ts";
 import { playgroundDefaultsRoute } from "./docs/playground-defaults.ts";
+import { runnerRoutes } from "./internal/index.ts";
+import { createConversionRoute } from "./voice-conversions/create-conversion.ts";
+import { getConversionRoute } from "./voice-conversions/get-conversion.ts";
+import { listConversionsRoute } from "./voice-conversions/list-conversions.ts";
 import { getVoiceRoute } from "./voices/get-voice.ts";
 import { listVoicesRoute } from "./voices/list-voices.ts";
 import { webhookRoutes } from "./webhooks/index.ts";
@@ -24,6 +28,10 @@ const apiRoutes: RouteDefinition[] = [
 	deleteAudioFileRoute,
 	regenerateUploadUrlRoute,
 	...webhookRoutes,
+	createConversionRoute,
+	listConversionsRoute,
+	getConversionRoute,
+	...runnerRoutes,
 	...storageRoutes,
 ];
 

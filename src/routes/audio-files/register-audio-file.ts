@@ -10,6 +10,7 @@ export const registerAudioFileRoute = defineRoute({
 	method: "POST",
 	path: "/api/v1/audio-files",
 	auth: "base",
+	idempotent: true,
 	summary: "Register an audio file and get a signed upload address",
 	tags: ["Audio files"],
 	body: RegisterAudioFileBody,

@@ -1,0 +1,90 @@
+/**
+ * The JobBroker's decisions as pure functions (no storage, no clock of their own), so each rule can be read
+ * and tested alone: which jobs a runner gets, how long a lease lasts, and what happens when a lease ends badly.
+ */
+import type { FailureCode } from "../src/conversions/failure-messages.ts";
+
+/** Leases granted per job before the conversion fails for good. */
+export const MAX_ATTEMPTS = 3;
+/** Runners heartbeat this often; a lease lasts three intervals, so one lost heartbeat is not fatal. */
+export const HEARTBEAT_INTERVAL_SECONDS = 15;
+export const LEASE_SECONDS = 3 * HEARTBEAT_INTERVAL_SECONDS;
+/** Longest long-poll (the runner contract allows `wait_seconds` up to 25). */
+export const MAX_WAIT_SECONDS = 25;
+/**
+ * A full job waiting this long is served like a preview: previews go first, but a steady stream of them must
+ * not starve full conversions forever.
+ */
+export const PREVIEW_AGING_MS = 5 * 60_000;
+/** Finished jobs and ended leases are remembered this long, so duplicates (enqueue, complete) stay harmless. */
+export const FINISHED_RETENTION_MS = 24 * 3600_000;
+
+/** A `type`, not an interface, so that it can type rows of the broker's SQL cursor. */
+export type CandidateJob = {
+	conversion_id: string;
+	voice_id: string;
+	use_preview: number;
+	enqueued_at: number;
+};
+
+export interface RunnerWants {
+	capacity: number;
+	loadedVoiceIds: readonly string[];
+}
+
+/** Jobs served first: previews (and full jobs that waited past the aging limit). */
+export const isUrgent = (job: CandidateJob, now: number) =>
+	job.use_preview === 1 || job.enqueued_at <= now - PREVIEW_AGING_MS;
+
+/**
+ * Picks up to `capacity` jobs: urgent before the rest, then jobs whose voice the runner has loaded (model
+ * affinity), then the oldest. Candidates may contain duplicates (the broker fetches two overlapping sets).
+ */
+export function selectJobs(candidates: readonly CandidateJob[], wants: RunnerWants, now: number): CandidateJob[] {
+	const loaded = new Set(wants.loadedVoiceIds);
+	const unique = [...new Map(candidates.map((job) => [job.conversion_id, job])).values()];
+	const rank = (job: CandidateJob) => [isUrgent(job, now) ? 0 : 1, loaded.has(job.voice_id) ? 0 : 1, job.enqueued_at];
+	return unique
+		.sort((a, b) => {
+			const [ra, rb] = [rank(a), rank(b)];
+			for (let i = 0; i < ra.length; i++) {
+				const d = (ra[i] as number) - (rb[i] as number);
+				if (d !== 0) return d;
+			}
+			return a.conversion_id < b.conversion_id ? -1 : 1;
+		})
+		.slice(0, wants.capacity);
+}
+
+export type AfterLease =
+	| { action: "requeue"; availableAt: number }
+	| { action: "fail"; failure: FailureCode; detail: string };
+
+/** A lease expired (the runner stopped heartbeating): try again, unless the job has used all its attempts. */
+export function afterLeaseExpired(attempts: number, now: number): AfterLease {
+	if (attempts >= MAX_ATTEMPTS) {
+		return {
+			action: "fail",
+			failure: "attempts_exhausted",
+			detail: `lease expired on attempt ${attempts} of ${MAX_ATTEMPTS}`,
+		};
+	}
+	return { action: "requeue", availableAt: now };
+}
+
+/** Delay before a transiently failed job may be leased again: 5, 10, 20 ... seconds, at most a minute. */
+export const transientRetryDelayMs = (attempts: number) => Math.min(60_000, 5_000 * 2 ** Math.max(0, attempts - 1));
+
+/** A runner reported a failure: permanent ones fail at once, transient ones retry until the attempts run out. */
+export function afterRunnerFailure(
+	attempts: number,
+	kind: "transient" | "permanent",
+	reason: FailureCode,
+	now: number,
+): AfterLease {
+	if (kind === "permanent") return { action: "fail", failure: reason, detail: "permanent failure reported by runner" };
+	if (attempts >= MAX_ATTEMPTS) {
+		return { action: "fail", failure: reason, detail: `transient failure on attempt ${attempts} of ${MAX_ATTEMPTS}` };
+	}
+	return { action: "requeue", availableAt: now + transientRetryDelayMs(attempts) };
+}

@@ -1,0 +1,97 @@
+/** Voice conversion resource: request, response and list shapes (spec sections 2 and 4). */
+import { z } from "zod";
+import { Id, Timestamp } from "./common.ts";
+
+/** The spec's pitch table: value → semitones. */
+export const PITCH_SHIFT_SEMITONES = {
+	same_octave: 0,
+	third_down: -4,
+	third_up: 4,
+	fifth_down: -7,
+	fifth_up: 7,
+	lower_octave: -12,
+	higher_octave: 12,
+} as const;
+export type PitchShift = keyof typeof PITCH_SHIFT_SEMITONES;
+export const PITCH_SHIFTS = Object.keys(PITCH_SHIFT_SEMITONES) as [PitchShift, ...PitchShift[]];
+
+export const CONVERSION_STATUS_VALUES = [
+	"pending_preprocessing",
+	"queued",
+	"processing",
+	"completed",
+	"failed",
+] as const;
+
+/** Preview mode converts only this many seconds from the start. */
+export const PREVIEW_SECONDS = 10;
+
+/** How long a GET of a completed conversion keeps its `output_url` valid. */
+export const OUTPUT_URL_SECONDS = 12 * 3600;
+
+const listOf = (values: readonly string[]) => values.join(", ");
+
+export const CreateConversionBody = z.object({
+	audio_file_id: Id,
+	voice_model_id: Id,
+	pitch_shift: z.enum(PITCH_SHIFTS, { error: () => `must be one of: ${listOf(PITCH_SHIFTS)}` }).default("same_octave"),
+	use_preview: z.boolean({ error: () => "must be true or false" }).default(false),
+});
+export type CreateConversionBody = z.infer<typeof CreateConversionBody>;
+
+/** `data.conversion` of the `conversion.completed` / `conversion.failed` events: never carries `output_url`. */
+export const ConversionEventData = z.object({
+	id: Id,
+	status: z.enum(["completed", "failed"]),
+	audio_file_id: Id,
+	audio_file_name: z.string(),
+	voice_model_id: Id,
+	voice_model_name: z.string(),
+	pitch_shift: z.enum(PITCH_SHIFTS),
+	use_preview: z.boolean(),
+	queued_at: Timestamp.nullable(),
+	processing_started_at: Timestamp.nullable(),
+	completed_at: Timestamp.nullable(),
+	error_message: z.string().optional(),
+});
+export type ConversionEventData = z.infer<typeof ConversionEventData>;
+
+export const VoiceConversion = z.object({
+	id: Id,
+	audio_file_id: Id,
+	audio_file_name: z.string(),
+	voice_model_id: Id,
+	voice_model_name: z.string(),
+	pitch_shift: z.enum(PITCH_SHIFTS),
+	use_preview: z.boolean(),
+	status: z.enum(CONVERSION_STATUS_VALUES),
+	/** Null until `completed`; then a fresh pre-signed GET valid 12 hours on every read. */
+	output_url: z.url().nullable(),
+	created_at: Timestamp,
+	queued_at: Timestamp.nullable(),
+	processing_started_at: Timestamp.nullable(),
+	completed_at: Timestamp.nullable(),
+	/** Set when the conversion failed, in words meant for the client. */
+	error_message: z.string().nullable(),
+});
+export type VoiceConversion = z.infer<typeof VoiceConversion>;
+
+export const ListConversionsQuery = z.object({
+	status: z
+		.enum(CONVERSION_STATUS_VALUES, { error: () => `must be one of: ${listOf(CONVERSION_STATUS_VALUES)}` })
+		.optional(),
+	limit: z.coerce
+		.number({ error: () => "must be an integer from 1 to 100" })
+		.int("must be an integer from 1 to 100")
+		.min(1, "must be an integer from 1 to 100")
+		.max(100, "must be an integer from 1 to 100")
+		.default(20),
+	cursor: z.string().max(200).optional(),
+});
+
+export const ConversionPage = z.object({
+	success: z.literal(true),
+	data: z.array(VoiceConversion),
+	/** Pass as `cursor` to get the next (older) page; null on the last page. */
+	next_cursor: z.string().nullable(),
+});

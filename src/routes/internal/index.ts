@@ -1,0 +1,14 @@
+/** The runner API (`/internal/v1/*`, runner scope only), built to `src/contracts/runner.ts`. */
+import { completeLeaseRoute } from "./complete-lease.ts";
+import { failLeaseRoute } from "./fail-lease.ts";
+import { heartbeatLeaseRoute } from "./heartbeat-lease.ts";
+import { leaseJobsRoute } from "./lease-jobs.ts";
+import { releaseLeaseRoute } from "./release-lease.ts";
+
+export const runnerRoutes = [
+	leaseJobsRoute,
+	heartbeatLeaseRoute,
+	completeLeaseRoute,
+	failLeaseRoute,
+	releaseLeaseRoute,
+];

@@ -1,0 +1,243 @@
+/**
+ * The JobBroker: lease expiry and retries stepped with its alarm and a shifted clock (no sleeping), attempt
+ * limits, exclusive leases under concurrency, priority and model affinity, engines, long-poll wake-ups.
+ */
+import { runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { beforeEach, describe, expect, it } from "vitest";
+import type { JobSpec } from "../../durable-objects/job-broker.ts";
+import {
+	afterLeaseExpired,
+	afterRunnerFailure,
+	type CandidateJob,
+	LEASE_SECONDS,
+	MAX_ATTEMPTS,
+	PREVIEW_AGING_MS,
+	selectJobs,
+	transientRetryDelayMs,
+} from "../../durable-objects/job-broker-logic.ts";
+import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
+import {
+	broker,
+	deliverJobs,
+	eventsFor,
+	finishPreprocessing,
+	insertAudioFile,
+	insertVoice,
+	json,
+	resetBroker,
+	runner,
+	shiftBrokerClock,
+	user,
+} from "./conversion-fixtures.ts";
+
+beforeEach(resetBroker);
+
+const LEASE_MS = LEASE_SECONDS * 1000;
+
+/** A job for the broker alone (no D1 row): enough for selection and exclusivity tests. */
+const job = (overrides: Partial<JobSpec> = {}): JobSpec => ({
+	conversionId: crypto.randomUUID(),
+	accountId: "acct",
+	voiceId: crypto.randomUUID(),
+	engine: "dsp",
+	usePreview: false,
+	...overrides,
+});
+
+const wants = (overrides: Record<string, unknown> = {}) => ({
+	runnerId: "r1",
+	capacity: 1,
+	waitSeconds: 0,
+	loadedVoiceIds: [] as string[],
+	engines: ["dsp"],
+	...overrides,
+});
+
+describe("lease expiry and attempts", () => {
+	it("requeues a job whose runner stopped heartbeating, and fails it after the maximum attempts", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
+		await deliverJobs([created.id]);
+
+		let offset = 0;
+		for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+			const lease = await worker.leaseOne();
+			expect(lease).toMatchObject({ conversion_id: created.id, attempt });
+			// The runner goes silent: the broker's clock passes the lease expiry and its alarm fires.
+			offset += LEASE_MS + 1_000;
+			await shiftBrokerClock(offset);
+			expect(await runDurableObjectAlarm(broker())).toBe(true);
+			expect(await json(await worker.heartbeat(lease.lease_id))).toMatchObject({ code: "lease_lost" });
+			expect((await worker.complete(lease.lease_id)).status).toBe(409);
+			const seen = await alice.get(created.id);
+			if (attempt < MAX_ATTEMPTS) {
+				// Status never goes backwards for the client while the job is retried.
+				expect(seen.status).toBe("processing");
+			} else {
+				expect(seen).toMatchObject({ status: "failed", error_message: FAILURE_MESSAGES.attempts_exhausted });
+			}
+		}
+		expect(FAILURE_MESSAGES.attempts_exhausted).toContain(`${MAX_ATTEMPTS} attempts`);
+		expect(await worker.lease({ capacity: 4 })).toEqual([]);
+		expect((await eventsFor(created.id)).map((e) => e.type)).toEqual(["conversion.failed"]);
+		const row = await env.DB.prepare("SELECT attempts FROM voice_conversions WHERE id = ?").bind(created.id).first();
+		expect(row).toEqual({ attempts: MAX_ATTEMPTS });
+	});
+
+	it("keeps a heartbeating lease alive past its first expiry", async () => {
+		const spec = job();
+		await broker().enqueue(spec);
+		const [lease] = await broker().lease(wants());
+		expect(lease?.conversionId).toBe(spec.conversionId);
+		await shiftBrokerClock(LEASE_MS - 5_000);
+		const extended = await broker().heartbeat(lease!.leaseId);
+		expect(extended?.expiresAt).toBeGreaterThan(lease!.expiresAt);
+		await shiftBrokerClock(LEASE_MS + 5_000);
+		await runDurableObjectAlarm(broker());
+		expect((await broker().checkLease(lease!.leaseId)).status).toBe("active");
+		await shiftBrokerClock(2 * LEASE_MS + 1_000);
+		await broker().sweep();
+		expect(await broker().checkLease(lease!.leaseId)).toMatchObject({ status: "ended", outcome: "expired" });
+		expect(await broker().stats()).toMatchObject({ waiting: 1, leased: 0 });
+	});
+});
+
+describe("exclusive leases", () => {
+	it("never gives one job to two runners polling at the same time", async () => {
+		const specs = Array.from({ length: 30 }, () => job());
+		for (const spec of specs) await broker().enqueue(spec);
+		const rounds = await Promise.all(
+			Array.from({ length: 20 }, (_, i) => broker().lease(wants({ runnerId: `r${i}`, capacity: 3 }))),
+		);
+		const leased = rounds.flat().map((lease) => lease.conversionId);
+		expect(leased).toHaveLength(30);
+		expect(new Set(leased).size).toBe(30);
+		expect(await broker().stats()).toMatchObject({ waiting: 0, leased: 30 });
+	});
+
+	it("splits real jobs between concurrent runners over HTTP without overlap", async () => {
+		const alice = await user();
+		const voiceId = await insertVoice();
+		const ids: string[] = [];
+		const files: string[] = [];
+		for (let i = 0; i < 6; i++) {
+			const file = await insertAudioFile(alice.accountId, "pending");
+			files.push(file.id);
+			ids.push((await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId })).id);
+		}
+		const runners = await Promise.all([runner(), runner(), runner(), runner()]);
+		// All four are long-polling before the jobs arrive (8 places for 6 jobs: one poll ends empty).
+		const polls = runners.map((r) => r.lease({ capacity: 2, wait_seconds: 1 }));
+		await Promise.all(files.map((id) => finishPreprocessing(alice.accountId, id, "ready")));
+		await deliverJobs(ids);
+		const more = await Promise.all(runners.map((r) => r.lease({ capacity: 2, wait_seconds: 0 })));
+		const leases = [...(await Promise.all(polls)).flat(), ...more.flat()];
+		const leasedIds = leases.map((lease) => lease.conversion_id);
+		expect(new Set(leasedIds).size).toBe(leasedIds.length);
+		expect(new Set(leasedIds)).toEqual(new Set(ids));
+		for (const id of ids) expect((await alice.get(id)).status).toBe("processing");
+		// Finish them so nothing is left queued for the other tests of this file.
+		for (const lease of leases) expect((await runners[0]!.finish(lease)).status).toBe(200);
+	});
+});
+
+describe("priority and affinity", () => {
+	it("leases preview jobs before older full ones", async () => {
+		const full = job();
+		const preview = job({ usePreview: true });
+		await broker().enqueue(full);
+		await broker().enqueue(preview);
+		const [first] = await broker().lease(wants());
+		expect(first?.conversionId).toBe(preview.conversionId);
+		const [second] = await broker().lease(wants());
+		expect(second?.conversionId).toBe(full.conversionId);
+	});
+
+	it("prefers jobs for voices the runner has loaded", async () => {
+		const loadedVoice = crypto.randomUUID();
+		const other = job();
+		const affine = job({ voiceId: loadedVoice });
+		await broker().enqueue(other);
+		await broker().enqueue(affine);
+		const [pick] = await broker().lease(wants({ loadedVoiceIds: [loadedVoice] }));
+		expect(pick?.conversionId).toBe(affine.conversionId);
+		// Without loaded voices it is first come, first served.
+		const [next] = await broker().lease(wants());
+		expect(next?.conversionId).toBe(other.conversionId);
+	});
+
+	it("only leases jobs for the runner's engines", async () => {
+		const rvc = job({ engine: "rvc" });
+		await broker().enqueue(rvc);
+		expect(await broker().lease(wants({ engines: ["dsp"] }))).toEqual([]);
+		const [got] = await broker().lease(wants({ engines: ["dsp", "rvc"] }));
+		expect(got?.conversionId).toBe(rvc.conversionId);
+	});
+
+	it("ranks urgency, then affinity, then age (pure selection rule)", () => {
+		const now = 10 * PREVIEW_AGING_MS;
+		const candidate = (id: string, voice: string, preview: boolean, age: number): CandidateJob => ({
+			conversion_id: id,
+			voice_id: voice,
+			use_preview: preview ? 1 : 0,
+			enqueued_at: now - age,
+		});
+		const jobs = [
+			candidate("full-old", "v1", false, 60_000),
+			candidate("full-loaded", "v2", false, 1_000),
+			candidate("preview-new", "v1", true, 10),
+			candidate("full-aged", "v1", false, PREVIEW_AGING_MS + 1),
+			candidate("preview-loaded", "v2", true, 5),
+		];
+		const picked = selectJobs([...jobs, jobs[0]!], { capacity: 5, loadedVoiceIds: ["v2"] }, now);
+		expect(picked.map((j) => j.conversion_id)).toEqual([
+			"preview-loaded",
+			"full-aged",
+			"preview-new",
+			"full-loaded",
+			"full-old",
+		]);
+		expect(selectJobs(jobs, { capacity: 2, loadedVoiceIds: [] }, now)).toHaveLength(2);
+	});
+
+	it("decides retries and failures by attempts (pure rules)", () => {
+		expect(afterLeaseExpired(1, 100)).toEqual({ action: "requeue", availableAt: 100 });
+		expect(afterLeaseExpired(MAX_ATTEMPTS, 100)).toMatchObject({ action: "fail", failure: "attempts_exhausted" });
+		expect(afterRunnerFailure(1, "permanent", "too_large", 0)).toMatchObject({ action: "fail", failure: "too_large" });
+		expect(afterRunnerFailure(1, "transient", "internal", 0)).toEqual({ action: "requeue", availableAt: 5_000 });
+		expect(afterRunnerFailure(MAX_ATTEMPTS, "transient", "internal", 0)).toMatchObject({ action: "fail" });
+		expect([1, 2, 3, 10].map(transientRetryDelayMs)).toEqual([5_000, 10_000, 20_000, 60_000]);
+	});
+});
+
+describe("long-poll", () => {
+	it("wakes a waiting runner as soon as a job is added", async () => {
+		const spec = job({ usePreview: true });
+		const started = Date.now();
+		const waiting = broker().lease(wants({ waitSeconds: 20 }));
+		await broker().enqueue(spec);
+		const [lease] = await waiting;
+		expect(lease?.conversionId).toBe(spec.conversionId);
+		expect(Date.now() - started).toBeLessThan(2_000);
+	});
+
+	it("returns an empty list when nothing arrives within the wait", async () => {
+		const started = Date.now();
+		expect(await broker().lease(wants({ waitSeconds: 1 }))).toEqual([]);
+		expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+	});
+
+	it("is idempotent by conversion id", async () => {
+		const spec = job();
+		expect(await broker().enqueue(spec)).toBe("added");
+		expect(await broker().enqueue(spec)).toBe("exists");
+		const [lease] = await broker().lease(wants());
+		expect(await broker().enqueue(spec)).toBe("exists");
+		expect(await broker().complete(lease!.leaseId)).toBe(true);
+		expect(await broker().enqueue(spec)).toBe("exists");
+		expect(await broker().lease(wants())).toEqual([]);
+	});
+});

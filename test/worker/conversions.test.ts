@@ -1,0 +1,206 @@
+/** The client-facing conversion endpoints: creation rules, the object at each status, listing, tenant isolation. */
+import { env } from "cloudflare:workers";
+import { beforeEach, describe, expect, it } from "vitest";
+import { PITCH_SHIFT_SEMITONES, PITCH_SHIFTS, VoiceConversion } from "../../src/contracts/voice-conversions.ts";
+import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
+import { insertAudioFile, insertVoice, json, resetBroker, runner, user } from "./conversion-fixtures.ts";
+
+beforeEach(resetBroker);
+
+describe("POST /api/v1/voice-conversions", () => {
+	it("creates the full object in pending_preprocessing with the defaults", async () => {
+		const alice = await user();
+		const voiceId = await insertVoice({ name: "Basso" });
+		const file = await insertAudioFile(alice.accountId, "pending");
+		const response = await alice.create({ audio_file_id: file.id, voice_model_id: voiceId });
+		expect(response.status).toBe(201);
+		const { data } = await json<{ success: boolean; data: Record<string, unknown> }>(response);
+		expect(VoiceConversion.parse(data)).toEqual(data);
+		expect(Object.keys(data).sort()).toEqual(
+			[
+				"id",
+				"audio_file_id",
+				"audio_file_name",
+				"voice_model_id",
+				"voice_model_name",
+				"pitch_shift",
+				"use_preview",
+				"status",
+				"output_url",
+				"created_at",
+				"queued_at",
+				"processing_started_at",
+				"completed_at",
+				"error_message",
+			].sort(),
+		);
+		expect(data).toMatchObject({
+			status: "pending_preprocessing",
+			pitch_shift: "same_octave",
+			use_preview: false,
+			voice_model_name: "Basso",
+			output_url: null,
+			queued_at: null,
+			processing_started_at: null,
+			completed_at: null,
+			error_message: null,
+		});
+		expect(data.audio_file_name).toMatch(/^take-.*\.wav$/);
+	});
+
+	it("accepts every pitch value of the spec table and refuses others, listing them", async () => {
+		const alice = await user();
+		const voiceId = await insertVoice();
+		const file = await insertAudioFile(alice.accountId, "pending");
+		expect(PITCH_SHIFT_SEMITONES).toEqual({
+			same_octave: 0,
+			third_down: -4,
+			third_up: 4,
+			fifth_down: -7,
+			fifth_up: 7,
+			lower_octave: -12,
+			higher_octave: 12,
+		});
+		for (const pitch of PITCH_SHIFTS) {
+			const created = await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId, pitch_shift: pitch });
+			expect(created.pitch_shift).toBe(pitch);
+		}
+		const response = await alice.create({ audio_file_id: file.id, voice_model_id: voiceId, pitch_shift: "octave_up" });
+		expect(response.status).toBe(400);
+		const body = await json<{ message: string; errors: { field: string; message: string }[] }>(response);
+		expect(body.errors[0]?.field).toBe("pitch_shift");
+		for (const pitch of PITCH_SHIFTS) expect(body.message).toContain(pitch);
+	});
+
+	it.each([
+		["a missing audio_file_id", { audio_file_id: undefined }, "audio_file_id"],
+		["a malformed voice_model_id", { voice_model_id: "abc" }, "voice_model_id"],
+		["a non-boolean use_preview", { use_preview: "yes" }, "use_preview"],
+	])("answers 400 for %s", async (_name, override, field) => {
+		const alice = await user();
+		const body = { audio_file_id: crypto.randomUUID(), voice_model_id: crypto.randomUUID(), ...override };
+		const response = await alice.create(body);
+		expect(response.status).toBe(400);
+		const problem = await json<{ success: boolean; errors: { field: string }[] }>(response);
+		expect(problem.success).toBe(false);
+		expect(problem.errors.map((e) => e.field)).toContain(field);
+	});
+
+	it("answers 404 for another account's audio file and for an unknown voice", async () => {
+		const alice = await user();
+		const bob = await user();
+		const voiceId = await insertVoice();
+		const bobsFile = await insertAudioFile(bob.accountId, "ready");
+		const notMine = await alice.create({ audio_file_id: bobsFile.id, voice_model_id: voiceId });
+		expect(notMine.status).toBe(404);
+		expect(await json(notMine)).toMatchObject({ success: false, code: "not_found" });
+		const mine = await insertAudioFile(alice.accountId, "ready");
+		const noVoice = await alice.create({ audio_file_id: mine.id, voice_model_id: crypto.randomUUID() });
+		expect(noVoice.status).toBe(404);
+		expect(((await json(noVoice)) as { message: string }).message).toMatch(/voice/i);
+	});
+
+	it("refuses a file whose preprocessing failed, with the reason", async () => {
+		const alice = await user();
+		const file = await insertAudioFile(alice.accountId, "failed");
+		const response = await alice.create({ audio_file_id: file.id, voice_model_id: await insertVoice() });
+		expect(response.status).toBe(400);
+		expect(await json(response)).toMatchObject({
+			success: false,
+			code: "audio_file_failed",
+			message: expect.stringContaining(FAILURE_MESSAGES.corrupted_source),
+		});
+	});
+
+	it("queues at once when the file is already ready, and sends the job to the broker", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
+		expect(created.status).toBe("pending_preprocessing");
+		const now = await alice.get(created.id);
+		expect(now.status).toBe("queued");
+		expect(Date.parse(now.queued_at!) - Date.parse(now.created_at)).toBeLessThan(1_000);
+		// The real queue message reaches the broker (no scan); a long-polling runner gets it.
+		const lease = await worker.leaseOne({ wait_seconds: 10 });
+		expect(lease.conversion_id).toBe(created.id);
+		expect((await worker.finish(lease)).status).toBe(200);
+	});
+});
+
+describe("GET /api/v1/voice-conversions/{id} and the list", () => {
+	it("hides another account's conversion behind a 404", async () => {
+		const alice = await user();
+		const bob = await user();
+		const file = await insertAudioFile(alice.accountId, "pending");
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
+		expect((await bob.api(`/api/v1/voice-conversions/${created.id}`)).status).toBe(404);
+		expect((await alice.api(`/api/v1/voice-conversions/${crypto.randomUUID()}`)).status).toBe(404);
+		expect((await alice.api("/api/v1/voice-conversions/not-a-uuid")).status).toBe(404);
+		const list = await json<{ data: unknown[] }>(await bob.api("/api/v1/voice-conversions"));
+		expect(list.data).toEqual([]);
+	});
+
+	it("lists newest first with a status filter, a limit and a cursor", async () => {
+		const alice = await user();
+		const voiceId = await insertVoice();
+		const pending = await insertAudioFile(alice.accountId, "pending");
+		const ids: string[] = [];
+		for (let i = 0; i < 5; i++)
+			ids.push((await alice.convert({ audio_file_id: pending.id, voice_model_id: voiceId })).id);
+		// One of them fails, so the filter has something to tell apart.
+		await env.DB.prepare(
+			"UPDATE voice_conversions SET status = 'failed', error_message = 'x', failed_at = updated_at WHERE id = ?",
+		)
+			.bind(ids[1])
+			.run();
+
+		const seen: string[] = [];
+		let cursor: string | null = null;
+		let pages = 0;
+		do {
+			const query: string = cursor ? `?limit=2&cursor=${encodeURIComponent(cursor)}` : "?limit=2";
+			const page = await json<{ data: { id: string }[]; next_cursor: string | null }>(
+				await alice.api(`/api/v1/voice-conversions${query}`),
+			);
+			expect(page.data.length).toBeLessThanOrEqual(2);
+			seen.push(...page.data.map((c) => c.id));
+			cursor = page.next_cursor;
+			pages++;
+		} while (cursor && pages < 10);
+		// Newest first; rows created in the same millisecond are ordered by id, as the cursor is.
+		const expected = await env.DB.prepare(
+			"SELECT id FROM voice_conversions WHERE account_id = ? ORDER BY created_at DESC, id DESC",
+		)
+			.bind(alice.accountId)
+			.all<{ id: string }>();
+		expect(seen).toEqual(expected.results.map((row) => row.id));
+		expect(new Set(seen)).toEqual(new Set(ids));
+		expect(pages).toBe(3);
+
+		const failed = await json<{ data: { id: string; status: string }[] }>(
+			await alice.api("/api/v1/voice-conversions?status=failed"),
+		);
+		expect(failed.data.map((c) => c.id)).toEqual([ids[1]]);
+		const bad = await alice.api("/api/v1/voice-conversions?status=done");
+		expect(bad.status).toBe(400);
+		expect(((await json(bad)) as { message: string }).message).toContain("pending_preprocessing");
+		expect((await alice.api("/api/v1/voice-conversions?limit=0")).status).toBe(400);
+		expect((await alice.api("/api/v1/voice-conversions?limit=101")).status).toBe(400);
+		expect((await alice.api("/api/v1/voice-conversions?cursor=garbage")).status).toBe(400);
+	});
+});
+
+describe("OpenAPI", () => {
+	it("documents the conversion endpoints, with Idempotency-Key on creation, and hides the runner API", async () => {
+		const alice = await user();
+		const doc = await json<{ paths: Record<string, Record<string, { parameters?: { name: string }[] }>> }>(
+			await alice.api("/openapi.json"),
+		);
+		expect(Object.keys(doc.paths)).toEqual(
+			expect.arrayContaining(["/api/v1/voice-conversions", "/api/v1/voice-conversions/{id}"]),
+		);
+		expect(doc.paths["/api/v1/voice-conversions"]?.post?.parameters?.map((p) => p.name)).toContain("Idempotency-Key");
+		expect(Object.keys(doc.paths).some((path) => path.startsWith("/internal"))).toBe(false);
+	});
+});

@@ -1,0 +1,416 @@
+/**
+ * The whole life of a conversion through the runner API, with a test runner that uses only the HTTP contract:
+ * lease (long-poll), fetch source, PUT output through the signed address, heartbeat, complete or fail.
+ */
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { LeaseResponse } from "../../src/contracts/runner.ts";
+import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
+import { failConversion } from "../../src/conversions/state-machine.ts";
+import workerEntry from "../../src/index.ts";
+import {
+	broker,
+	deliverJobs,
+	eventsFor,
+	finishPreprocessing,
+	insertAudioFile,
+	insertVoice,
+	json,
+	makeWav,
+	resetBroker,
+	runner,
+	shiftBrokerClock,
+	user,
+} from "./conversion-fixtures.ts";
+import { call } from "./helpers.ts";
+
+beforeEach(resetBroker);
+
+describe("conversion lifecycle through the runner API", () => {
+	it("goes pending → queued → processing → completed, and the output downloads without a token", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const voiceId = await insertVoice({ name: "Aria" });
+		const file = await insertAudioFile(alice.accountId, "ready", { seconds: 1 });
+
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId, pitch_shift: "fifth_up" });
+		expect(created).toMatchObject({
+			status: "pending_preprocessing",
+			audio_file_id: file.id,
+			voice_model_id: voiceId,
+			voice_model_name: "Aria",
+			pitch_shift: "fifth_up",
+			use_preview: false,
+			output_url: null,
+			queued_at: null,
+			processing_started_at: null,
+			completed_at: null,
+			error_message: null,
+		});
+		// The file was ready: promotion happened at creation.
+		const queued = await alice.get(created.id);
+		expect(queued.status).toBe("queued");
+		expect(queued.queued_at).not.toBeNull();
+
+		// The job reaches the broker while the runner long-polls.
+		const response = await worker.post("/internal/v1/leases", {
+			runner_id: worker.runnerId,
+			capacity: 2,
+			wait_seconds: 10,
+			engines: ["dsp"],
+		});
+		expect(response.status).toBe(200);
+		const body = await json<{ data: unknown }>(response);
+		const { leases } = LeaseResponse.parse(body.data);
+		expect(leases).toHaveLength(1);
+		const lease = leases[0]!;
+		expect(lease).toMatchObject({
+			conversion_id: created.id,
+			attempt: 1,
+			semitones: 7,
+			use_preview: false,
+			preview_seconds: 10,
+			voice: { id: voiceId, name: "Aria", engine: "dsp", params: { formant_shift: 1.1 } },
+			source: { mime_type: "audio/wav", format: "wav", sample_rate: 16_000, channels: 1, duration_seconds: 1 },
+			output: { content_type: "audio/wav" },
+		});
+		expect(lease.voice.artifacts[0]).toMatchObject({ name: "params", sha256: "a".repeat(64), size_bytes: 3 });
+
+		const processing = await alice.get(created.id);
+		expect(processing.status).toBe("processing");
+		expect(processing.processing_started_at).not.toBeNull();
+		expect(processing.output_url).toBeNull();
+
+		// The runner reads the source and the model artifact through their signed addresses.
+		const source = await call(lease.source.url);
+		expect(new Uint8Array(await source.arrayBuffer())).toEqual(file.bytes);
+		expect((await call(lease.voice.artifacts[0]!.url)).status).toBe(200);
+
+		const heartbeat = await worker.heartbeat(lease.lease_id);
+		expect(heartbeat.status).toBe(200);
+		const { data: beat } = await json<{ data: { lease_expires_at: string } }>(heartbeat);
+		expect(Date.parse(beat.lease_expires_at)).toBeGreaterThanOrEqual(Date.parse(lease.lease_expires_at));
+
+		const wav = makeWav(0.25);
+		expect((await worker.uploadOutput(lease, wav)).status).toBe(200);
+		const completed = await worker.complete(lease.lease_id);
+		expect(completed.status).toBe(200);
+		expect(await json(completed)).toMatchObject({
+			success: true,
+			data: { conversion_id: created.id, status: "completed" },
+		});
+
+		const done = await alice.get(created.id);
+		expect(done.status).toBe("completed");
+		expect(done.completed_at).not.toBeNull();
+		expect(done.queued_at).toBe(queued.queued_at);
+		expect(done.processing_started_at).toBe(processing.processing_started_at);
+		expect(done.error_message).toBeNull();
+		// A fresh 12-hour address on every read, which downloads the WAV with no bearer token.
+		const outputUrl = new URL(done.output_url!);
+		const expiry = Number(outputUrl.searchParams.get("exp")) * 1000;
+		expect(Math.abs(expiry - (Date.now() + 12 * 3600_000))).toBeLessThan(60_000);
+		const download = await call(done.output_url!);
+		expect(download.status).toBe(200);
+		expect(download.headers.get("Content-Type")).toBe("audio/wav");
+		expect(new Uint8Array(await download.arrayBuffer())).toEqual(wav);
+
+		// One outbox event, in the spec's shape, without output_url.
+		const events = await eventsFor(created.id);
+		expect(events.map((e) => e.type)).toEqual(["conversion.completed"]);
+		expect(events[0]!.payload.conversion).toEqual({
+			id: created.id,
+			status: "completed",
+			audio_file_id: file.id,
+			audio_file_name: created.audio_file_name,
+			voice_model_id: voiceId,
+			voice_model_name: "Aria",
+			pitch_shift: "fifth_up",
+			use_preview: false,
+			queued_at: done.queued_at,
+			processing_started_at: done.processing_started_at,
+			completed_at: done.completed_at,
+		});
+		expect(await broker().stats()).toMatchObject({ waiting: 0, leased: 0 });
+	});
+
+	it("waits for preprocessing when created early, then starts by itself when the file is ready", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const voiceId = await insertVoice();
+		const file = await insertAudioFile(alice.accountId, "pending");
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId, use_preview: true });
+
+		expect(await worker.lease({ wait_seconds: 0 })).toEqual([]);
+		expect((await alice.get(created.id)).status).toBe("pending_preprocessing");
+
+		// Preprocessing ends while the runner is already long-polling: the job arrives without any scan.
+		const polling = worker.lease({ wait_seconds: 10 });
+		await finishPreprocessing(alice.accountId, file.id, "ready");
+		const [lease] = await polling;
+		expect(lease?.conversion_id).toBe(created.id);
+		expect(lease?.use_preview).toBe(true);
+		const started = await alice.get(created.id);
+		expect(started.status).toBe("processing");
+		expect(Date.parse(started.queued_at!)).toBeGreaterThanOrEqual(Date.parse(created.created_at));
+		expect((await worker.finish(lease!)).status).toBe(200);
+		expect((await alice.get(created.id)).status).toBe("completed");
+	});
+
+	it("fails waiting conversions with the reason when preprocessing fails", async () => {
+		const alice = await user();
+		const voiceId = await insertVoice();
+		const file = await insertAudioFile(alice.accountId, "pending");
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId });
+		await finishPreprocessing(alice.accountId, file.id, "failed");
+		const failed = await alice.get(created.id);
+		expect(failed).toMatchObject({ status: "failed", error_message: FAILURE_MESSAGES.unsupported_format });
+		expect(failed.queued_at).toBeNull();
+		const events = await eventsFor(created.id);
+		expect(events.map((e) => e.type)).toEqual(["conversion.failed"]);
+		expect(events[0]!.payload.conversion).toMatchObject({
+			status: "failed",
+			error_message: FAILURE_MESSAGES.unsupported_format,
+		});
+		// A duplicate notification changes nothing.
+		await finishPreprocessing(alice.accountId, file.id, "failed");
+		expect(await eventsFor(created.id)).toHaveLength(1);
+	});
+
+	it("maps each permanent failure reason to a client-readable message", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const voiceId = await insertVoice();
+		const reasons = ["corrupted_source", "unsupported_format", "too_large", "internal"] as const;
+		for (const reason of reasons) {
+			const file = await insertAudioFile(alice.accountId, "ready");
+			const created = await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId });
+			await deliverJobs([created.id]);
+			const lease = await worker.leaseOne();
+			expect(lease.conversion_id).toBe(created.id);
+			const response = await worker.fail(lease.lease_id, "permanent", reason);
+			expect(await json(response)).toMatchObject({ data: { decision: "failed" } });
+			const failed = await alice.get(created.id);
+			expect(failed).toMatchObject({ status: "failed", error_message: FAILURE_MESSAGES[reason], output_url: null });
+			expect(failed.completed_at).toBeNull();
+			expect((await eventsFor(created.id)).map((e) => e.type)).toEqual(["conversion.failed"]);
+			// The lease is over: no more heartbeats or completion.
+			expect(await json(await worker.heartbeat(lease.lease_id))).toMatchObject({ code: "lease_lost" });
+		}
+		expect(FAILURE_MESSAGES.too_large).toMatch(/100 MB/);
+	});
+
+	it("retries a transient failure on a later lease while the conversion stays processing", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const voiceId = await insertVoice();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId });
+		await deliverJobs([created.id]);
+		const first = await worker.leaseOne();
+		const started = (await alice.get(created.id)).processing_started_at;
+		expect(await json(await worker.fail(first.lease_id, "transient", "internal"))).toMatchObject({
+			data: { decision: "requeued" },
+		});
+		expect((await alice.get(created.id)).status).toBe("processing");
+		// The retry is delayed (backoff); step the broker's clock instead of sleeping.
+		expect(await worker.lease()).toEqual([]);
+		await shiftBrokerClock(6_000);
+		const second = await worker.leaseOne();
+		expect(second).toMatchObject({ conversion_id: created.id, attempt: 2 });
+		const again = await alice.get(created.id);
+		expect(again.status).toBe("processing");
+		expect(again.processing_started_at).toBe(started);
+		expect((await worker.finish(second)).status).toBe(200);
+		expect((await alice.get(created.id)).status).toBe("completed");
+		const row = await env.DB.prepare("SELECT attempts FROM voice_conversions WHERE id = ?").bind(created.id).first();
+		expect(row).toEqual({ attempts: 2 });
+	});
+
+	it("gives a released job back without charging an attempt", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
+		await deliverJobs([created.id]);
+		const first = await worker.leaseOne();
+		expect((await worker.release(first.lease_id)).status).toBe(200);
+		expect((await worker.complete(first.lease_id)).status).toBe(409);
+		const second = await worker.leaseOne();
+		expect(second).toMatchObject({ conversion_id: created.id, attempt: 1 });
+		expect(second.lease_id).not.toBe(first.lease_id);
+		expect((await worker.finish(second)).status).toBe(200);
+	});
+
+	it("refuses to complete before the output was uploaded", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
+		await deliverJobs([created.id]);
+		const lease = await worker.leaseOne();
+		const early = await worker.complete(lease.lease_id);
+		expect(early.status).toBe(409);
+		expect(await json(early)).toMatchObject({ success: false, code: "output_missing" });
+		expect((await alice.get(created.id)).status).toBe("processing");
+		// The output address only takes audio/wav.
+		const wrongType = await call(lease.output.url, {
+			method: "PUT",
+			headers: { "Content-Type": "audio/mpeg", "Content-Length": "4" },
+			body: new Uint8Array(4),
+		});
+		expect(wrongType.status).toBe(415);
+		expect((await worker.finish(lease)).status).toBe(200);
+	});
+});
+
+describe("the conversion-jobs queue", () => {
+	it("delivers a job to the broker through the real queue and its consumer", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const voiceId = await insertVoice();
+		// A queued conversion whose direct hand-over never happened: only the queue message can bring it.
+		const id = crypto.randomUUID();
+		const now = new Date().toISOString();
+		await env.DB.prepare(
+			`INSERT INTO voice_conversions (id, account_id, audio_file_id, voice_model_id, pitch_shift, use_preview, status,
+			 attempts, dispatched_at, created_at, queued_at, updated_at)
+			 VALUES (?, ?, ?, ?, 'third_down', 1, 'queued', 0, ?, ?, ?, ?)`,
+		)
+			.bind(id, alice.accountId, file.id, voiceId, now, now, now, now)
+			.run();
+		const polling = worker.lease({ wait_seconds: 10 });
+		await env.CONVERSION_JOBS_QUEUE.send({ conversion_id: id }, { contentType: "json" });
+		const [lease] = await polling;
+		expect(lease).toMatchObject({ conversion_id: id, semitones: -4, use_preview: true });
+		expect((await worker.finish(lease!)).status).toBe(200);
+	});
+});
+
+describe("conversion-jobs failure paths", () => {
+	afterEach(() => vi.restoreAllMocks());
+
+	it("still dispatches when the queue send fails, through the direct hand-over", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		vi.spyOn(env.CONVERSION_JOBS_QUEUE, "sendBatch").mockRejectedValue(new Error("queue unavailable"));
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
+		const lease = await worker.leaseOne();
+		expect(lease.conversion_id).toBe(created.id);
+		expect((await worker.finish(lease)).status).toBe(200);
+	});
+
+	it("fails a dead-lettered job's conversion unless the broker holds the job", async () => {
+		const alice = await user();
+		const voiceId = await insertVoice();
+		const lostFile = await insertAudioFile(alice.accountId, "pending");
+		const heldFile = await insertAudioFile(alice.accountId, "pending");
+		const lost = await alice.convert({ audio_file_id: lostFile.id, voice_model_id: voiceId });
+		const held = await alice.convert({ audio_file_id: heldFile.id, voice_model_id: voiceId });
+		await finishPreprocessing(alice.accountId, heldFile.id, "ready");
+		await env.DB.prepare("UPDATE voice_conversions SET status = 'queued', queued_at = created_at WHERE id = ?")
+			.bind(lost.id)
+			.run();
+		const batch = createMessageBatch("conversion-jobs-dlq", [
+			{ id: "dead-1", timestamp: new Date(), attempts: 1, body: { conversion_id: lost.id } },
+			{ id: "dead-2", timestamp: new Date(), attempts: 1, body: { conversion_id: held.id } },
+		]);
+		const ctx = createExecutionContext();
+		await workerEntry.queue(batch, env, ctx);
+		expect((await getQueueResult(batch, ctx)).explicitAcks).toHaveLength(2);
+		expect(await alice.get(lost.id)).toMatchObject({ status: "failed", error_message: FAILURE_MESSAGES.internal });
+		expect((await alice.get(held.id)).status).toBe("queued");
+		const lease = await (await runner()).leaseOne();
+		expect(lease.conversion_id).toBe(held.id);
+		await (await runner()).finish(lease);
+	});
+});
+
+describe("duplicates and reordering", () => {
+	it("answers a repeated complete the same way and records one completion and one event", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
+		await deliverJobs([created.id]);
+		const lease = await worker.leaseOne();
+		expect((await worker.finish(lease)).status).toBe(200);
+		const first = await alice.get(created.id);
+		const again = await worker.complete(lease.lease_id);
+		expect(again.status).toBe(200);
+		expect((await alice.get(created.id)).completed_at).toBe(first.completed_at);
+		expect(await eventsFor(created.id)).toHaveLength(1);
+		// A failure report after completion cannot move it.
+		expect((await worker.fail(lease.lease_id, "permanent", "internal")).status).toBe(409);
+		expect((await alice.get(created.id)).status).toBe("completed");
+	});
+
+	it("ignores duplicate, late and reordered job messages and promotions", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
+
+		// The same message twice (at-least-once): one job.
+		const result = await deliverJobs([created.id, created.id]);
+		expect(result.explicitAcks).toHaveLength(2);
+		expect(result.retryMessages).toEqual([]);
+		expect(await broker().knownJobs([created.id])).toEqual([created.id]);
+		const lease = await worker.leaseOne();
+		expect(await worker.lease({ capacity: 5 })).toEqual([]);
+		expect((await worker.finish(lease)).status).toBe(200);
+
+		// Late: the message again, and preprocessing "finishing" again, after completion.
+		const late = await deliverJobs([created.id]);
+		expect(late.explicitAcks).toHaveLength(1);
+		await finishPreprocessing(alice.accountId, file.id, "ready");
+		await finishPreprocessing(alice.accountId, file.id, "failed");
+		expect(await worker.lease({ capacity: 5 })).toEqual([]);
+		const done = await alice.get(created.id);
+		expect(done.status).toBe("completed");
+		expect(await eventsFor(created.id)).toHaveLength(1);
+	});
+
+	it("acknowledges malformed or unknown job messages without effect", async () => {
+		const result = await deliverJobs([crypto.randomUUID()]);
+		expect(result.explicitAcks).toHaveLength(1);
+		expect(await broker().stats()).toMatchObject({ waiting: 0 });
+	});
+
+	it("drops a job whose conversion ended before a runner leased it", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
+		await deliverJobs([created.id]);
+		await failConversion(env, created.id, { code: "timed_out", message: FAILURE_MESSAGES.timed_out });
+		expect(await worker.lease({ capacity: 3 })).toEqual([]);
+		expect(await broker().knownJobs([created.id])).toEqual([]);
+		expect((await alice.get(created.id)).status).toBe("failed");
+	});
+});
+
+describe("runner API access", () => {
+	it("requires a runner-scope token", async () => {
+		const alice = await user();
+		const response = await alice.api("/internal/v1/leases", {
+			method: "POST",
+			headers: { "Content-Type": "application/json" },
+			body: JSON.stringify({ runner_id: "r", capacity: 1, wait_seconds: 0 }),
+		});
+		expect(response.status).toBe(401);
+		expect((await call("/internal/v1/leases", { method: "POST" })).status).toBe(401);
+	});
+
+	it("validates lease requests and answers lease_lost for unknown leases", async () => {
+		const worker = await runner();
+		const bad = await worker.post("/internal/v1/leases", { runner_id: "r", capacity: 0 });
+		expect(bad.status).toBe(400);
+		const unknown = await worker.heartbeat(crypto.randomUUID());
+		expect(unknown.status).toBe(409);
+		expect(await json(unknown)).toMatchObject({ success: false, code: "lease_lost" });
+	});
+});
