@@ -22,6 +22,10 @@ export default defineConfig(async () => {
 									TOKEN_SIGNING_KEY: key("test-1"),
 									STORAGE_SIGNING_KEY: key("storage-1"),
 									WEBHOOK_SECRET_KEY: key("1"),
+									// A developer's .dev.vars (written by `npm run dev`) must not change what tests see.
+									ALLOW_LOCAL_WEBHOOK_URLS: "false",
+									PLAYGROUND_CLIENT_ID: "",
+									PLAYGROUND_CLIENT_SECRET: "",
 								},
 							},
 						}),
