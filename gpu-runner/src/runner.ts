@@ -41,13 +41,20 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 		metrics.engineInfo.set({ engine: name, execution_provider: info.executionProvider }, 1);
 	}
 
-	const tokens = new TokenProvider({ apiBaseUrl: config.apiBaseUrl, clientId: config.clientId, clientSecret: config.clientSecret });
+	const tokens = new TokenProvider({
+		apiBaseUrl: config.apiBaseUrl,
+		clientId: config.clientId,
+		clientSecret: config.clientSecret,
+	});
 	loop = new LeaseLoop(
 		{ runnerId: config.runnerId, capacity: config.capacity, leaseWaitSeconds: config.leaseWaitSeconds },
 		{
 			api: new RunnerApiClient({ apiBaseUrl: config.apiBaseUrl, tokens }),
 			engines,
-			processJob: createJobProcessor({ artifacts: new ArtifactCache(join(config.cacheDir, "artifacts")), workDir: config.workDir }),
+			processJob: createJobProcessor({
+				artifacts: new ArtifactCache(join(config.cacheDir, "artifacts")),
+				workDir: config.workDir,
+			}),
 			metrics,
 			logger,
 		},

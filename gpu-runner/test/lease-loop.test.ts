@@ -67,14 +67,19 @@ describe("lease loop against the runner API", () => {
 		api.enqueue(job);
 		runner = startTestRunner(api);
 		await waitUntil(() => api.events.some((e) => e.type === "complete"));
-		const errors = Object.fromEntries((await runner.metrics.apiErrors.get()).values.map((v) => [v.labels.operation, v.value]));
+		const errors = Object.fromEntries(
+			(await runner.metrics.apiErrors.get()).values.map((v) => [v.labels.operation, v.value]),
+		);
 		expect(errors).toEqual({ lease: 3, complete: 2 });
 		expect(await runner.outcomes()).toEqual({ completed: 1 });
 	});
 
 	it("fails a corrupt source permanently as corrupted_source", async () => {
 		const job = wavJob(1);
-		job.source = new Uint8Array([...new TextEncoder().encode("RIFF\x10\0\0\0WAVEfmt "), ...new Uint8Array(200).fill(7)]);
+		job.source = new Uint8Array([
+			...new TextEncoder().encode("RIFF\x10\0\0\0WAVEfmt "),
+			...new Uint8Array(200).fill(7),
+		]);
 		api.enqueue(job);
 		runner = startTestRunner(api);
 		await waitUntil(() => api.events.some((e) => e.type === "fail"));

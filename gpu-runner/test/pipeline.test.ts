@@ -1,14 +1,14 @@
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../src/contracts/runner.ts";
 import { decodeWav } from "../src/audio/wav-decoder.ts";
 import { DspEngine } from "../src/engines/dsp/dsp-engine.ts";
 import type { AudioBlock, Engine, PcmFormat } from "../src/engines/engine.ts";
 import { convertSource } from "../src/pipeline/convert-source.ts";
-import { FakeRunnerApi, type FakeJob } from "./helpers/fake-runner-api.ts";
+import { type FakeJob, FakeRunnerApi } from "./helpers/fake-runner-api.ts";
 import { readWavHeader } from "./helpers/runner-harness.ts";
 import { cents, harmonicTone, medianPitch, sine, trackPitch } from "./helpers/signals.ts";
 import { bytesOf, collect } from "./helpers/streams.ts";
@@ -53,8 +53,18 @@ afterAll(async () => {
 	rmSync(dir, { recursive: true, force: true });
 });
 
-async function convert(source: Uint8Array, options: { engine?: Engine; previewSeconds?: number; semitones?: number } = {}) {
-	const job: FakeJob = { conversionId: randomUUID(), source, format: "wav", sampleRate: 0, channels: 0, durationSeconds: 0 };
+async function convert(
+	source: Uint8Array,
+	options: { engine?: Engine; previewSeconds?: number; semitones?: number } = {},
+) {
+	const job: FakeJob = {
+		conversionId: randomUUID(),
+		source,
+		format: "wav",
+		sampleRate: 0,
+		channels: 0,
+		durationSeconds: 0,
+	};
 	api.enqueue(job);
 	const result = await convertSource({
 		sourceUrl: `${api.baseUrl}/storage/source/${job.conversionId}`,
@@ -89,7 +99,12 @@ describe("conversion pipeline", () => {
 	});
 
 	it("keeps the source's rate and channels with the dsp engine", async () => {
-		const source = makeWav([sine(300, 1.5, 48_000), sine(500, 1.5, 48_000)], 48_000, { kind: "float", bits: 32 }, { extensible: true });
+		const source = makeWav(
+			[sine(300, 1.5, 48_000), sine(500, 1.5, 48_000)],
+			48_000,
+			{ kind: "float", bits: 32 },
+			{ extensible: true },
+		);
 		const { header } = await convert(source, { semitones: -3 });
 		expect(header).toMatchObject({ channels: 2, sampleRate: 48_000 });
 		expect(Math.abs(header.seconds - 1.5)).toBeLessThanOrEqual(0.01);
@@ -114,18 +129,27 @@ describe("conversion pipeline", () => {
 
 const toolsSkip = missingToolsMessage(["lame", "flac"]);
 
-describe.skipIf(toolsSkip !== undefined)(`pipeline with compressed sources${toolsSkip ? ` (${toolsSkip})` : ""}`, () => {
-	it("converts an MP3 preview and a full FLAC with exact durations", async () => {
-		const wavPath = join(dir, "long.wav");
-		writeFileSync(wavPath, makeWav([harmonicTone(150, 12, 44_100), harmonicTone(160, 12, 44_100)], 44_100, { kind: "pcm", bits: 16 }));
-		run("lame", ["--quiet", "-b", "128", wavPath, join(dir, "long.mp3")]);
-		run("flac", ["-s", "-f", "-o", join(dir, "long.flac"), wavPath]);
+describe.skipIf(toolsSkip !== undefined)(
+	`pipeline with compressed sources${toolsSkip ? ` (${toolsSkip})` : ""}`,
+	() => {
+		it("converts an MP3 preview and a full FLAC with exact durations", async () => {
+			const wavPath = join(dir, "long.wav");
+			writeFileSync(
+				wavPath,
+				makeWav([harmonicTone(150, 12, 44_100), harmonicTone(160, 12, 44_100)], 44_100, { kind: "pcm", bits: 16 }),
+			);
+			run("lame", ["--quiet", "-b", "128", wavPath, join(dir, "long.mp3")]);
+			run("flac", ["-s", "-f", "-o", join(dir, "long.flac"), wavPath]);
 
-		const mp3 = await convert(new Uint8Array(readFileSync(join(dir, "long.mp3"))), { previewSeconds: 10, semitones: 7 });
-		expect(mp3.header).toMatchObject({ channels: 2, sampleRate: 44_100 });
-		expect(Math.abs(mp3.header.seconds - 10)).toBeLessThanOrEqual(0.01);
+			const mp3 = await convert(new Uint8Array(readFileSync(join(dir, "long.mp3"))), {
+				previewSeconds: 10,
+				semitones: 7,
+			});
+			expect(mp3.header).toMatchObject({ channels: 2, sampleRate: 44_100 });
+			expect(Math.abs(mp3.header.seconds - 10)).toBeLessThanOrEqual(0.01);
 
-		const flac = await convert(new Uint8Array(readFileSync(join(dir, "long.flac"))), { semitones: -7 });
-		expect(Math.abs(flac.header.seconds - 12)).toBeLessThanOrEqual(0.01);
-	});
-});
+			const flac = await convert(new Uint8Array(readFileSync(join(dir, "long.flac"))), { semitones: -7 });
+			expect(Math.abs(flac.header.seconds - 12)).toBeLessThanOrEqual(0.01);
+		});
+	},
+);

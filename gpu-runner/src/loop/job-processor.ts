@@ -14,7 +14,11 @@ export interface JobContext {
 
 export type JobProcessor = (lease: Lease, context: JobContext) => Promise<ConversionResult>;
 
-export function createJobProcessor(options: { artifacts: ArtifactCache; workDir: string; fetch?: typeof fetch }): JobProcessor {
+export function createJobProcessor(options: {
+	artifacts: ArtifactCache;
+	workDir: string;
+	fetch?: typeof fetch;
+}): JobProcessor {
 	return async (lease, { engine, signal, onProgress }) => {
 		const artifactPaths = await options.artifacts.ensureAll(lease.voice.artifacts, signal);
 		await mkdir(options.workDir, { recursive: true });

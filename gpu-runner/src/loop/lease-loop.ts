@@ -18,8 +18,8 @@ import type { RunnerApi } from "../api/runner-api-client.ts";
 import type { LoadedEngine } from "../engines/registry.ts";
 import { PermanentJobError } from "../job-errors.ts";
 import { describeError, type Logger } from "../logger.ts";
-import type { JobOutcome, RunnerMetrics } from "../observability/metrics.ts";
 import type { RunnerState } from "../observability/health-server.ts";
+import type { JobOutcome, RunnerMetrics } from "../observability/metrics.ts";
 import { type BackoffPolicy, backoffDelay, DEFAULT_BACKOFF, sleep } from "./backoff.ts";
 import type { JobProcessor } from "./job-processor.ts";
 
@@ -142,7 +142,11 @@ export class LeaseLoop {
 				failures++;
 				metrics.apiErrors.inc({ operation: "lease" });
 				const delay = backoffDelay(failures, this.#options.backoff);
-				logger.warn("lease request failed; backing off", { error: describeError(error), attempt: failures, delay_ms: delay });
+				logger.warn("lease request failed; backing off", {
+					error: describeError(error),
+					attempt: failures,
+					delay_ms: delay,
+				});
 				await sleep(delay, stopSignal);
 				continue;
 			}
@@ -150,7 +154,11 @@ export class LeaseLoop {
 			for (const bad of batch.malformed) {
 				logger.error("lease does not match the contract", { lease_id: bad.leaseId, problem: bad.problem });
 				void this.#report(bad.leaseId, "fail", () =>
-					api.fail(bad.leaseId, { kind: "transient", reason: "internal", message: `runner could not read the lease: ${bad.problem}`.slice(0, 2000) }),
+					api.fail(bad.leaseId, {
+						kind: "transient",
+						reason: "internal",
+						message: `runner could not read the lease: ${bad.problem}`.slice(0, 2000),
+					}),
 				);
 			}
 			for (const lease of batch.leases) this.#startJob(lease);
@@ -176,7 +184,12 @@ export class LeaseLoop {
 		const { lease, controller } = job;
 		const engineName = lease.voice.engine;
 		const started = performance.now();
-		const log = { lease_id: lease.lease_id, conversion_id: lease.conversion_id, attempt: lease.attempt, engine: engineName };
+		const log = {
+			lease_id: lease.lease_id,
+			conversion_id: lease.conversion_id,
+			attempt: lease.attempt,
+			engine: engineName,
+		};
 		logger.info("job started", { ...log, preview: lease.use_preview, semitones: lease.semitones });
 		const heartbeat = this.#startHeartbeats(job);
 		let outcome: JobOutcome;
@@ -191,7 +204,9 @@ export class LeaseLoop {
 				},
 			});
 			heartbeat.stop();
-			if (controller.signal.aborted) throw controller.signal.reason;
+			// The output is uploaded: complete it even if the grace period ran out meanwhile. Only a lost lease
+			// means someone else owns the job now.
+			if (controller.signal.reason instanceof LeaseLostAbort) throw controller.signal.reason;
 			const sent = await this.#report(lease.lease_id, "complete", () =>
 				api.complete(lease.lease_id, {
 					output: {
@@ -209,11 +224,20 @@ export class LeaseLoop {
 			);
 			outcome = sent === "lost" ? "lease_lost" : "completed";
 			if (outcome === "completed") metrics.realTimeFactor.observe({ engine: engineName }, result.realTimeFactor);
-			logger.info("job finished", { ...log, outcome, rtf: result.realTimeFactor, output_seconds: result.durationSeconds });
+			logger.info("job finished", {
+				...log,
+				outcome,
+				rtf: result.realTimeFactor,
+				output_seconds: result.durationSeconds,
+			});
 		} catch (error) {
 			heartbeat.stop();
 			outcome = await this.#reportFailure(job, error);
-			logger[outcome === "released" ? "info" : "warn"]("job ended without output", { ...log, outcome, error: describeError(error) });
+			logger[outcome === "released" ? "info" : "warn"]("job ended without output", {
+				...log,
+				outcome,
+				error: describeError(error),
+			});
 		}
 		const seconds = (performance.now() - started) / 1000;
 		metrics.jobs.inc({ engine: engineName, outcome });
@@ -232,7 +256,12 @@ export class LeaseLoop {
 		const permanent = error instanceof PermanentJobError;
 		const message = describeError(error).slice(0, 2000);
 		const sent = await this.#report(id, "fail", () =>
-			api.fail(id, permanent ? { kind: "permanent", reason: error.reason, message } : { kind: "transient", reason: "internal", message }),
+			api.fail(
+				id,
+				permanent
+					? { kind: "permanent", reason: error.reason, message }
+					: { kind: "transient", reason: "internal", message },
+			),
 		);
 		if (sent === "lost") return "lease_lost";
 		return permanent ? "failed_permanent" : "failed_transient";

@@ -13,8 +13,8 @@ import { convertToFormat } from "../audio/format-conversion.ts";
 import { type AudioBlock, countFrames, framesFor, type PcmFormat, takeFrames } from "../audio/pcm.ts";
 import { downloadSource, uploadWav } from "../audio/transfer.ts";
 import { WavFileWriter } from "../audio/wav-file-writer.ts";
-import { corruptedSource } from "../job-errors.ts";
 import type { Engine } from "../engines/engine.ts";
+import { corruptedSource } from "../job-errors.ts";
 
 export interface ConversionRequest {
 	sourceUrl: string;
@@ -54,7 +54,9 @@ export async function convertSource(request: ConversionRequest): Promise<Convers
 	const source: PcmFormat = { sampleRate: first.sampleRate, channels: first.channels.length };
 
 	const trimmed =
-		request.previewSeconds === undefined ? rest : takeFrames(rest, framesFor(request.previewSeconds, source.sampleRate));
+		request.previewSeconds === undefined
+			? rest
+			: takeFrames(rest, framesFor(request.previewSeconds, source.sampleRate));
 	let sourceFrames = 0;
 	const counted = countFrames(trimmed, (frames, block) => {
 		if (block.sampleRate !== source.sampleRate || block.channels.length !== source.channels) {

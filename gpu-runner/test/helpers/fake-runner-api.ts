@@ -12,8 +12,8 @@ import {
 	HeartbeatRequest,
 	type Lease,
 	LeaseRequest,
-	RUNNER_SCOPE,
 	ReleaseRequest,
+	RUNNER_SCOPE,
 	type VoiceDescriptor,
 } from "../../../src/contracts/runner.ts";
 
@@ -132,7 +132,8 @@ export class FakeRunnerApi {
 		const path = url.pathname;
 		if (request.method === "POST" && path === "/oauth2/token") return this.#token(request, response);
 		if (request.method === "GET" && path.startsWith("/storage/source/")) return this.#serveSource(path, response);
-		if (request.method === "PUT" && path.startsWith("/storage/output/")) return this.#receiveOutput(request, path, response);
+		if (request.method === "PUT" && path.startsWith("/storage/output/"))
+			return this.#receiveOutput(request, path, response);
 
 		const auth = request.headers.authorization ?? "";
 		if (!this.#tokens.has(auth.replace(/^Bearer /, ""))) {
@@ -154,7 +155,10 @@ export class FakeRunnerApi {
 			case "heartbeat": {
 				const parsed = HeartbeatRequest.parse(body);
 				this.#record({ type: "heartbeat", leaseId, progress: parsed.progress });
-				return json(response, 200, { success: true, data: { lease_expires_at: new Date(Date.now() + 60_000).toISOString() } });
+				return json(response, 200, {
+					success: true,
+					data: { lease_expires_at: new Date(Date.now() + 60_000).toISOString() },
+				});
 			}
 			case "complete":
 				this.#record({ type: "complete", leaseId, body: CompleteRequest.parse(body) });
@@ -247,7 +251,8 @@ export class FakeRunnerApi {
 	async #serveSource(path: string, response: ServerResponse): Promise<void> {
 		const job = this.#jobs.get(path.split("/").pop() ?? "");
 		if (!job) return json(response, 404, { success: false, message: "no such object", code: "not_found" });
-		if (job.sourceStatus) return json(response, job.sourceStatus, { success: false, message: "injected", code: "storage" });
+		if (job.sourceStatus)
+			return json(response, job.sourceStatus, { success: false, message: "injected", code: "storage" });
 		response.writeHead(200, { "content-type": `audio/${job.format}`, "content-length": job.source.length });
 		const step = job.trickleBytesPer50ms;
 		if (!step) {
