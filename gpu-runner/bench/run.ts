@@ -6,7 +6,7 @@
  * The MP3 is generated at bench time (sox + lame from apt) in a temporary folder and deleted afterwards.
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { createReadStream, mkdtempSync, rmSync, statSync } from "node:fs";
+import { createReadStream, existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -42,6 +42,13 @@ for (const line of runChild("bench/dsp-rtf.ts", [], true).trim().split("\n")) {
 	console.log(
 		`  ${String(r.sampleRate).padStart(6)} Hz ${r.channels} ch: ${r.processingSeconds.toFixed(2)} s for 60 s -> RTF ${r.rtf.toFixed(4)} (${(1 / r.rtf).toFixed(0)}x real time)`,
 	);
+}
+
+// The rvc engine is a separate module with its own benchmark; run it here when it is present.
+const rvcBench = join(here, "rvc-bench.ts");
+if (existsSync(rvcBench)) {
+	console.log("\n== rvc engine (bench/rvc-bench.ts) ==");
+	execFileSync(process.execPath, [...nodeArgs, rvcBench], { cwd: packageRoot, stdio: "inherit" });
 }
 
 const minutes = Number(process.env.BENCH_MP3_MINUTES ?? 60);

@@ -108,6 +108,15 @@ describe("lease loop against the runner API", () => {
 		expect(await runner.outcomes()).toEqual({ failed_transient: 1 });
 	});
 
+	it("answers a lease that breaks the contract with a transient failure instead of dropping it", async () => {
+		api.enqueueMalformedLease("lease-malformed");
+		runner = startTestRunner(api);
+		await api.waitFor(() => api.finalReport("lease-malformed") !== undefined);
+		const report = api.finalReport("lease-malformed");
+		expect(report?.type === "fail" && report.body).toMatchObject({ kind: "transient", reason: "internal" });
+		expect(report?.type === "fail" && report.body.message).toMatch(/could not read the lease/);
+	});
+
 	it("heartbeats with progress and stops work when the lease is lost", async () => {
 		api.heartbeatIntervalSeconds = 0.1;
 		const slow = wavJob(2, { trickleBytesPer50ms: 2_000 }); // ~88 KB: about 2 s to download

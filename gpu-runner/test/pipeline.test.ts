@@ -1,5 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -119,6 +121,48 @@ describe("conversion pipeline", () => {
 		const decoded = await collect(decodeWav(bytesOf(upload.body)));
 		const pitch = medianPitch(trackPitch(decoded.channels[0] as Float32Array, 16_000));
 		expect(Math.abs(cents(pitch, 440))).toBeLessThan(2);
+	});
+
+	it("survives the storage server closing its idle connection while the conversion is still running", async () => {
+		// Storage servers close idle keep-alive sockets; the download is over by then and must not fail late.
+		class SlowEngine extends MonoSixteenKilohertzEngine {
+			override async *convert(input: AsyncIterable<AudioBlock>) {
+				for await (const block of input) {
+					await new Promise((resolve) => setTimeout(resolve, 30));
+					yield block;
+				}
+			}
+		}
+		const bytes = makeWav([sine(440, 20, 16_000)], 16_000, { kind: "pcm", bits: 16 });
+		const server = createServer((_request, response) => {
+			response.writeHead(200, { "content-length": bytes.length }).end(bytes);
+		});
+		server.keepAliveTimeout = 50;
+		await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+		const job: FakeJob = {
+			conversionId: randomUUID(),
+			source: bytes,
+			format: "wav",
+			sampleRate: 0,
+			channels: 0,
+			durationSeconds: 0,
+		};
+		api.enqueue(job);
+		try {
+			const result = await convertSource({
+				sourceUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/source`,
+				outputUrl: `${api.baseUrl}/storage/output/${job.conversionId}`,
+				engine: new SlowEngine(),
+				voice,
+				semitones: 0,
+				artifactPaths: new Map(),
+				workDir: dir,
+				signal: new AbortController().signal,
+			});
+			expect(result.durationSeconds).toBe(20);
+		} finally {
+			server.close();
+		}
 	});
 
 	it("fails the job permanently before uploading anything when the source is corrupt", async () => {

@@ -14,11 +14,7 @@ export interface JobContext {
 
 export type JobProcessor = (lease: Lease, context: JobContext) => Promise<ConversionResult>;
 
-export function createJobProcessor(options: {
-	artifacts: ArtifactCache;
-	workDir: string;
-	fetch?: typeof fetch;
-}): JobProcessor {
+export function createJobProcessor(options: { artifacts: ArtifactCache; workDir: string }): JobProcessor {
 	return async (lease, { engine, signal, onProgress }) => {
 		const artifactPaths = await options.artifacts.ensureAll(lease.voice.artifacts, signal);
 		await mkdir(options.workDir, { recursive: true });
@@ -34,7 +30,6 @@ export function createJobProcessor(options: {
 			artifactPaths,
 			workDir: options.workDir,
 			signal,
-			fetch: options.fetch,
 			onSourceSeconds: (seconds) => onProgress(expectedSeconds > 0 ? Math.min(1, seconds / expectedSeconds) : 0),
 		});
 	};

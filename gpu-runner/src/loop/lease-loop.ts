@@ -68,6 +68,8 @@ export class LeaseLoop {
 	#stopping = new AbortController();
 	#slotFreed: (() => void) | undefined;
 	#running: Promise<void> | undefined;
+	/** Reports not tied to a running job (malformed leases); awaited before the loop ends. */
+	#pendingReports = new Set<Promise<unknown>>();
 
 	constructor(options: LeaseLoopOptions, deps: LeaseLoopDeps) {
 		this.#options = { backoff: DEFAULT_BACKOFF, reportAttempts: 5, ...options };
@@ -153,18 +155,21 @@ export class LeaseLoop {
 			if (batch.leases.length > 0) metrics.leaseWait.observe((performance.now() - asked) / 1000);
 			for (const bad of batch.malformed) {
 				logger.error("lease does not match the contract", { lease_id: bad.leaseId, problem: bad.problem });
-				void this.#report(bad.leaseId, "fail", () =>
+				const report = this.#report(bad.leaseId, "fail", () =>
 					api.fail(bad.leaseId, {
 						kind: "transient",
 						reason: "internal",
 						message: `runner could not read the lease: ${bad.problem}`.slice(0, 2000),
 					}),
 				);
+				this.#pendingReports.add(report);
+				void report.finally(() => this.#pendingReports.delete(report));
 			}
 			for (const lease of batch.leases) this.#startJob(lease);
 		}
 		// Leases that arrived in the same batch as the stop are started above and released by stop() at grace.
 		await Promise.all([...this.#active.values()].map((job) => job.settled));
+		await Promise.all(this.#pendingReports);
 	}
 
 	#startJob(lease: Lease): void {

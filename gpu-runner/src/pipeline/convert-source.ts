@@ -30,7 +30,6 @@ export interface ConversionRequest {
 	signal: AbortSignal;
 	/** Called with the seconds of source read so far (for heartbeat progress). */
 	onSourceSeconds?: (seconds: number) => void;
-	fetch?: typeof fetch;
 }
 
 export interface ConversionResult {
@@ -48,7 +47,7 @@ export interface ConversionResult {
 export async function convertSource(request: ConversionRequest): Promise<ConversionResult> {
 	const started = performance.now();
 	const { engine, voice, signal } = request;
-	const decoded = decodeSource(downloadSource(request.sourceUrl, signal, request.fetch));
+	const decoded = decodeSource(downloadSource(request.sourceUrl, signal));
 	const { first, rest } = await peekFirst(decoded);
 	if (!first) throw corruptedSource("no audio frames");
 	const source: PcmFormat = { sampleRate: first.sampleRate, channels: first.channels.length };
@@ -79,7 +78,7 @@ export async function convertSource(request: ConversionRequest): Promise<Convers
 		const expectedFrames = Math.round((sourceFrames * output.sampleRate) / source.sampleRate);
 		const file = await writer.finish(expectedFrames);
 		signal.throwIfAborted();
-		await uploadWav(request.outputUrl, path, file.sizeBytes, signal, request.fetch);
+		await uploadWav(request.outputUrl, path, file.sizeBytes, signal);
 		const processingSeconds = (performance.now() - started) / 1000;
 		const sourceSeconds = sourceFrames / source.sampleRate;
 		return {

@@ -64,6 +64,7 @@ export class FakeRunnerApi {
 
 	#server: Server;
 	#queue: FakeJob[] = [];
+	#malformed: string[] = [];
 	#jobs = new Map<string, FakeJob>(); // by conversion id
 	#leases = new Map<string, Lease>();
 	#waiters: (() => void)[] = [];
@@ -89,6 +90,12 @@ export class FakeRunnerApi {
 	async close(): Promise<void> {
 		this.#server.closeAllConnections();
 		await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+	}
+
+	/** Hand out, with the next lease response, a lease that breaks the contract (a runner must still answer it). */
+	enqueueMalformedLease(leaseId: string): void {
+		this.#malformed.push(leaseId);
+		for (const wake of this.#waiters.splice(0)) wake();
 	}
 
 	enqueue(job: FakeJob): void {
@@ -199,7 +206,7 @@ export class FakeRunnerApi {
 	async #lease(request: LeaseRequest, response: ServerResponse): Promise<void> {
 		this.leaseRequests.push(request);
 		const deadline = Date.now() + request.wait_seconds * 1000;
-		while (this.#queue.length === 0 && Date.now() < deadline && !response.destroyed) {
+		while (this.#queue.length === 0 && this.#malformed.length === 0 && Date.now() < deadline && !response.destroyed) {
 			await new Promise<void>((resolve) => {
 				this.#waiters.push(resolve);
 				setTimeout(resolve, Math.max(0, deadline - Date.now()));
@@ -213,7 +220,11 @@ export class FakeRunnerApi {
 			return;
 		}
 		for (const lease of leases) this.#leases.set(lease.lease_id, lease);
-		json(response, 200, { success: true, data: { leases } });
+		const malformed = this.#malformed.splice(0).map((leaseId) => {
+			this.#leases.set(leaseId, { lease_id: leaseId } as Lease);
+			return { lease_id: leaseId, conversion_id: "not-a-uuid" };
+		});
+		json(response, 200, { success: true, data: { leases: [...leases, ...malformed] } });
 		for (const lease of leases) this.onLeased?.(lease);
 	}
 
