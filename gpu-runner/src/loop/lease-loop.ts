@@ -38,6 +38,8 @@ export interface LeaseLoopDeps {
 	processJob: JobProcessor;
 	metrics: RunnerMetrics;
 	logger: Logger;
+	/** Voices whose models are at hand, for the broker's model affinity. */
+	affinity?: { list(): string[] };
 }
 
 class ShutdownAbort extends Error {
@@ -133,7 +135,7 @@ export class LeaseLoop {
 						runner_id: this.#options.runnerId,
 						capacity: free,
 						wait_seconds: this.#options.leaseWaitSeconds,
-						loaded_voice_ids: [],
+						loaded_voice_ids: this.#deps.affinity?.list() ?? [],
 						engines: [...this.#deps.engines.keys()],
 					},
 					stopSignal,

@@ -59,6 +59,8 @@ export class FakeRunnerApi {
 	readonly faults = new Map<string, { status: number; remaining: number }>();
 	/** Leases the broker has taken back: heartbeats and reports on them answer 409 lease_lost. */
 	readonly lostLeases = new Set<string>();
+	/** Model files served at `/storage/artifact/<name>` (signed GETs in the real service). */
+	readonly artifacts = new Map<string, Uint8Array>();
 	/** Calls this when a lease is handed out (tests use it to act mid-job). */
 	onLeased: ((lease: Lease) => void) | undefined;
 
@@ -141,6 +143,12 @@ export class FakeRunnerApi {
 		if (request.method === "GET" && path.startsWith("/storage/source/")) return this.#serveSource(path, response);
 		if (request.method === "PUT" && path.startsWith("/storage/output/"))
 			return this.#receiveOutput(request, path, response);
+		if (request.method === "GET" && path.startsWith("/storage/artifact/")) {
+			const bytes = this.artifacts.get(path.split("/").pop() ?? "");
+			if (!bytes) return json(response, 404, { success: false, message: "no such object", code: "not_found" });
+			response.writeHead(200, { "content-length": bytes.length }).end(bytes);
+			return;
+		}
 
 		const auth = request.headers.authorization ?? "";
 		if (!this.#tokens.has(auth.replace(/^Bearer /, ""))) {

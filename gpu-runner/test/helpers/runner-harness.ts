@@ -12,6 +12,7 @@ import type { LoadedEngine } from "../../src/engines/registry.ts";
 import { silentLogger } from "../../src/logger.ts";
 import { createJobProcessor } from "../../src/loop/job-processor.ts";
 import { LeaseLoop } from "../../src/loop/lease-loop.ts";
+import { VoiceAffinity } from "../../src/loop/voice-affinity.ts";
 import { RunnerMetrics } from "../../src/observability/metrics.ts";
 import { CLIENT_ID, CLIENT_SECRET, type FakeJob, type FakeRunnerApi } from "./fake-runner-api.ts";
 import { harmonicTone } from "./signals.ts";
@@ -20,6 +21,7 @@ import { makeWav } from "./wav-files.ts";
 export function startTestRunner(api: FakeRunnerApi, options: { capacity?: number } = {}) {
 	const dir = mkdtempSync(join(tmpdir(), "runner-test-"));
 	const metrics = new RunnerMetrics();
+	const affinity = new VoiceAffinity();
 	const tokens = new TokenProvider({ apiBaseUrl: api.baseUrl, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET });
 	const engines = new Map<"dsp", LoadedEngine>([
 		["dsp", { engine: new DspEngine(), info: { name: "dsp", executionProvider: "cpu" } }],
@@ -37,9 +39,11 @@ export function startTestRunner(api: FakeRunnerApi, options: { capacity?: number
 			processJob: createJobProcessor({
 				artifacts: new ArtifactCache(join(dir, "artifacts")),
 				workDir: join(dir, "work"),
+				affinity,
 			}),
 			metrics,
 			logger: silentLogger,
+			affinity,
 		},
 	);
 	const done = loop.start();
