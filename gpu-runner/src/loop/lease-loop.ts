@@ -157,21 +157,32 @@ export class LeaseLoop {
 			if (batch.leases.length > 0) metrics.leaseWait.observe((performance.now() - asked) / 1000);
 			for (const bad of batch.malformed) {
 				logger.error("lease does not match the contract", { lease_id: bad.leaseId, problem: bad.problem });
-				const report = this.#report(bad.leaseId, "fail", () =>
-					api.fail(bad.leaseId, {
-						kind: "transient",
-						reason: "internal",
-						message: `runner could not read the lease: ${bad.problem}`.slice(0, 2000),
-					}),
+				this.#track(
+					this.#report(bad.leaseId, "fail", () =>
+						api.fail(bad.leaseId, {
+							kind: "transient",
+							reason: "internal",
+							message: `runner could not read the lease: ${bad.problem}`.slice(0, 2000),
+						}),
+					),
 				);
-				this.#pendingReports.add(report);
-				void report.finally(() => this.#pendingReports.delete(report));
 			}
-			for (const lease of batch.leases) this.#startJob(lease);
+			for (const lease of batch.leases) {
+				if (stopSignal.aborted) {
+					// The stop came while this batch was on its way: hand the jobs straight back.
+					this.#track(
+						this.#report(lease.lease_id, "release", () => api.release(lease.lease_id, "runner shutting down")),
+					);
+				} else this.#startJob(lease);
+			}
 		}
-		// Leases that arrived in the same batch as the stop are started above and released by stop() at grace.
 		await Promise.all([...this.#active.values()].map((job) => job.settled));
 		await Promise.all(this.#pendingReports);
+	}
+
+	#track(report: Promise<unknown>): void {
+		this.#pendingReports.add(report);
+		void report.finally(() => this.#pendingReports.delete(report));
 	}
 
 	#startJob(lease: Lease): void {
