@@ -2,15 +2,19 @@
  * Runner configuration, from the environment only (12-factor; the container gets it from its orchestrator).
  * Validated up front so a bad deployment fails at start with every problem listed, not mid-job.
  */
-import { hostname } from "node:os";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { ENGINE_NAMES } from "../../src/contracts/runner.ts";
 
 const commaList = z
 	.string()
-	.transform((value) => value.split(",").map((item) => item.trim()).filter(Boolean))
+	.transform((value) =>
+		value
+			.split(",")
+			.map((item) => item.trim())
+			.filter(Boolean),
+	)
 	.pipe(z.array(z.enum(ENGINE_NAMES)).min(1, "name at least one engine"));
 
 const integer = (min: number, max: number) => z.coerce.number().int().min(min).max(max);

@@ -9,7 +9,9 @@ export interface Logger {
 
 function write(level: string, message: string, fields?: LogFields): void {
 	const line = { time: new Date().toISOString(), level, message, ...fields };
-	process.stdout.write(`${JSON.stringify(line, (_key, value) => (value instanceof Error ? describeError(value) : value))}\n`);
+	process.stdout.write(
+		`${JSON.stringify(line, (_key, value) => (value instanceof Error ? describeError(value) : value))}\n`,
+	);
 }
 
 export function describeError(error: unknown): string {

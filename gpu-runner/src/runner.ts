@@ -13,6 +13,7 @@ import { loadEngines } from "./engines/registry.ts";
 import { jsonLogger, type Logger } from "./logger.ts";
 import { createJobProcessor } from "./loop/job-processor.ts";
 import { LeaseLoop } from "./loop/lease-loop.ts";
+import { VoiceAffinity } from "./loop/voice-affinity.ts";
 import { startHealthServer } from "./observability/health-server.ts";
 import { RunnerMetrics } from "./observability/metrics.ts";
 
@@ -41,15 +42,25 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 		metrics.engineInfo.set({ engine: name, execution_provider: info.executionProvider }, 1);
 	}
 
-	const tokens = new TokenProvider({ apiBaseUrl: config.apiBaseUrl, clientId: config.clientId, clientSecret: config.clientSecret });
+	const tokens = new TokenProvider({
+		apiBaseUrl: config.apiBaseUrl,
+		clientId: config.clientId,
+		clientSecret: config.clientSecret,
+	});
+	const affinity = new VoiceAffinity();
 	loop = new LeaseLoop(
 		{ runnerId: config.runnerId, capacity: config.capacity, leaseWaitSeconds: config.leaseWaitSeconds },
 		{
 			api: new RunnerApiClient({ apiBaseUrl: config.apiBaseUrl, tokens }),
 			engines,
-			processJob: createJobProcessor({ artifacts: new ArtifactCache(join(config.cacheDir, "artifacts")), workDir: config.workDir }),
+			processJob: createJobProcessor({
+				artifacts: new ArtifactCache(join(config.cacheDir, "artifacts")),
+				workDir: config.workDir,
+				affinity,
+			}),
 			metrics,
 			logger,
+			affinity,
 		},
 	);
 

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ArtifactCache } from "../src/artifacts/artifact-cache.ts";
 import { loadEngines } from "../src/engines/registry.ts";
 import { silentLogger } from "../src/logger.ts";
-import { startHealthServer, type RunnerState } from "../src/observability/health-server.ts";
+import { type RunnerState, startHealthServer } from "../src/observability/health-server.ts";
 import { RunnerMetrics } from "../src/observability/metrics.ts";
 
 describe("artifact cache", () => {
@@ -23,7 +23,9 @@ describe("artifact cache", () => {
 		dir = mkdtempSync(join(tmpdir(), "artifacts-"));
 		server = createServer((request, response) => {
 			downloads++;
-			response.writeHead(request.url?.startsWith("/missing") ? 404 : 200).end(request.url?.startsWith("/missing") ? "" : payload);
+			response
+				.writeHead(request.url?.startsWith("/missing") ? 404 : 200)
+				.end(request.url?.startsWith("/missing") ? "" : payload);
 		});
 		await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
 		base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -33,7 +35,13 @@ describe("artifact cache", () => {
 		rmSync(dir, { recursive: true, force: true });
 	});
 
-	const artifact = (overrides = {}) => ({ name: "synthesizer", url: `${base}/model.onnx?sig=x`, sha256, size_bytes: payload.length, ...overrides });
+	const artifact = (overrides = {}) => ({
+		name: "synthesizer",
+		url: `${base}/model.onnx?sig=x`,
+		sha256,
+		size_bytes: payload.length,
+		...overrides,
+	});
 
 	it("downloads once, verifies the checksum and serves later jobs from disk", async () => {
 		const cache = new ArtifactCache(join(dir, "ok"));
@@ -49,13 +57,17 @@ describe("artifact cache", () => {
 
 	it("rejects a download whose checksum does not match and leaves nothing behind", async () => {
 		const cache = new ArtifactCache(join(dir, "bad"));
-		await expect(cache.ensure(artifact({ sha256: "0".repeat(64) }), new AbortController().signal)).rejects.toThrow(/failed verification/);
+		await expect(cache.ensure(artifact({ sha256: "0".repeat(64) }), new AbortController().signal)).rejects.toThrow(
+			/failed verification/,
+		);
 		expect(readdirSync(join(dir, "bad"))).toEqual([]);
 	});
 
 	it("reports HTTP errors", async () => {
 		const cache = new ArtifactCache(join(dir, "missing"));
-		await expect(cache.ensure(artifact({ url: `${base}/missing` }), new AbortController().signal)).rejects.toThrow(/HTTP 404/);
+		await expect(cache.ensure(artifact({ url: `${base}/missing` }), new AbortController().signal)).rejects.toThrow(
+			/HTTP 404/,
+		);
 	});
 });
 
@@ -67,7 +79,13 @@ describe("health and metrics endpoint", () => {
 			host: "127.0.0.1",
 			port: 0,
 			metrics,
-			snapshot: () => ({ status, runner_id: "r1", active_jobs: 0, capacity: 2, engines: { dsp: { execution_provider: "cpu" } } }),
+			snapshot: () => ({
+				status,
+				runner_id: "r1",
+				active_jobs: 0,
+				capacity: 2,
+				engines: { dsp: { execution_provider: "cpu" } },
+			}),
 		});
 		try {
 			const url = `http://127.0.0.1:${server.port}`;
@@ -103,6 +121,8 @@ describe("engine registry", () => {
 			convert: async function* () {},
 			dispose: async () => {},
 		});
-		await expect(loadEngines(["rvc"], { cacheDir: tmpdir(), logger: silentLogger }, { rvc: failing })).rejects.toThrow(/no CUDA/);
+		await expect(loadEngines(["rvc"], { cacheDir: tmpdir(), logger: silentLogger }, { rvc: failing })).rejects.toThrow(
+			/no CUDA/,
+		);
 	});
 });

@@ -18,7 +18,8 @@ async function decode(bytes: Uint8Array, chunkBytes = 4099) {
 
 function maxError(actual: Float32Array, expected: Float32Array): number {
 	let max = 0;
-	for (let i = 0; i < expected.length; i++) max = Math.max(max, Math.abs((actual[i] as number) - (expected[i] as number)));
+	for (let i = 0; i < expected.length; i++)
+		max = Math.max(max, Math.abs((actual[i] as number) - (expected[i] as number)));
 	return max;
 }
 
@@ -113,7 +114,17 @@ describe.skipIf(toolsSkip !== undefined)(`FLAC and MP3 decoders${toolsSkip ? ` (
 		run("flac", ["-s", "-f", "-o", join(dir, "tone16.flac"), join(dir, "tone16.wav")]);
 		run("flac", ["-s", "-f", "-o", join(dir, "tone24.flac"), join(dir, "tone24.wav")]);
 		run("lame", ["--quiet", "-b", "192", join(dir, "tone16.wav"), join(dir, "tone.mp3")]);
-		run("lame", ["--quiet", "-m", "m", "-b", "64", "--resample", "22.05", join(dir, "tone24.wav"), join(dir, "mono22k.mp3")]);
+		run("lame", [
+			"--quiet",
+			"-m",
+			"m",
+			"-b",
+			"64",
+			"--resample",
+			"22.05",
+			join(dir, "tone24.wav"),
+			join(dir, "mono22k.mp3"),
+		]);
 	});
 	afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

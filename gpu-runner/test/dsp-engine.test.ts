@@ -15,7 +15,12 @@ function voice(params: Record<string, unknown> = {}): VoiceDescriptor {
 	return { id: "00000000-0000-4000-8000-000000000001", name: "test", engine: "dsp", params, artifacts: [] };
 }
 
-async function convert(samples: Float32Array, sampleRate: number, semitones: number, params = {}): Promise<Float32Array> {
+async function convert(
+	samples: Float32Array,
+	sampleRate: number,
+	semitones: number,
+	params = {},
+): Promise<Float32Array> {
 	const engine = new DspEngine();
 	const job = { voice: voice(params), semitones, artifactPaths: new Map(), input: { sampleRate, channels: 1 } };
 	const out = await collect(engine.convert(blocksOf([samples], sampleRate), job, new AbortController().signal));
@@ -24,7 +29,13 @@ async function convert(samples: Float32Array, sampleRate: number, semitones: num
 }
 
 /** Assert pitch (independent tracker), loudness over voiced parts, length and peak for one shift. */
-function expectFaithfulShift(source: Float32Array, output: Float32Array, sampleRate: number, semitones: number, clarity = 0.9) {
+function expectFaithfulShift(
+	source: Float32Array,
+	output: Float32Array,
+	sampleRate: number,
+	semitones: number,
+	clarity = 0.9,
+) {
 	expect(output.length).toBe(source.length);
 	const sourceTrack = trackPitch(source, sampleRate, clarity);
 	const outputTrack = trackPitch(output, sampleRate, clarity);
@@ -92,26 +103,39 @@ describe("dsp engine on a harmonic tone", () => {
 
 const speechSkip = missingToolsMessage(["espeak-ng"]);
 
-describe.skipIf(speechSkip !== undefined)(`dsp engine on generated speech${speechSkip ? ` (${speechSkip})` : ""}`, () => {
-	let dir: string;
-	let speech: Float32Array;
-	let sampleRate: number;
+describe.skipIf(speechSkip !== undefined)(
+	`dsp engine on generated speech${speechSkip ? ` (${speechSkip})` : ""}`,
+	() => {
+		let dir: string;
+		let speech: Float32Array;
+		let sampleRate: number;
 
-	beforeAll(async () => {
-		dir = mkdtempSync(join(tmpdir(), "dsp-speech-"));
-		const path = join(dir, "speech.wav");
-		// A fixed voice and speed, so the test input is the same on every run.
-		// espeak's formant synthesis is buzzy (MPM clarity rarely above 0.9), hence clarity 0.8 below.
-		run("espeak-ng", ["-v", "en-us+f3", "-s", "150", "-p", "50", "-w", path, "The quick brown fox jumps over the lazy dog. She sells sea shells by the sea shore."]);
-		const decoded = await collect(decodeWav(bytesOf(new Uint8Array(readFileSync(path)))));
-		sampleRate = decoded.sampleRate;
-		speech = decoded.channels[0] as Float32Array;
-	});
-	afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-	for (const semitones of SEMITONES) {
-		it(`shifts by ${semitones} semitones`, async () => {
-			expectFaithfulShift(speech, await convert(speech, sampleRate, semitones), sampleRate, semitones, 0.8);
+		beforeAll(async () => {
+			dir = mkdtempSync(join(tmpdir(), "dsp-speech-"));
+			const path = join(dir, "speech.wav");
+			// A fixed voice and speed, so the test input is the same on every run.
+			// espeak's formant synthesis is buzzy (MPM clarity rarely above 0.9), hence clarity 0.8 below.
+			run("espeak-ng", [
+				"-v",
+				"en-us+f3",
+				"-s",
+				"150",
+				"-p",
+				"50",
+				"-w",
+				path,
+				"The quick brown fox jumps over the lazy dog. She sells sea shells by the sea shore.",
+			]);
+			const decoded = await collect(decodeWav(bytesOf(new Uint8Array(readFileSync(path)))));
+			sampleRate = decoded.sampleRate;
+			speech = decoded.channels[0] as Float32Array;
 		});
-	}
-});
+		afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+		for (const semitones of SEMITONES) {
+			it(`shifts by ${semitones} semitones`, async () => {
+				expectFaithfulShift(speech, await convert(speech, sampleRate, semitones), sampleRate, semitones, 0.8);
+			});
+		}
+	},
+);

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FakeRunnerApi } from "./helpers/fake-runner-api.ts";
 import { readWavHeader, startTestRunner, wavJob } from "./helpers/runner-harness.ts";
@@ -67,14 +68,19 @@ describe("lease loop against the runner API", () => {
 		api.enqueue(job);
 		runner = startTestRunner(api);
 		await waitUntil(() => api.events.some((e) => e.type === "complete"));
-		const errors = Object.fromEntries((await runner.metrics.apiErrors.get()).values.map((v) => [v.labels.operation, v.value]));
+		const errors = Object.fromEntries(
+			(await runner.metrics.apiErrors.get()).values.map((v) => [v.labels.operation, v.value]),
+		);
 		expect(errors).toEqual({ lease: 3, complete: 2 });
 		expect(await runner.outcomes()).toEqual({ completed: 1 });
 	});
 
 	it("fails a corrupt source permanently as corrupted_source", async () => {
 		const job = wavJob(1);
-		job.source = new Uint8Array([...new TextEncoder().encode("RIFF\x10\0\0\0WAVEfmt "), ...new Uint8Array(200).fill(7)]);
+		job.source = new Uint8Array([
+			...new TextEncoder().encode("RIFF\x10\0\0\0WAVEfmt "),
+			...new Uint8Array(200).fill(7),
+		]);
 		api.enqueue(job);
 		runner = startTestRunner(api);
 		await waitUntil(() => api.events.some((e) => e.type === "fail"));
@@ -101,6 +107,62 @@ describe("lease loop against the runner API", () => {
 		const report = api.events.find((e) => e.type === "fail");
 		expect(report?.type === "fail" && report.body).toMatchObject({ kind: "transient", reason: "internal" });
 		expect(await runner.outcomes()).toEqual({ failed_transient: 1 });
+	});
+
+	it("keeps heartbeating through API errors and completes the job", async () => {
+		api.heartbeatIntervalSeconds = 0.05;
+		api.faults.set("heartbeat", { status: 503, remaining: 2 });
+		const job = wavJob(1, { trickleBytesPer50ms: 4_000 }); // about 0.6 s
+		api.enqueue(job);
+		runner = startTestRunner(api);
+		await waitUntil(() => api.events.some((e) => e.type === "complete"));
+		const lease = api.leaseFor(job.conversionId);
+		expect(api.eventsFor(lease?.lease_id ?? "").filter((e) => e.type === "heartbeat").length).toBeGreaterThan(0);
+		const errors = (await runner.metrics.apiErrors.get()).values.find((v) => v.labels.operation === "heartbeat");
+		expect(errors?.value).toBe(2);
+		expect(await runner.outcomes()).toEqual({ completed: 1 });
+	});
+
+	it("downloads a voice's artifacts, verified, and then asks for that voice's jobs first", async () => {
+		const model = new TextEncoder().encode("pretend model weights");
+		api.artifacts.set("model.bin", model);
+		const voiceId = "33333333-3333-4333-8333-333333333333";
+		const artifact = {
+			name: "synthesizer",
+			url: `${api.baseUrl}/storage/artifact/model.bin?sig=test`,
+			sha256: createHash("sha256").update(model).digest("hex"),
+			size_bytes: model.length,
+		};
+		api.enqueue(wavJob(0.5, { voice: { id: voiceId, artifacts: [artifact] } }));
+		runner = startTestRunner(api);
+		await waitUntil(() => api.events.some((e) => e.type === "complete"));
+		await api.waitFor(() => (api.leaseRequests.at(-1)?.loaded_voice_ids ?? []).includes(voiceId));
+		expect(api.leaseRequests[0]?.loaded_voice_ids).toEqual([]);
+	});
+
+	it("fails transiently when an artifact does not match its checksum", async () => {
+		api.artifacts.set("model.bin", new Uint8Array([1, 2, 3]));
+		const artifact = {
+			name: "synthesizer",
+			url: `${api.baseUrl}/storage/artifact/model.bin`,
+			sha256: "a".repeat(64),
+			size_bytes: 3,
+		};
+		api.enqueue(wavJob(0.5, { voice: { artifacts: [artifact] } }));
+		runner = startTestRunner(api);
+		await waitUntil(() => api.events.some((e) => e.type === "fail"));
+		const report = api.events.find((e) => e.type === "fail");
+		expect(report?.type === "fail" && report.body).toMatchObject({ kind: "transient", reason: "internal" });
+		expect(report?.type === "fail" && report.body.message).toMatch(/failed verification/);
+	});
+
+	it("answers a lease that breaks the contract with a transient failure instead of dropping it", async () => {
+		api.enqueueMalformedLease("lease-malformed");
+		runner = startTestRunner(api);
+		await api.waitFor(() => api.finalReport("lease-malformed") !== undefined);
+		const report = api.finalReport("lease-malformed");
+		expect(report?.type === "fail" && report.body).toMatchObject({ kind: "transient", reason: "internal" });
+		expect(report?.type === "fail" && report.body.message).toMatch(/could not read the lease/);
 	});
 
 	it("heartbeats with progress and stops work when the lease is lost", async () => {

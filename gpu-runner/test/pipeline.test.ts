@@ -1,14 +1,16 @@
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../src/contracts/runner.ts";
 import { decodeWav } from "../src/audio/wav-decoder.ts";
 import { DspEngine } from "../src/engines/dsp/dsp-engine.ts";
 import type { AudioBlock, Engine, PcmFormat } from "../src/engines/engine.ts";
 import { convertSource } from "../src/pipeline/convert-source.ts";
-import { FakeRunnerApi, type FakeJob } from "./helpers/fake-runner-api.ts";
+import { type FakeJob, FakeRunnerApi } from "./helpers/fake-runner-api.ts";
 import { readWavHeader } from "./helpers/runner-harness.ts";
 import { cents, harmonicTone, medianPitch, sine, trackPitch } from "./helpers/signals.ts";
 import { bytesOf, collect } from "./helpers/streams.ts";
@@ -53,8 +55,18 @@ afterAll(async () => {
 	rmSync(dir, { recursive: true, force: true });
 });
 
-async function convert(source: Uint8Array, options: { engine?: Engine; previewSeconds?: number; semitones?: number } = {}) {
-	const job: FakeJob = { conversionId: randomUUID(), source, format: "wav", sampleRate: 0, channels: 0, durationSeconds: 0 };
+async function convert(
+	source: Uint8Array,
+	options: { engine?: Engine; previewSeconds?: number; semitones?: number } = {},
+) {
+	const job: FakeJob = {
+		conversionId: randomUUID(),
+		source,
+		format: "wav",
+		sampleRate: 0,
+		channels: 0,
+		durationSeconds: 0,
+	};
 	api.enqueue(job);
 	const result = await convertSource({
 		sourceUrl: `${api.baseUrl}/storage/source/${job.conversionId}`,
@@ -89,7 +101,12 @@ describe("conversion pipeline", () => {
 	});
 
 	it("keeps the source's rate and channels with the dsp engine", async () => {
-		const source = makeWav([sine(300, 1.5, 48_000), sine(500, 1.5, 48_000)], 48_000, { kind: "float", bits: 32 }, { extensible: true });
+		const source = makeWav(
+			[sine(300, 1.5, 48_000), sine(500, 1.5, 48_000)],
+			48_000,
+			{ kind: "float", bits: 32 },
+			{ extensible: true },
+		);
 		const { header } = await convert(source, { semitones: -3 });
 		expect(header).toMatchObject({ channels: 2, sampleRate: 48_000 });
 		expect(Math.abs(header.seconds - 1.5)).toBeLessThanOrEqual(0.01);
@@ -106,6 +123,48 @@ describe("conversion pipeline", () => {
 		expect(Math.abs(cents(pitch, 440))).toBeLessThan(2);
 	});
 
+	it("survives the storage server closing its idle connection while the conversion is still running", async () => {
+		// Storage servers close idle keep-alive sockets; the download is over by then and must not fail late.
+		class SlowEngine extends MonoSixteenKilohertzEngine {
+			override async *convert(input: AsyncIterable<AudioBlock>) {
+				for await (const block of input) {
+					await new Promise((resolve) => setTimeout(resolve, 30));
+					yield block;
+				}
+			}
+		}
+		const bytes = makeWav([sine(440, 20, 16_000)], 16_000, { kind: "pcm", bits: 16 });
+		const server = createServer((_request, response) => {
+			response.writeHead(200, { "content-length": bytes.length }).end(bytes);
+		});
+		server.keepAliveTimeout = 50;
+		await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+		const job: FakeJob = {
+			conversionId: randomUUID(),
+			source: bytes,
+			format: "wav",
+			sampleRate: 0,
+			channels: 0,
+			durationSeconds: 0,
+		};
+		api.enqueue(job);
+		try {
+			const result = await convertSource({
+				sourceUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/source`,
+				outputUrl: `${api.baseUrl}/storage/output/${job.conversionId}`,
+				engine: new SlowEngine(),
+				voice,
+				semitones: 0,
+				artifactPaths: new Map(),
+				workDir: dir,
+				signal: new AbortController().signal,
+			});
+			expect(result.durationSeconds).toBe(20);
+		} finally {
+			server.close();
+		}
+	});
+
 	it("fails the job permanently before uploading anything when the source is corrupt", async () => {
 		const source = makeWav([sine(440, 1, 16_000)], 16_000, { kind: "pcm", bits: 16 }).subarray(0, 5000);
 		await expect(convert(source)).rejects.toMatchObject({ name: "PermanentJobError", reason: "corrupted_source" });
@@ -114,18 +173,27 @@ describe("conversion pipeline", () => {
 
 const toolsSkip = missingToolsMessage(["lame", "flac"]);
 
-describe.skipIf(toolsSkip !== undefined)(`pipeline with compressed sources${toolsSkip ? ` (${toolsSkip})` : ""}`, () => {
-	it("converts an MP3 preview and a full FLAC with exact durations", async () => {
-		const wavPath = join(dir, "long.wav");
-		writeFileSync(wavPath, makeWav([harmonicTone(150, 12, 44_100), harmonicTone(160, 12, 44_100)], 44_100, { kind: "pcm", bits: 16 }));
-		run("lame", ["--quiet", "-b", "128", wavPath, join(dir, "long.mp3")]);
-		run("flac", ["-s", "-f", "-o", join(dir, "long.flac"), wavPath]);
+describe.skipIf(toolsSkip !== undefined)(
+	`pipeline with compressed sources${toolsSkip ? ` (${toolsSkip})` : ""}`,
+	() => {
+		it("converts an MP3 preview and a full FLAC with exact durations", async () => {
+			const wavPath = join(dir, "long.wav");
+			writeFileSync(
+				wavPath,
+				makeWav([harmonicTone(150, 12, 44_100), harmonicTone(160, 12, 44_100)], 44_100, { kind: "pcm", bits: 16 }),
+			);
+			run("lame", ["--quiet", "-b", "128", wavPath, join(dir, "long.mp3")]);
+			run("flac", ["-s", "-f", "-o", join(dir, "long.flac"), wavPath]);
 
-		const mp3 = await convert(new Uint8Array(readFileSync(join(dir, "long.mp3"))), { previewSeconds: 10, semitones: 7 });
-		expect(mp3.header).toMatchObject({ channels: 2, sampleRate: 44_100 });
-		expect(Math.abs(mp3.header.seconds - 10)).toBeLessThanOrEqual(0.01);
+			const mp3 = await convert(new Uint8Array(readFileSync(join(dir, "long.mp3"))), {
+				previewSeconds: 10,
+				semitones: 7,
+			});
+			expect(mp3.header).toMatchObject({ channels: 2, sampleRate: 44_100 });
+			expect(Math.abs(mp3.header.seconds - 10)).toBeLessThanOrEqual(0.01);
 
-		const flac = await convert(new Uint8Array(readFileSync(join(dir, "long.flac"))), { semitones: -7 });
-		expect(Math.abs(flac.header.seconds - 12)).toBeLessThanOrEqual(0.01);
-	});
-});
+			const flac = await convert(new Uint8Array(readFileSync(join(dir, "long.flac"))), { semitones: -7 });
+			expect(Math.abs(flac.header.seconds - 12)).toBeLessThanOrEqual(0.01);
+		});
+	},
+);

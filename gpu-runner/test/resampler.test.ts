@@ -37,7 +37,10 @@ describe("streaming resampler", () => {
 		expect(amplitudeAt(tail, 700, 40_000)).toBeCloseTo(0.5, 2);
 		// Output is aligned with the input: the 500 Hz tone's phase at t=0.5 s matches the source's.
 		const t = 20_000;
-		expect((out.channels[0] as Float32Array)[t] as number).toBeCloseTo(0.5 * Math.sin((2 * Math.PI * 500 * t) / 40_000), 2);
+		expect((out.channels[0] as Float32Array)[t] as number).toBeCloseTo(
+			0.5 * Math.sin((2 * Math.PI * 500 * t) / 40_000),
+			2,
+		);
 	});
 
 	it("passes blocks through untouched when the rate already matches", async () => {

@@ -15,7 +15,12 @@ describe("token provider", () => {
 	it("fetches a runner-scope token once and renews it before it expires", async () => {
 		let now = 1_000_000;
 		api.tokenLifetimeSeconds = 100;
-		const tokens = new TokenProvider({ apiBaseUrl: api.baseUrl, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, now: () => now });
+		const tokens = new TokenProvider({
+			apiBaseUrl: api.baseUrl,
+			clientId: CLIENT_ID,
+			clientSecret: CLIENT_SECRET,
+			now: () => now,
+		});
 		const [a, b] = await Promise.all([tokens.get(), tokens.get()]);
 		expect(a).toBe(b);
 		expect(api.tokenRequests).toBe(1); // concurrent callers share one request
@@ -37,7 +42,10 @@ describe("token provider", () => {
 		const client = new RunnerApiClient({ apiBaseUrl: api.baseUrl, tokens });
 		await tokens.get();
 		api.faults.set("leases", { status: 401, remaining: 1 });
-		const batch = await client.lease({ runner_id: "r", capacity: 1, wait_seconds: 0, loaded_voice_ids: [], engines: ["dsp"] }, new AbortController().signal);
+		const batch = await client.lease(
+			{ runner_id: "r", capacity: 1, wait_seconds: 0, loaded_voice_ids: [], engines: ["dsp"] },
+			new AbortController().signal,
+		);
 		expect(batch.leases).toEqual([]);
 		expect(api.tokenRequests).toBe(2);
 		expect(RUNNER_SCOPE).toBe("voice-conversion-api/runner");
@@ -45,10 +53,19 @@ describe("token provider", () => {
 });
 
 describe("config", () => {
-	const minimal = { RUNNER_API_BASE_URL: "https://api.example.com/", RUNNER_CLIENT_ID: "id", RUNNER_CLIENT_SECRET: "s3cret" };
+	const minimal = {
+		RUNNER_API_BASE_URL: "https://api.example.com/",
+		RUNNER_CLIENT_ID: "id",
+		RUNNER_CLIENT_SECRET: "s3cret",
+	};
 
 	it("applies defaults and parses lists and numbers", () => {
-		const config = loadConfig({ ...minimal, RUNNER_ENGINES: "dsp, rvc,dsp", RUNNER_CAPACITY: "4", RUNNER_HEALTH_PORT: "" });
+		const config = loadConfig({
+			...minimal,
+			RUNNER_ENGINES: "dsp, rvc,dsp",
+			RUNNER_CAPACITY: "4",
+			RUNNER_HEALTH_PORT: "",
+		});
 		expect(config).toMatchObject({
 			apiBaseUrl: "https://api.example.com",
 			capacity: 4,
@@ -61,13 +78,19 @@ describe("config", () => {
 	it("lists every problem and never echoes the secret", () => {
 		let error: unknown;
 		try {
-			loadConfig({ RUNNER_API_BASE_URL: "not a url", RUNNER_CLIENT_SECRET: "s3cret", RUNNER_CAPACITY: "0", RUNNER_ENGINES: "dsp,tts" });
+			loadConfig({
+				RUNNER_API_BASE_URL: "not a url",
+				RUNNER_CLIENT_SECRET: "s3cret",
+				RUNNER_CAPACITY: "0",
+				RUNNER_ENGINES: "dsp,tts",
+			});
 		} catch (e) {
 			error = e;
 		}
 		expect(error).toBeInstanceOf(ConfigError);
 		const message = (error as ConfigError).message;
-		for (const name of ["RUNNER_API_BASE_URL", "RUNNER_CLIENT_ID", "RUNNER_CAPACITY", "RUNNER_ENGINES"]) expect(message).toContain(name);
+		for (const name of ["RUNNER_API_BASE_URL", "RUNNER_CLIENT_ID", "RUNNER_CAPACITY", "RUNNER_ENGINES"])
+			expect(message).toContain(name);
 		expect(message).not.toContain("s3cret");
 	});
 });

@@ -26,7 +26,12 @@ export class ApiError extends Error {
 
 	static fromResponse(operation: string, status: number, body: unknown): ApiError {
 		const envelope = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
-		const code = typeof envelope.code === "string" ? envelope.code : typeof envelope.error === "string" ? envelope.error : "http_error";
+		const code =
+			typeof envelope.code === "string"
+				? envelope.code
+				: typeof envelope.error === "string"
+					? envelope.error
+					: "http_error";
 		const message = typeof envelope.message === "string" ? envelope.message : `HTTP ${status}`;
 		return new ApiError(operation, status, code, message.slice(0, 500));
 	}

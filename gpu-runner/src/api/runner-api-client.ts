@@ -73,7 +73,8 @@ export class RunnerApiClient implements RunnerApi {
 			progress,
 		});
 		const parsed = HeartbeatResponse.safeParse(data);
-		if (!parsed.success) throw new ApiError("heartbeat", 200, "bad_response", "heartbeat response has no lease_expires_at");
+		if (!parsed.success)
+			throw new ApiError("heartbeat", 200, "bad_response", "heartbeat response has no lease_expires_at");
 		return parsed.data;
 	}
 
@@ -112,7 +113,8 @@ export class RunnerApiClient implements RunnerApi {
 			}
 			if (!response.ok) throw ApiError.fromResponse(operation, response.status, json);
 			const envelope = Envelope.safeParse(json);
-			if (!envelope.success) throw new ApiError(operation, response.status, "bad_response", "response is not a success envelope");
+			if (!envelope.success)
+				throw new ApiError(operation, response.status, "bad_response", "response is not a success envelope");
 			return envelope.data.data;
 		}
 	}

@@ -74,7 +74,8 @@ export class TokenProvider implements TokenSource {
 		const json: unknown = await response.json().catch(() => undefined);
 		if (!response.ok) throw ApiError.fromResponse("token", response.status, json);
 		const parsed = TokenResponse.safeParse(json);
-		if (!parsed.success) throw new ApiError("token", response.status, "bad_response", "token response has an unexpected shape");
+		if (!parsed.success)
+			throw new ApiError("token", response.status, "bad_response", "token response has an unexpected shape");
 		const lifetimeMs = parsed.data.expires_in * 1000;
 		const renewIn = Math.max(0, Math.min(lifetimeMs * 0.8, lifetimeMs - 30_000));
 		this.#token = { value: parsed.data.access_token, renewAt: requested + renewIn };

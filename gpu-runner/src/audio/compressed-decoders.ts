@@ -42,13 +42,25 @@ async function* decodeWith(
 				.map((c) => c.slice(0, result.samplesDecoded)),
 		};
 	};
+	// Exceptions from inside the wasm decoder mean the bytes are bad; download errors are not wrapped.
+	const decodeOrFail = async (run: () => DecodedChunk | Promise<DecodedChunk>): Promise<DecodedChunk> => {
+		try {
+			return await run();
+		} catch (error) {
+			throw corruptedSource(
+				`${label} decoder failed: ${error instanceof Error ? error.message : String(error)}`,
+				error,
+			);
+		}
+	};
 	try {
 		for await (const chunk of bytes) {
-			const block = toBlock(await decoder.decode(chunk));
+			const block = toBlock(await decodeOrFail(() => decoder.decode(chunk)));
 			if (block) yield block;
 		}
-		if (decoder.flush) {
-			const block = toBlock(await decoder.flush());
+		const { flush } = decoder;
+		if (flush) {
+			const block = toBlock(await decodeOrFail(() => flush.call(decoder)));
 			if (block) yield block;
 		}
 	} finally {
@@ -102,7 +114,8 @@ export class Mp3ChannelProbe {
 		const h = this.#head;
 		if (h.length === 10 && h[0] === 0x49 && h[1] === 0x44 && h[2] === 0x33) {
 			// ID3v2: 10-byte header, syncsafe size, optional 10-byte footer.
-			const size = (((h[6] as number) << 21) | ((h[7] as number) << 14) | ((h[8] as number) << 7) | (h[9] as number)) >>> 0;
+			const size =
+				(((h[6] as number) << 21) | ((h[7] as number) << 14) | ((h[8] as number) << 7) | (h[9] as number)) >>> 0;
 			this.#skipUntil = this.#position + 1 + size + ((h[5] as number) & 0x10 ? 10 : 0);
 			this.#head = [];
 			return;

@@ -56,6 +56,7 @@ export function remapChannels(block: AudioBlock, channels: number): AudioBlock {
 	}
 	if (channels === 1) return { sampleRate: block.sampleRate, channels: [mean] };
 	const out: Float32Array[] = [];
-	for (let c = 0; c < channels; c++) out.push(source.length === 1 ? (c === 0 ? mean : mean.slice()) : (source[c] ?? mean.slice()));
+	for (let c = 0; c < channels; c++)
+		out.push(source.length === 1 ? (c === 0 ? mean : mean.slice()) : (source[c] ?? mean.slice()));
 	return { sampleRate: block.sampleRate, channels: out };
 }

@@ -3,7 +3,9 @@
  * never logged (they carry signatures). HTTP failures here are transient: a later attempt gets fresh URLs.
  */
 import { createReadStream } from "node:fs";
-import { Readable } from "node:stream";
+import http from "node:http";
+import https from "node:https";
+import { pipeline } from "node:stream/promises";
 import { PermanentJobError } from "../job-errors.ts";
 
 /** Sources are at most 100 MB (the spec); stop reading well past that rather than trust the server. */
@@ -16,62 +18,70 @@ export class TransferError extends Error {
 	}
 }
 
-/** Stream the source by its signed GET; yields network chunks as they arrive. */
-export async function* downloadSource(
-	url: string,
-	signal: AbortSignal,
-	fetchImpl: typeof fetch = fetch,
-): AsyncGenerator<Uint8Array> {
-	let response: Response;
+/**
+ * Stream the source by its signed GET; yields network chunks as they arrive, and the socket is paused while
+ * the decoder is busy. node:http rather than fetch: with undici's fetch, a server that closed its idle
+ * keep-alive socket after sending the whole body, while the runner was still converting, crashed the process
+ * with an uncaught "terminated" error from inside undici.
+ */
+export async function* downloadSource(url: string, signal: AbortSignal): AsyncGenerator<Uint8Array> {
+	const target = new URL(url);
+	let response: http.IncomingMessage;
 	try {
-		response = await fetchImpl(url, { signal });
+		response = await new Promise<http.IncomingMessage>((resolve, reject) => {
+			const request = (target.protocol === "https:" ? https : http).get(target, { signal }, resolve);
+			request.once("error", reject);
+		});
 	} catch (error) {
 		if (signal.aborted) throw error;
 		throw new TransferError("source download failed to connect", { cause: error });
 	}
-	if (!response.ok || !response.body) {
-		await response.body?.cancel();
-		throw new TransferError(`source download answered HTTP ${response.status}`);
-	}
-	let received = 0;
-	const reader = response.body.getReader();
 	try {
-		for (;;) {
-			const { done, value } = await reader.read();
-			if (done) return;
-			received += value.length;
+		const status = response.statusCode ?? 0;
+		if (status < 200 || status >= 300) throw new TransferError(`source download answered HTTP ${status}`);
+		let received = 0;
+		for await (const chunk of response as AsyncIterable<Buffer>) {
+			received += chunk.length;
 			if (received > MAX_SOURCE_BYTES) {
 				throw new PermanentJobError("too_large", `source is larger than ${MAX_SOURCE_BYTES} bytes`);
 			}
-			yield value;
+			yield chunk;
 		}
+	} catch (error) {
+		if (signal.aborted || error instanceof TransferError || error instanceof PermanentJobError) throw error;
+		throw new TransferError("source download broke off", { cause: error });
 	} finally {
-		// Reached when the decoder stops early (previews): stop downloading the rest.
-		await reader.cancel().catch(() => {});
+		// Also reached when the decoder stops early (previews): stop downloading the rest.
+		response.destroy();
 	}
 }
 
-/** PUT a local file to the signed output address with its exact Content-Length. */
-export async function uploadWav(
-	url: string,
-	path: string,
-	sizeBytes: number,
-	signal: AbortSignal,
-	fetchImpl: typeof fetch = fetch,
-): Promise<void> {
-	let response: Response;
+/**
+ * PUT a local file to the signed output address with its exact Content-Length. node:http rather than fetch:
+ * undici's fetch reads a streamed request body ahead of the socket (a 100 MB upload held ~90 MB in memory,
+ * whether the body came from `Readable.toWeb` or a pull-based stream), while `pipeline` into an http request
+ * waits for the socket to drain.
+ */
+export async function uploadWav(url: string, path: string, sizeBytes: number, signal: AbortSignal): Promise<void> {
+	const target = new URL(url);
+	const request = (target.protocol === "https:" ? https : http).request(target, {
+		method: "PUT",
+		headers: { "content-type": "audio/wav", "content-length": sizeBytes },
+		signal,
+	});
+	const response = new Promise<http.IncomingMessage>((resolve, reject) => {
+		request.once("response", resolve);
+		request.once("error", reject);
+	});
 	try {
-		response = await fetchImpl(url, {
-			method: "PUT",
-			headers: { "content-type": "audio/wav", "content-length": String(sizeBytes) },
-			body: Readable.toWeb(createReadStream(path)) as ReadableStream<Uint8Array>,
-			duplex: "half",
-			signal,
-		} as RequestInit);
+		await pipeline(createReadStream(path), request);
+		const answer = await response;
+		answer.resume(); // drain and discard the body
+		if ((answer.statusCode ?? 0) < 200 || (answer.statusCode ?? 0) >= 300) {
+			throw new TransferError(`output upload answered HTTP ${answer.statusCode}`);
+		}
 	} catch (error) {
-		if (signal.aborted) throw error;
-		throw new TransferError("output upload failed to connect", { cause: error });
+		if (signal.aborted || error instanceof TransferError) throw error;
+		throw new TransferError("output upload failed", { cause: error });
 	}
-	await response.body?.cancel();
-	if (!response.ok) throw new TransferError(`output upload answered HTTP ${response.status}`);
 }

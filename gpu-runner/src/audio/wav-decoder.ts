@@ -73,7 +73,7 @@ function sampleReader(format: WavFormat, view: DataView): (offset: number) => nu
 		case 16:
 			return (o) => view.getInt16(o, true) / 32768;
 		case 24:
-			return (o) => ((view.getUint8(o) | (view.getUint8(o + 1) << 8) | (view.getInt8(o + 2) << 16)) / 8388608);
+			return (o) => (view.getUint8(o) | (view.getUint8(o + 1) << 8) | (view.getInt8(o + 2) << 16)) / 8388608;
 		default:
 			return (o) => view.getInt32(o, true) / 2147483648;
 	}

@@ -64,7 +64,12 @@ export class WavFileWriter {
 			}
 			this.#frames = targetFrames;
 		}
-		await this.#file.write(wavHeader(this.#frames * this.#blockAlign, this.sampleRate, this.channels), 0, HEADER_BYTES, 0);
+		await this.#file.write(
+			wavHeader(this.#frames * this.#blockAlign, this.sampleRate, this.channels),
+			0,
+			HEADER_BYTES,
+			0,
+		);
 		await this.#file.close();
 		return {
 			path: this.path,

@@ -4,6 +4,7 @@ import type { Lease } from "../../../src/contracts/runner.ts";
 import type { ArtifactCache } from "../artifacts/artifact-cache.ts";
 import type { Engine } from "../engines/engine.ts";
 import { type ConversionResult, convertSource } from "../pipeline/convert-source.ts";
+import type { VoiceAffinity } from "./voice-affinity.ts";
 
 export interface JobContext {
 	engine: Engine;
@@ -14,9 +15,14 @@ export interface JobContext {
 
 export type JobProcessor = (lease: Lease, context: JobContext) => Promise<ConversionResult>;
 
-export function createJobProcessor(options: { artifacts: ArtifactCache; workDir: string; fetch?: typeof fetch }): JobProcessor {
+export function createJobProcessor(options: {
+	artifacts: ArtifactCache;
+	workDir: string;
+	affinity?: VoiceAffinity;
+}): JobProcessor {
 	return async (lease, { engine, signal, onProgress }) => {
 		const artifactPaths = await options.artifacts.ensureAll(lease.voice.artifacts, signal);
+		if (lease.voice.artifacts.length > 0) options.affinity?.remember(lease.voice.id);
 		await mkdir(options.workDir, { recursive: true });
 		const previewSeconds = lease.use_preview ? lease.preview_seconds : undefined;
 		const expectedSeconds = Math.min(lease.source.duration_seconds, previewSeconds ?? Number.POSITIVE_INFINITY);
@@ -30,7 +36,6 @@ export function createJobProcessor(options: { artifacts: ArtifactCache; workDir:
 			artifactPaths,
 			workDir: options.workDir,
 			signal,
-			fetch: options.fetch,
 			onSourceSeconds: (seconds) => onProgress(expectedSeconds > 0 ? Math.min(1, seconds / expectedSeconds) : 0),
 		});
 	};

@@ -18,8 +18,8 @@ import type { RunnerApi } from "../api/runner-api-client.ts";
 import type { LoadedEngine } from "../engines/registry.ts";
 import { PermanentJobError } from "../job-errors.ts";
 import { describeError, type Logger } from "../logger.ts";
-import type { JobOutcome, RunnerMetrics } from "../observability/metrics.ts";
 import type { RunnerState } from "../observability/health-server.ts";
+import type { JobOutcome, RunnerMetrics } from "../observability/metrics.ts";
 import { type BackoffPolicy, backoffDelay, DEFAULT_BACKOFF, sleep } from "./backoff.ts";
 import type { JobProcessor } from "./job-processor.ts";
 
@@ -38,6 +38,8 @@ export interface LeaseLoopDeps {
 	processJob: JobProcessor;
 	metrics: RunnerMetrics;
 	logger: Logger;
+	/** Voices whose models are at hand, for the broker's model affinity. */
+	affinity?: { list(): string[] };
 }
 
 class ShutdownAbort extends Error {
@@ -68,6 +70,8 @@ export class LeaseLoop {
 	#stopping = new AbortController();
 	#slotFreed: (() => void) | undefined;
 	#running: Promise<void> | undefined;
+	/** Reports not tied to a running job (malformed leases); awaited before the loop ends. */
+	#pendingReports = new Set<Promise<unknown>>();
 
 	constructor(options: LeaseLoopOptions, deps: LeaseLoopDeps) {
 		this.#options = { backoff: DEFAULT_BACKOFF, reportAttempts: 5, ...options };
@@ -131,7 +135,7 @@ export class LeaseLoop {
 						runner_id: this.#options.runnerId,
 						capacity: free,
 						wait_seconds: this.#options.leaseWaitSeconds,
-						loaded_voice_ids: [],
+						loaded_voice_ids: this.#deps.affinity?.list() ?? [],
 						engines: [...this.#deps.engines.keys()],
 					},
 					stopSignal,
@@ -142,21 +146,43 @@ export class LeaseLoop {
 				failures++;
 				metrics.apiErrors.inc({ operation: "lease" });
 				const delay = backoffDelay(failures, this.#options.backoff);
-				logger.warn("lease request failed; backing off", { error: describeError(error), attempt: failures, delay_ms: delay });
+				logger.warn("lease request failed; backing off", {
+					error: describeError(error),
+					attempt: failures,
+					delay_ms: delay,
+				});
 				await sleep(delay, stopSignal);
 				continue;
 			}
 			if (batch.leases.length > 0) metrics.leaseWait.observe((performance.now() - asked) / 1000);
 			for (const bad of batch.malformed) {
 				logger.error("lease does not match the contract", { lease_id: bad.leaseId, problem: bad.problem });
-				void this.#report(bad.leaseId, "fail", () =>
-					api.fail(bad.leaseId, { kind: "transient", reason: "internal", message: `runner could not read the lease: ${bad.problem}`.slice(0, 2000) }),
+				this.#track(
+					this.#report(bad.leaseId, "fail", () =>
+						api.fail(bad.leaseId, {
+							kind: "transient",
+							reason: "internal",
+							message: `runner could not read the lease: ${bad.problem}`.slice(0, 2000),
+						}),
+					),
 				);
 			}
-			for (const lease of batch.leases) this.#startJob(lease);
+			for (const lease of batch.leases) {
+				if (stopSignal.aborted) {
+					// The stop came while this batch was on its way: hand the jobs straight back.
+					this.#track(
+						this.#report(lease.lease_id, "release", () => api.release(lease.lease_id, "runner shutting down")),
+					);
+				} else this.#startJob(lease);
+			}
 		}
-		// Leases that arrived in the same batch as the stop are started above and released by stop() at grace.
 		await Promise.all([...this.#active.values()].map((job) => job.settled));
+		await Promise.all(this.#pendingReports);
+	}
+
+	#track(report: Promise<unknown>): void {
+		this.#pendingReports.add(report);
+		void report.finally(() => this.#pendingReports.delete(report));
 	}
 
 	#startJob(lease: Lease): void {
@@ -176,7 +202,12 @@ export class LeaseLoop {
 		const { lease, controller } = job;
 		const engineName = lease.voice.engine;
 		const started = performance.now();
-		const log = { lease_id: lease.lease_id, conversion_id: lease.conversion_id, attempt: lease.attempt, engine: engineName };
+		const log = {
+			lease_id: lease.lease_id,
+			conversion_id: lease.conversion_id,
+			attempt: lease.attempt,
+			engine: engineName,
+		};
 		logger.info("job started", { ...log, preview: lease.use_preview, semitones: lease.semitones });
 		const heartbeat = this.#startHeartbeats(job);
 		let outcome: JobOutcome;
@@ -191,7 +222,9 @@ export class LeaseLoop {
 				},
 			});
 			heartbeat.stop();
-			if (controller.signal.aborted) throw controller.signal.reason;
+			// The output is uploaded: complete it even if the grace period ran out meanwhile. Only a lost lease
+			// means someone else owns the job now.
+			if (controller.signal.reason instanceof LeaseLostAbort) throw controller.signal.reason;
 			const sent = await this.#report(lease.lease_id, "complete", () =>
 				api.complete(lease.lease_id, {
 					output: {
@@ -209,11 +242,20 @@ export class LeaseLoop {
 			);
 			outcome = sent === "lost" ? "lease_lost" : "completed";
 			if (outcome === "completed") metrics.realTimeFactor.observe({ engine: engineName }, result.realTimeFactor);
-			logger.info("job finished", { ...log, outcome, rtf: result.realTimeFactor, output_seconds: result.durationSeconds });
+			logger.info("job finished", {
+				...log,
+				outcome,
+				rtf: result.realTimeFactor,
+				output_seconds: result.durationSeconds,
+			});
 		} catch (error) {
 			heartbeat.stop();
 			outcome = await this.#reportFailure(job, error);
-			logger[outcome === "released" ? "info" : "warn"]("job ended without output", { ...log, outcome, error: describeError(error) });
+			logger[outcome === "released" ? "info" : "warn"]("job ended without output", {
+				...log,
+				outcome,
+				error: describeError(error),
+			});
 		}
 		const seconds = (performance.now() - started) / 1000;
 		metrics.jobs.inc({ engine: engineName, outcome });
@@ -232,7 +274,12 @@ export class LeaseLoop {
 		const permanent = error instanceof PermanentJobError;
 		const message = describeError(error).slice(0, 2000);
 		const sent = await this.#report(id, "fail", () =>
-			api.fail(id, permanent ? { kind: "permanent", reason: error.reason, message } : { kind: "transient", reason: "internal", message }),
+			api.fail(
+				id,
+				permanent
+					? { kind: "permanent", reason: error.reason, message }
+					: { kind: "transient", reason: "internal", message },
+			),
 		);
 		if (sent === "lost") return "lease_lost";
 		return permanent ? "failed_permanent" : "failed_transient";

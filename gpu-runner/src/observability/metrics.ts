@@ -2,7 +2,7 @@
  * Prometheus metrics of one runner. Names follow Prometheus conventions (`_total`, `_seconds`). A registry per
  * runner instance (not prom-client's global one) keeps tests independent.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 
 export type JobOutcome = "completed" | "failed_permanent" | "failed_transient" | "released" | "lease_lost";
 

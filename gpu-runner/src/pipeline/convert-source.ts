@@ -13,8 +13,8 @@ import { convertToFormat } from "../audio/format-conversion.ts";
 import { type AudioBlock, countFrames, framesFor, type PcmFormat, takeFrames } from "../audio/pcm.ts";
 import { downloadSource, uploadWav } from "../audio/transfer.ts";
 import { WavFileWriter } from "../audio/wav-file-writer.ts";
-import { corruptedSource } from "../job-errors.ts";
 import type { Engine } from "../engines/engine.ts";
+import { corruptedSource } from "../job-errors.ts";
 
 export interface ConversionRequest {
 	sourceUrl: string;
@@ -30,7 +30,6 @@ export interface ConversionRequest {
 	signal: AbortSignal;
 	/** Called with the seconds of source read so far (for heartbeat progress). */
 	onSourceSeconds?: (seconds: number) => void;
-	fetch?: typeof fetch;
 }
 
 export interface ConversionResult {
@@ -48,13 +47,15 @@ export interface ConversionResult {
 export async function convertSource(request: ConversionRequest): Promise<ConversionResult> {
 	const started = performance.now();
 	const { engine, voice, signal } = request;
-	const decoded = decodeSource(downloadSource(request.sourceUrl, signal, request.fetch));
+	const decoded = decodeSource(downloadSource(request.sourceUrl, signal));
 	const { first, rest } = await peekFirst(decoded);
 	if (!first) throw corruptedSource("no audio frames");
 	const source: PcmFormat = { sampleRate: first.sampleRate, channels: first.channels.length };
 
 	const trimmed =
-		request.previewSeconds === undefined ? rest : takeFrames(rest, framesFor(request.previewSeconds, source.sampleRate));
+		request.previewSeconds === undefined
+			? rest
+			: takeFrames(rest, framesFor(request.previewSeconds, source.sampleRate));
 	let sourceFrames = 0;
 	const counted = countFrames(trimmed, (frames, block) => {
 		if (block.sampleRate !== source.sampleRate || block.channels.length !== source.channels) {
@@ -77,7 +78,7 @@ export async function convertSource(request: ConversionRequest): Promise<Convers
 		const expectedFrames = Math.round((sourceFrames * output.sampleRate) / source.sampleRate);
 		const file = await writer.finish(expectedFrames);
 		signal.throwIfAborted();
-		await uploadWav(request.outputUrl, path, file.sizeBytes, signal, request.fetch);
+		await uploadWav(request.outputUrl, path, file.sizeBytes, signal);
 		const processingSeconds = (performance.now() - started) / 1000;
 		const sourceSeconds = sourceFrames / source.sampleRate;
 		return {

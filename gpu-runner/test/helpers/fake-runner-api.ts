@@ -12,8 +12,8 @@ import {
 	HeartbeatRequest,
 	type Lease,
 	LeaseRequest,
-	RUNNER_SCOPE,
 	ReleaseRequest,
+	RUNNER_SCOPE,
 	type VoiceDescriptor,
 } from "../../../src/contracts/runner.ts";
 
@@ -59,11 +59,14 @@ export class FakeRunnerApi {
 	readonly faults = new Map<string, { status: number; remaining: number }>();
 	/** Leases the broker has taken back: heartbeats and reports on them answer 409 lease_lost. */
 	readonly lostLeases = new Set<string>();
+	/** Model files served at `/storage/artifact/<name>` (signed GETs in the real service). */
+	readonly artifacts = new Map<string, Uint8Array>();
 	/** Calls this when a lease is handed out (tests use it to act mid-job). */
 	onLeased: ((lease: Lease) => void) | undefined;
 
 	#server: Server;
 	#queue: FakeJob[] = [];
+	#malformed: string[] = [];
 	#jobs = new Map<string, FakeJob>(); // by conversion id
 	#leases = new Map<string, Lease>();
 	#waiters: (() => void)[] = [];
@@ -89,6 +92,12 @@ export class FakeRunnerApi {
 	async close(): Promise<void> {
 		this.#server.closeAllConnections();
 		await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+	}
+
+	/** Hand out, with the next lease response, a lease that breaks the contract (a runner must still answer it). */
+	enqueueMalformedLease(leaseId: string): void {
+		this.#malformed.push(leaseId);
+		for (const wake of this.#waiters.splice(0)) wake();
 	}
 
 	enqueue(job: FakeJob): void {
@@ -132,7 +141,14 @@ export class FakeRunnerApi {
 		const path = url.pathname;
 		if (request.method === "POST" && path === "/oauth2/token") return this.#token(request, response);
 		if (request.method === "GET" && path.startsWith("/storage/source/")) return this.#serveSource(path, response);
-		if (request.method === "PUT" && path.startsWith("/storage/output/")) return this.#receiveOutput(request, path, response);
+		if (request.method === "PUT" && path.startsWith("/storage/output/"))
+			return this.#receiveOutput(request, path, response);
+		if (request.method === "GET" && path.startsWith("/storage/artifact/")) {
+			const bytes = this.artifacts.get(path.split("/").pop() ?? "");
+			if (!bytes) return json(response, 404, { success: false, message: "no such object", code: "not_found" });
+			response.writeHead(200, { "content-length": bytes.length }).end(bytes);
+			return;
+		}
 
 		const auth = request.headers.authorization ?? "";
 		if (!this.#tokens.has(auth.replace(/^Bearer /, ""))) {
@@ -154,7 +170,10 @@ export class FakeRunnerApi {
 			case "heartbeat": {
 				const parsed = HeartbeatRequest.parse(body);
 				this.#record({ type: "heartbeat", leaseId, progress: parsed.progress });
-				return json(response, 200, { success: true, data: { lease_expires_at: new Date(Date.now() + 60_000).toISOString() } });
+				return json(response, 200, {
+					success: true,
+					data: { lease_expires_at: new Date(Date.now() + 60_000).toISOString() },
+				});
 			}
 			case "complete":
 				this.#record({ type: "complete", leaseId, body: CompleteRequest.parse(body) });
@@ -195,7 +214,7 @@ export class FakeRunnerApi {
 	async #lease(request: LeaseRequest, response: ServerResponse): Promise<void> {
 		this.leaseRequests.push(request);
 		const deadline = Date.now() + request.wait_seconds * 1000;
-		while (this.#queue.length === 0 && Date.now() < deadline && !response.destroyed) {
+		while (this.#queue.length === 0 && this.#malformed.length === 0 && Date.now() < deadline && !response.destroyed) {
 			await new Promise<void>((resolve) => {
 				this.#waiters.push(resolve);
 				setTimeout(resolve, Math.max(0, deadline - Date.now()));
@@ -209,7 +228,11 @@ export class FakeRunnerApi {
 			return;
 		}
 		for (const lease of leases) this.#leases.set(lease.lease_id, lease);
-		json(response, 200, { success: true, data: { leases } });
+		const malformed = this.#malformed.splice(0).map((leaseId) => {
+			this.#leases.set(leaseId, { lease_id: leaseId } as Lease);
+			return { lease_id: leaseId, conversion_id: "not-a-uuid" };
+		});
+		json(response, 200, { success: true, data: { leases: [...leases, ...malformed] } });
 		for (const lease of leases) this.onLeased?.(lease);
 	}
 
@@ -247,7 +270,8 @@ export class FakeRunnerApi {
 	async #serveSource(path: string, response: ServerResponse): Promise<void> {
 		const job = this.#jobs.get(path.split("/").pop() ?? "");
 		if (!job) return json(response, 404, { success: false, message: "no such object", code: "not_found" });
-		if (job.sourceStatus) return json(response, job.sourceStatus, { success: false, message: "injected", code: "storage" });
+		if (job.sourceStatus)
+			return json(response, job.sourceStatus, { success: false, message: "injected", code: "storage" });
 		response.writeHead(200, { "content-type": `audio/${job.format}`, "content-length": job.source.length });
 		const step = job.trickleBytesPer50ms;
 		if (!step) {

@@ -1,8 +1,9 @@
 /** Builds a real lease loop (real HTTP client, token provider, pipeline and dsp engine) against a fake API. */
+
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { randomUUID } from "node:crypto";
 import { RunnerApiClient } from "../../src/api/runner-api-client.ts";
 import { TokenProvider } from "../../src/api/token-provider.ts";
 import { ArtifactCache } from "../../src/artifacts/artifact-cache.ts";
@@ -11,6 +12,7 @@ import type { LoadedEngine } from "../../src/engines/registry.ts";
 import { silentLogger } from "../../src/logger.ts";
 import { createJobProcessor } from "../../src/loop/job-processor.ts";
 import { LeaseLoop } from "../../src/loop/lease-loop.ts";
+import { VoiceAffinity } from "../../src/loop/voice-affinity.ts";
 import { RunnerMetrics } from "../../src/observability/metrics.ts";
 import { CLIENT_ID, CLIENT_SECRET, type FakeJob, type FakeRunnerApi } from "./fake-runner-api.ts";
 import { harmonicTone } from "./signals.ts";
@@ -19,16 +21,29 @@ import { makeWav } from "./wav-files.ts";
 export function startTestRunner(api: FakeRunnerApi, options: { capacity?: number } = {}) {
 	const dir = mkdtempSync(join(tmpdir(), "runner-test-"));
 	const metrics = new RunnerMetrics();
+	const affinity = new VoiceAffinity();
 	const tokens = new TokenProvider({ apiBaseUrl: api.baseUrl, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET });
-	const engines = new Map<"dsp", LoadedEngine>([["dsp", { engine: new DspEngine(), info: { name: "dsp", executionProvider: "cpu" } }]]);
+	const engines = new Map<"dsp", LoadedEngine>([
+		["dsp", { engine: new DspEngine(), info: { name: "dsp", executionProvider: "cpu" } }],
+	]);
 	const loop = new LeaseLoop(
-		{ runnerId: "test-runner", capacity: options.capacity ?? 1, leaseWaitSeconds: 0.5, backoff: { baseMs: 10, maxMs: 40 } },
+		{
+			runnerId: "test-runner",
+			capacity: options.capacity ?? 1,
+			leaseWaitSeconds: 0.5,
+			backoff: { baseMs: 10, maxMs: 40 },
+		},
 		{
 			api: new RunnerApiClient({ apiBaseUrl: api.baseUrl, tokens }),
 			engines,
-			processJob: createJobProcessor({ artifacts: new ArtifactCache(join(dir, "artifacts")), workDir: join(dir, "work") }),
+			processJob: createJobProcessor({
+				artifacts: new ArtifactCache(join(dir, "artifacts")),
+				workDir: join(dir, "work"),
+				affinity,
+			}),
 			metrics,
 			logger: silentLogger,
+			affinity,
 		},
 	);
 	const done = loop.start();

@@ -44,7 +44,9 @@ export function median(values: number[]): number {
 	if (values.length === 0) return Number.NaN;
 	const sorted = [...values].sort((a, b) => a - b);
 	const middle = sorted.length >> 1;
-	return sorted.length % 2 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+	return sorted.length % 2
+		? (sorted[middle] as number)
+		: ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
 }
 
 export function medianPitch(track: PitchTrack): number {

@@ -11,5 +11,7 @@ export function run(command: string, args: string[]): void {
 
 export function missingToolsMessage(tools: string[]): string | undefined {
 	const missing = tools.filter((t) => !hasTool(t));
-	return missing.length ? `skipped: ${missing.join(", ")} not installed (apt-get install -y espeak-ng sox flac lame)` : undefined;
+	return missing.length
+		? `skipped: ${missing.join(", ")} not installed (apt-get install -y espeak-ng sox flac lame)`
+		: undefined;
 }

@@ -1,0 +1,109 @@
+/**
+ * The lease loop with an in-memory RunnerApi (the loop's collaborators are injectable): races that a real
+ * server cannot be made to hit on cue.
+ */
+import { describe, expect, it } from "vitest";
+import type { Lease } from "../../src/contracts/runner.ts";
+import type { LeaseBatch, RunnerApi } from "../src/api/runner-api-client.ts";
+import { silentLogger } from "../src/logger.ts";
+import { LeaseLoop } from "../src/loop/lease-loop.ts";
+import { RunnerMetrics } from "../src/observability/metrics.ts";
+
+const lease: Lease = {
+	lease_id: "lease-late",
+	conversion_id: "44444444-4444-4444-8444-444444444444",
+	attempt: 1,
+	lease_expires_at: new Date(Date.now() + 60_000).toISOString(),
+	heartbeat_interval_seconds: 20,
+	voice: { id: "55555555-5555-4555-8555-555555555555", name: "v", engine: "dsp", params: {}, artifacts: [] },
+	source: {
+		url: "http://127.0.0.1:9/source",
+		mime_type: "audio/wav",
+		format: "wav",
+		sample_rate: 16_000,
+		channels: 1,
+		duration_seconds: 1,
+		size_bytes: 32_044,
+	},
+	output: { url: "http://127.0.0.1:9/output", content_type: "audio/wav" },
+	semitones: 0,
+	use_preview: false,
+	preview_seconds: 10,
+};
+
+describe("lease loop with an in-memory API", () => {
+	it("releases leases that arrive after the stop began instead of starting them", async () => {
+		const reports: string[] = [];
+		let deliver: ((batch: LeaseBatch) => void) | undefined;
+		const api: RunnerApi = {
+			// Ignores the abort signal, like a response already on the wire when the stop comes.
+			lease: () =>
+				new Promise((resolve) => {
+					deliver = resolve;
+				}),
+			heartbeat: async () => ({ lease_expires_at: new Date().toISOString() }),
+			complete: async (id) => {
+				reports.push(`complete ${id}`);
+			},
+			fail: async (id) => {
+				reports.push(`fail ${id}`);
+			},
+			release: async (id, reason) => {
+				reports.push(`release ${id}: ${reason}`);
+			},
+		};
+		let started = 0;
+		const loop = new LeaseLoop(
+			{ runnerId: "unit", capacity: 1, leaseWaitSeconds: 1 },
+			{
+				api,
+				engines: new Map(),
+				processJob: async () => {
+					started++;
+					throw new Error("a job must not start during shutdown");
+				},
+				metrics: new RunnerMetrics(),
+				logger: silentLogger,
+			},
+		);
+		const done = loop.start();
+		await expect.poll(() => deliver).toBeDefined();
+		const stopped = loop.stop(5_000);
+		deliver?.({ leases: [lease], malformed: [] });
+		await stopped;
+		await done;
+		expect(started).toBe(0);
+		expect(reports).toEqual(["release lease-late: runner shutting down"]);
+	});
+
+	it("fails a job for an engine this runner does not have, transiently, so another runner can take it", async () => {
+		const reports: string[] = [];
+		let leased = false;
+		const api: RunnerApi = {
+			lease: async () => {
+				if (leased) return new Promise<LeaseBatch>(() => {});
+				leased = true;
+				return { leases: [{ ...lease, voice: { ...lease.voice, engine: "rvc" } }], malformed: [] };
+			},
+			heartbeat: async () => ({ lease_expires_at: new Date().toISOString() }),
+			complete: async () => {},
+			fail: async (id, body) => {
+				reports.push(`${id} ${body.kind} ${body.reason}`);
+			},
+			release: async () => {},
+		};
+		const loop = new LeaseLoop(
+			{ runnerId: "unit", capacity: 1, leaseWaitSeconds: 1 },
+			{
+				api,
+				engines: new Map(),
+				processJob: async () => Promise.reject(new Error("unused")),
+				metrics: new RunnerMetrics(),
+				logger: silentLogger,
+			},
+		);
+		void loop.start();
+		await expect.poll(() => reports).toEqual(["lease-late transient internal"]);
+		void loop.stop(0);
+	});
+});
