@@ -75,6 +75,9 @@ export interface RvcEngineOptions {
 	onChunk?: (stats: RvcChunkStats) => void;
 }
 
+/** Default `chunk_seconds` on the CPU provider (30 s elsewhere). */
+export const CPU_CHUNK_SECONDS = 10;
+
 const INPUT_FORMAT: PcmFormat = { sampleRate: RMVPE_SAMPLE_RATE, channels: 1 };
 
 function artifactPaths(job: EngineJob): Record<ModelRole, string> {
@@ -249,7 +252,13 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					"not_ready",
 					"rvc engine used before init() or after dispose()",
 				);
-			const params = parseRvcParams(job.voice.params);
+			// On the CPU a 30 s chunk takes minutes and gigabytes; shorter chunks keep memory down and aborts prompt.
+			const params = parseRvcParams(
+				job.voice.params,
+				selection?.provider === "cpu"
+					? { chunkSeconds: CPU_CHUNK_SECONDS }
+					: {},
+			);
 			if (
 				job.input.sampleRate !== RMVPE_SAMPLE_RATE ||
 				job.input.channels !== 1
