@@ -11,9 +11,10 @@
  * Artifacts (`job.artifactPaths`): `contentvec`, `rmvpe`, `synthesizer` (ONNX files). Voice params: see
  * `params.ts`; `sample_rate` is required.
  *
- * Compared with RVC's pipeline: the 48 Hz input high-pass runs once forwards (RVC's filtfilt needs the whole
- * file); not done are feature retrieval from a faiss `index` (and so `protect`, which only matters with an index), `rms_mix_rate`,
- * and peak normalisation of the whole output (it needs the whole file; the encoder clips instead).
+ * Compared with RVC's pipeline (details in README.md): the 48 Hz input high-pass runs once, forwards (RVC's
+ * filtfilt needs the whole file); not done are feature retrieval from a faiss `index` (and so `protect`, which
+ * only acts with an index), `rms_mix_rate`, and peak normalisation of the whole output (it needs the whole
+ * file; the WAV encoder clips instead).
  */
 import { randomInt } from "node:crypto";
 import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
@@ -252,7 +253,8 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					"not_ready",
 					"rvc engine used before init() or after dispose()",
 				);
-			// On the CPU a 30 s chunk takes minutes and gigabytes; shorter chunks keep memory down and aborts prompt.
+			// On the CPU a 30 s chunk takes a minute or more and several GB; shorter chunks keep memory down and
+			// let an abort (checked between chunks) take effect sooner.
 			const params = parseRvcParams(
 				job.voice.params,
 				selection?.provider === "cpu"
