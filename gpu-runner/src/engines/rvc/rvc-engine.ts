@@ -76,6 +76,9 @@ export interface RvcEngineOptions {
 	onChunk?: (stats: RvcChunkStats) => void;
 }
 
+/** Input samples per ContentVec frame at 16 kHz (HuBERT's feature encoder stride). */
+const CONTENTVEC_STRIDE = 320;
+
 /** Default `chunk_seconds` on the CPU provider (30 s elsewhere). */
 export const CPU_CHUNK_SECONDS = 10;
 
@@ -275,6 +278,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				inputRate: RMVPE_SAMPLE_RATE,
 				outputRate: params.sampleRate,
 				hop: RMVPE_HOP,
+				cutStep: CONTENTVEC_STRIDE,
 				chunkSeconds: params.chunkSeconds,
 				searchSeconds: params.chunkSearchSeconds,
 				contextSeconds: params.contextSeconds,
