@@ -18,6 +18,7 @@ function plan(
 		inputRate: IN_RATE,
 		outputRate: OUT_RATE,
 		hop: 160,
+		cutStep: 320,
 		chunkSeconds: 2,
 		searchSeconds: 0.5,
 		contextSeconds: 0.25,
@@ -112,7 +113,7 @@ describe("chunked conversion", () => {
 		expect(worst).toBeLessThan(1e-6);
 	});
 
-	it("cuts on frame boundaries, in the quietest stretch near each target, with context around every piece", async () => {
+	it("cuts on the cut step, in the quietest stretch near each target, with context around every piece", async () => {
 		const signal = testSignal(9);
 		// Near-silent gaps at 2.3 s and 4.05 s, inside the search ranges of the first two cuts.
 		for (const gap of [2.3, 4.05])
@@ -130,7 +131,7 @@ describe("chunked conversion", () => {
 		expect(cuts[1]).toBeGreaterThanOrEqual(4.05 * IN_RATE);
 		expect(cuts[1]).toBeLessThan(4.15 * IN_RATE);
 		for (const w of windows) {
-			expect(w.segmentStart % 160).toBe(0);
+			expect(w.segmentStart % 320).toBe(0);
 			expect(w.windowStart).toBe(w.segmentStart - 4000);
 			expect(w.windowEnd).toBeGreaterThanOrEqual(w.segmentEnd + 4000);
 			expect((w.windowEnd - w.windowStart) % 160).toBe(0);
@@ -231,6 +232,9 @@ describe("chunked conversion", () => {
 			plan({ contextSeconds: 0.001, crossfadeSeconds: 0.1 }),
 		).toThrow(/context must be at least one frame.*crossfade must fit/);
 		expect(() => plan({ outputRate: 22050 })).toThrow(/whole output samples/);
+		expect(() => plan({ cutStep: 240 })).toThrow(
+			/cut step must be a multiple of the hop/,
+		);
 	});
 
 	it("fails clearly when a converter returns too little audio", async () => {

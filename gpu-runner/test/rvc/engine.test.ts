@@ -9,6 +9,7 @@ import type {
 	Engine,
 	EngineJob,
 } from "../../src/engines/engine.ts";
+import { ButterworthHighPass } from "../../src/engines/rvc/high-pass.ts";
 import {
 	createRvcEngine,
 	type RvcChunkStats,
@@ -216,6 +217,79 @@ describe("rvc engine with tiny models", () => {
 		expect(rms(0.5, 1.5)).toBeGreaterThan(0.3);
 		expect(stats[0]?.segmentSamples).toBeGreaterThanOrEqual(1.9 * IN_RATE);
 		expect(stats[0]?.segmentSamples).toBeLessThan(2.4 * IN_RATE);
+	});
+
+	it("uses 10 s chunks by default on the CPU provider", async () => {
+		stats.length = 0;
+		const params = { sample_rate: OUT_RATE };
+		const { samples } = await collect(
+			run(speechLike(23), job({ voice: { ...voice(), params } })),
+		);
+		expect(samples.length).toBe(23 * OUT_RATE);
+		expect(stats.length).toBeGreaterThanOrEqual(2);
+		// 10 s aimed for, cut at the quietest point within 5 s of it; 1 s of context either side.
+		for (const chunk of stats.slice(0, -1)) {
+			expect(chunk.segmentSamples).toBeGreaterThanOrEqual(5 * IN_RATE);
+			expect(chunk.segmentSamples).toBeLessThanOrEqual(15 * IN_RATE);
+			expect(chunk.windowSamples).toBe(chunk.segmentSamples + 2 * IN_RATE);
+		}
+	});
+
+	it("feeds the synthesizer ContentVec frames repeated twice, aligned with the output", async () => {
+		const paths = writeModels({
+			contentvec: buildTinyContentVec({ meanFeatures: true }),
+			synthesizer: buildTinySynthesizer({
+				sampleRate: OUT_RATE,
+				echoPhone: true,
+			}),
+		});
+		const echo = new Map(artifactPaths)
+			.set("contentvec", paths.get("contentvec") as string)
+			.set("synthesizer", paths.get("synthesizer") as string);
+		const seconds = 3;
+		const input: Float32Array[] = [];
+		// A chirp, so that every ContentVec frame differs (a steady tone repeats every 320 samples).
+		const source = (async function* () {
+			for (let start = 0; start < seconds * IN_RATE; start += 1600) {
+				const block = Float32Array.from({ length: 1600 }, (_, i) => {
+					const t = (start + i) / IN_RATE;
+					return 0.3 * Math.sin(2 * Math.PI * (80 * t + 40 * t * t));
+				});
+				input.push(block);
+				yield { sampleRate: IN_RATE, channels: [block] };
+			}
+		})();
+		const { samples } = await collect(
+			run(source, job({ artifactPaths: echo })),
+		);
+
+		// Expected: one chunk (3 s < 10 s) with 1 s of reflected context either side of the high-passed input;
+		// ContentVec frame j = mean of window samples 320j .. 320j + 399; frame f of 10 ms uses ContentVec
+		// frame min(floor(f / 2), last); output sample k belongs to window frame floor(k / 400) + 100.
+		const filtered = new ButterworthHighPass(48, IN_RATE).process(
+			Float32Array.from(input.flatMap((b) => [...b])),
+		);
+		const n = filtered.length;
+		const context = IN_RATE;
+		const windowLength = Math.ceil((n + context) / 160) * 160 + context;
+		const at = (i: number) =>
+			filtered[i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i] as number;
+		const contentFrames = Math.floor((windowLength - 400) / 320) + 1;
+		const feature = Array.from({ length: contentFrames }, (_, j) => {
+			let sum = 0;
+			for (let i = 0; i < 400; i++) sum += at(320 * j + i - context);
+			return sum / 400;
+		});
+		expect(samples.length).toBe(seconds * OUT_RATE);
+		let worst = 0;
+		for (let k = 0; k < samples.length; k++) {
+			const frame = Math.floor(k / 400) + context / 160;
+			const expected = feature[
+				Math.min(frame >> 1, contentFrames - 1)
+			] as number;
+			worst = Math.max(worst, Math.abs((samples[k] as number) - expected));
+		}
+		expect(worst).toBeLessThan(1e-5);
 	});
 
 	it("feeds v2 ContentVec models with either audio input layout", async () => {

@@ -3,8 +3,8 @@
  * converted with context on both sides, and neighbouring outputs are joined with a short crossfade.
  *
  * This follows RVC's `Pipeline.pipeline` (`infer/modules/vc/pipeline.py`): near every `target` samples it
- * looks `search` samples either way for the minimum of a 160-sample moving sum of |x|, cuts there (on a frame
- * boundary), and converts each piece with `context` samples of real audio around it (reflect padding at the
+ * looks `search` samples either way for the minimum of a 160-sample moving sum of |x|, cuts there (here: at
+ * the quietest allowed cut position, a multiple of `cutStep`), and converts each piece with `context` samples of real audio around it (reflect padding at the
  * ends of the stream). RVC then concatenates the trimmed pieces; here the pieces overlap by a crossfade so a
  * join is click-free even where the quietest point is not silent. Unlike RVC, which needs the whole file up
  * front, segments are cut as the input arrives, so at most about target + search + 2 x context samples of
@@ -13,8 +13,13 @@
 import { reflectIndex } from "./reflect-pad.ts";
 
 export interface ChunkPlan {
-	/** Input samples per model frame (160 at 16 kHz); every cut is on a multiple of it. */
+	/** Input samples per model frame (160 at 16 kHz). */
 	hop: number;
+	/**
+	 * Every cut is on a multiple of this many input samples (a multiple of `hop`). The engine uses 320, ContentVec's
+	 * stride, so every window samples ContentVec frames on the same 20 ms grid and crossfaded neighbours agree.
+	 */
+	cutStep: number;
 	/** Aim for segments of about this many input samples. */
 	targetSamples: number;
 	/** Look this many input samples either side of the target for the quietest point. */
@@ -31,6 +36,8 @@ export interface ChunkPlanSeconds {
 	inputRate: number;
 	outputRate: number;
 	hop: number;
+	/** Defaults to `hop`. */
+	cutStep?: number;
 	chunkSeconds: number;
 	searchSeconds: number;
 	contextSeconds: number;
@@ -43,6 +50,7 @@ export function makeChunkPlan(s: ChunkPlanSeconds): ChunkPlan {
 		Math.round((seconds * s.inputRate) / s.hop) * s.hop;
 	const plan: ChunkPlan = {
 		hop: s.hop,
+		cutStep: s.cutStep ?? s.hop,
 		targetSamples: frames(s.chunkSeconds),
 		searchSamples: frames(s.searchSeconds),
 		contextSamples: frames(s.contextSeconds),
@@ -60,6 +68,10 @@ export function validateChunkPlan(plan: ChunkPlan): void {
 		problems.push(
 			`a frame of ${plan.hop} input samples must map to whole output samples (got ${hopOut})`,
 		);
+	if (plan.cutStep < plan.hop || plan.cutStep % plan.hop !== 0)
+		problems.push("the cut step must be a multiple of the hop");
+	if (plan.targetSamples - plan.searchSamples < plan.cutStep)
+		problems.push("chunks must be at least one cut step long");
 	if (plan.contextSamples < plan.hop)
 		problems.push("context must be at least one frame");
 	if (plan.searchSamples < 0 || plan.searchSamples >= plan.targetSamples)
@@ -143,31 +155,30 @@ class InputBuffer {
 }
 
 /**
- * The cut near `target`: the first minimum, over positions within `search` of it, of the sum of |x| over the
- * `hop` samples centred there, floored to a frame boundary (RVC's `opt_ts`).
+ * The cut near `target`: of the multiples of `cutStep` within `search` of it, the first whose centred
+ * `hop`-sample sum of |x| is smallest. RVC (`opt_ts`) takes the quietest sample and floors it to a frame;
+ * choosing among the allowed cut positions directly keeps the cut inside a quiet stretch.
  */
 function findQuietCut(
 	buffer: InputBuffer,
 	target: number,
 	search: number,
 	hop: number,
+	cutStep: number,
 ): number {
-	const lo = target - search;
-	const hi = target + search;
 	const half = hop / 2;
-	let sum = 0;
-	for (let p = lo - half; p < lo + half; p++) sum += Math.abs(buffer.at(p));
-	let best = lo;
-	let bestSum = sum;
-	for (let p = lo + 1; p <= hi; p++) {
-		sum +=
-			Math.abs(buffer.at(p + half - 1)) - Math.abs(buffer.at(p - half - 1));
-		if (sum < bestSum - 1e-9) {
+	const first = Math.ceil((target - search) / cutStep) * cutStep;
+	let best = first;
+	let bestSum = Number.POSITIVE_INFINITY;
+	for (let p = first; p <= target + search; p += cutStep) {
+		let sum = 0;
+		for (let i = p - half; i < p + half; i++) sum += Math.abs(buffer.at(i));
+		if (sum < bestSum) {
 			bestSum = sum;
 			best = p;
 		}
 	}
-	return Math.floor(best / hop) * hop;
+	return best;
 }
 
 /** Raised-cosine fade-in weight for sample k of an n-sample crossfade; the fade-out weight is 1 minus it. */
@@ -276,8 +287,9 @@ export async function* convertInChunks(
 				segmentStart + targetSamples,
 				searchSamples,
 				hop,
+				plan.cutStep,
 			);
-			yield* process(Math.max(cut, segmentStart + hop), undefined);
+			yield* process(Math.max(cut, segmentStart + plan.cutStep), undefined);
 		}
 	}
 	const total = buffer.end;

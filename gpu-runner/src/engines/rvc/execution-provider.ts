@@ -11,7 +11,8 @@ export type ExecutionProviderName = (typeof EXECUTION_PROVIDERS)[number];
 
 export interface ProviderAttempt {
 	provider: ExecutionProviderName;
-	outcome: "selected" | "failed";
+	/** `skipped`: this onnxruntime-node build has no such provider at all (e.g. WebGPU on some platforms). */
+	outcome: "selected" | "failed" | "skipped";
 	/** Why it failed, first line of the runtime's message plus a hint where one helps. */
 	reason?: string;
 	milliseconds: number;
@@ -151,8 +152,20 @@ export async function selectExecutionProvider(
 	order: readonly ExecutionProviderName[] = EXECUTION_PROVIDERS,
 ): Promise<ProviderSelection> {
 	const attempts: ProviderAttempt[] = [];
+	// Providers the binary knows about; CUDA is listed (as not bundled) even when its libraries are absent,
+	// so it is still tried and its load error reported.
+	const known = new Set(ort.listSupportedBackends().map((b) => b.name));
 	for (const provider of order) {
 		const started = performance.now();
+		if (!known.has(provider)) {
+			attempts.push({
+				provider,
+				outcome: "skipped",
+				reason: "not in this onnxruntime-node build",
+				milliseconds: 0,
+			});
+			continue;
+		}
 		try {
 			await selfTest(provider);
 			attempts.push({

@@ -75,7 +75,10 @@ class OnnxModel {
 		);
 	}
 
-	/** The declared input or output, checked for its element type; `undefined` shape entries mean "any". */
+	/**
+	 * The declared shape of an input or output (sizes or symbolic names; empty when the model declares none),
+	 * after checking that it exists, its element type, and its rank where both are known.
+	 */
 	declared(
 		kind: "input" | "output",
 		name: string,
@@ -172,13 +175,18 @@ export class ContentVecModel {
 			);
 		}
 		const inputShape = model.declared("input", input.name, "float32");
-		if (inputShape.length !== 2 && inputShape.length !== 3) {
+		if (
+			inputShape.length !== 0 &&
+			inputShape.length !== 2 &&
+			inputShape.length !== 3
+		) {
 			throw model.fail(
 				`input "${input.name}" has shape ${describeShape(inputShape)}, expected [1, 1, samples] or [1, samples]`,
 			);
 		}
 		this.#inputName = input.name;
-		this.#inputRank = inputShape.length;
+		// RVC's export is [1, 1, samples]; assume it when the model does not declare a shape.
+		this.#inputRank = inputShape.length === 2 ? 2 : 3;
 		this.#outputName = output.name;
 		const outputShape = model.declared("output", output.name, "float32", 3);
 		const dim = outputShape[2];

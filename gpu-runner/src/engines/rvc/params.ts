@@ -9,7 +9,7 @@
  * | `transpose_semitones` | 0 | added to the job's semitones, e.g. +12 for a female voice model fed male speech |
  * | `f0_threshold` | 0.03 | RMVPE voicing threshold on the peak salience (RVC's pipeline value) |
  * | `noise_scale` | 0.66666 | scale of the `rnd` normal noise (RVC's `infer` value) |
- * | `chunk_seconds` | 30 | aim for segments this long when splitting long audio |
+ * | `chunk_seconds` | 30 (10 on the CPU provider) | aim for segments this long when splitting long audio; shorter chunks use less memory and notice an abort sooner, longer ones spend less on context |
  * | `chunk_search_seconds` | 5 | look this far either side of the aim for the quietest point |
  * | `context_seconds` | 1 | audio converted on each side of a segment and dropped (RVC's x_pad) |
  * | `crossfade_seconds` | 0.04 | overlap over which neighbouring segments are crossfaded |
@@ -64,7 +64,11 @@ const RULES: Record<keyof RvcParams, Rule> = {
 	crossfadeSeconds: { key: "crossfade_seconds", min: 0, max: 1, default: 0.04 },
 };
 
-export function parseRvcParams(params: Record<string, unknown>): RvcParams {
+/** Validates `params`; `defaults` replaces built-in defaults (the engine shortens chunks on the CPU). */
+export function parseRvcParams(
+	params: Record<string, unknown>,
+	defaults: Partial<RvcParams> = {},
+): RvcParams {
 	const problems: string[] = [];
 	const out = {} as RvcParams;
 	for (const [field, rule] of Object.entries(RULES) as [
@@ -73,8 +77,9 @@ export function parseRvcParams(params: Record<string, unknown>): RvcParams {
 	][]) {
 		const raw = params[rule.key];
 		if (raw === undefined) {
-			if (rule.default === undefined) problems.push(`${rule.key} is required`);
-			else out[field] = rule.default;
+			const fallback = defaults[field] ?? rule.default;
+			if (fallback === undefined) problems.push(`${rule.key} is required`);
+			else out[field] = fallback;
 			continue;
 		}
 		if (

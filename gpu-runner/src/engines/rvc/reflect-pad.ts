@@ -9,15 +9,3 @@ export function reflectIndex(i: number, n: number): number {
 	const m = ((i % period) + period) % period;
 	return m < n ? m : period - m;
 }
-
-/** `signal` padded by reflection: `left` samples before it and `right` after it. */
-export function reflectPad(
-	signal: Float32Array,
-	left: number,
-	right: number,
-): Float32Array {
-	const out = new Float32Array(signal.length + left + right);
-	for (let i = 0; i < out.length; i++)
-		out[i] = signal[reflectIndex(i - left, signal.length)] as number;
-	return out;
-}

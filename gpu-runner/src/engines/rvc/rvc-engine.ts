@@ -11,9 +11,10 @@
  * Artifacts (`job.artifactPaths`): `contentvec`, `rmvpe`, `synthesizer` (ONNX files). Voice params: see
  * `params.ts`; `sample_rate` is required.
  *
- * Compared with RVC's pipeline: the 48 Hz input high-pass runs once forwards (RVC's filtfilt needs the whole
- * file); not done are feature retrieval from a faiss `index` (and so `protect`, which only matters with an index), `rms_mix_rate`,
- * and peak normalisation of the whole output (it needs the whole file; the encoder clips instead).
+ * Compared with RVC's pipeline (details in README.md): the 48 Hz input high-pass runs once, forwards (RVC's
+ * filtfilt needs the whole file); not done are feature retrieval from a faiss `index` (and so `protect`, which
+ * only acts with an index), `rms_mix_rate`, and peak normalisation of the whole output (it needs the whole
+ * file; the WAV encoder clips instead).
  */
 import { randomInt } from "node:crypto";
 import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
@@ -74,6 +75,12 @@ export interface RvcEngineOptions {
 	/** Called after each chunk, for metrics and the benchmark. */
 	onChunk?: (stats: RvcChunkStats) => void;
 }
+
+/** Input samples per ContentVec frame at 16 kHz (HuBERT's feature encoder stride). */
+const CONTENTVEC_STRIDE = 320;
+
+/** Default `chunk_seconds` on the CPU provider (30 s elsewhere). */
+export const CPU_CHUNK_SECONDS = 10;
 
 const INPUT_FORMAT: PcmFormat = { sampleRate: RMVPE_SAMPLE_RATE, channels: 1 };
 
@@ -249,7 +256,14 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					"not_ready",
 					"rvc engine used before init() or after dispose()",
 				);
-			const params = parseRvcParams(job.voice.params);
+			// On the CPU a 30 s chunk takes a minute or more and several GB; shorter chunks keep memory down and
+			// let an abort (checked between chunks) take effect sooner.
+			const params = parseRvcParams(
+				job.voice.params,
+				selection?.provider === "cpu"
+					? { chunkSeconds: CPU_CHUNK_SECONDS }
+					: {},
+			);
 			if (
 				job.input.sampleRate !== RMVPE_SAMPLE_RATE ||
 				job.input.channels !== 1
@@ -264,6 +278,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				inputRate: RMVPE_SAMPLE_RATE,
 				outputRate: params.sampleRate,
 				hop: RMVPE_HOP,
+				cutStep: CONTENTVEC_STRIDE,
 				chunkSeconds: params.chunkSeconds,
 				searchSeconds: params.chunkSearchSeconds,
 				contextSeconds: params.contextSeconds,

@@ -26,8 +26,15 @@ export function pseudoRandom(
 	});
 }
 
+export interface TinyContentVecOptions {
+	featureDim?: number;
+	inputRank?: 2 | 3;
+	/** Every feature of frame j is the mean of input samples 320j .. 320j + 399, so tests can predict it. */
+	meanFeatures?: boolean;
+}
+
 export function buildTinyContentVec(
-	options: { featureDim?: number; inputRank?: 2 | 3 } = {},
+	options: TinyContentVecOptions = {},
 ): Uint8Array {
 	const dim = options.featureDim ?? 768;
 	const g = new OnnxGraphBuilder();
@@ -39,10 +46,30 @@ export function buildTinyContentVec(
 	);
 	const audio =
 		rank === 3 ? source : g.node("Unsqueeze", [source, g.int64s("axes", [1])]);
+	const framing = { kernel_shape: [400], strides: [320] };
+	if (options.meanFeatures) {
+		const mean = g.node(
+			"Conv",
+			[
+				audio,
+				g.floats("mean", [1, 1, 400], new Float32Array(400).fill(1 / 400)),
+			],
+			framing,
+		);
+		const perFrame = g.node("Transpose", [mean], { perm: [0, 2, 1] });
+		g.node(
+			"MatMul",
+			[perFrame, g.floats("spread", [1, dim], new Float32Array(dim).fill(1))],
+			{},
+			["embed"],
+		);
+		g.output("embed", "float32", [1, "frames", dim]);
+		return g.toModel();
+	}
 	const conv = g.node(
 		"Conv",
 		[audio, g.floats("conv", [8, 1, 400], pseudoRandom(8 * 400, 1, 0.05))],
-		{ kernel_shape: [400], strides: [320] },
+		framing,
 	);
 	const hidden = g.node("Transpose", [g.node("Tanh", [conv])], {
 		perm: [0, 2, 1],
@@ -88,6 +115,8 @@ export function buildTinyRmvpe(options: {
 export interface TinySynthesizerOptions {
 	sampleRate: number;
 	featureDim?: number;
+	/** Output `phone[:, frame, 0]` held for each frame's samples instead of the sine (the rest times 0). */
+	echoPhone?: boolean;
 	/** Rename inputs to build a wrong model, e.g. { pitchf: "f0" }. */
 	rename?: Partial<
 		Record<
@@ -167,10 +196,27 @@ export function buildTinySynthesizer(
 		(a, b) => g.node("Add", [a, b]),
 		fromPhone,
 	);
-	const audio = g.node("Add", [
-		sine,
-		g.node("Mul", [upsample(term), g.scalar("small", 1e-3)]),
-	]);
+	const audio = options.echoPhone
+		? g.node("Add", [
+				upsample(
+					g.node("MatMul", [
+						phone,
+						g.floats(
+							"first",
+							[dim, 1],
+							Float32Array.from({ length: dim }, (_, i) => (i === 0 ? 1 : 0)),
+						),
+					]),
+				),
+				g.node("Mul", [
+					g.node("Add", [sine, upsample(term)]),
+					g.scalar("unused", 0),
+				]),
+			])
+		: g.node("Add", [
+				sine,
+				g.node("Mul", [upsample(term), g.scalar("small", 1e-3)]),
+			]);
 	g.node("Unsqueeze", [audio, g.int64s("axes", [1])], {}, ["audio"]);
 	g.output("audio", "float32", [1, 1, "samples"]);
 	return g.toModel();

@@ -1,0 +1,81 @@
+/** Sessions shared across jobs: reuse, eviction of idle ones beyond capacity, never of ones in use. */
+import { describe, expect, it } from "vitest";
+import { ModelCache } from "../../src/engines/rvc/models.ts";
+import { NormalNoise } from "../../src/engines/rvc/random.ts";
+import {
+	buildTinyContentVec,
+	buildTinyRmvpe,
+	buildTinySynthesizer,
+	writeModels,
+} from "./support/tiny-models.ts";
+
+describe("model cache", () => {
+	const shared = writeModels({
+		contentvec: buildTinyContentVec(),
+		rmvpe: buildTinyRmvpe({ pitchBin: 100 }),
+	});
+	const voice = (sampleRate: number) => ({
+		contentvec: shared.get("contentvec") as string,
+		rmvpe: shared.get("rmvpe") as string,
+		synthesizer: writeModels({
+			synthesizer: buildTinySynthesizer({ sampleRate }),
+		}).get("synthesizer") as string,
+	});
+
+	it("shares ContentVec and RMVPE between voices and evicts idle sessions beyond capacity", async () => {
+		const cache = new ModelCache({ provider: "cpu" }, 3);
+		const first = voice(40000);
+		const second = voice(48000);
+		const a = await cache.acquire(first);
+		const b = await cache.acquire(second);
+		// Both voices in use: four sessions, over capacity, but none may go.
+		expect(cache.size).toBe(4);
+		expect(b.models.contentvec.model).toBe(a.models.contentvec.model);
+		a.release();
+		// The first voice's synthesizer is idle and least recently used: released.
+		expect(cache.size).toBe(3);
+		const again = await cache.acquire(second);
+		expect(again.models.synthesizer.model).toBe(b.models.synthesizer.model);
+		b.release();
+		again.release();
+		expect(cache.size).toBe(3);
+		await cache.dispose();
+		expect(cache.size).toBe(0);
+	});
+
+	it("forgets a model that failed to load, so a fixed file can be retried", async () => {
+		const cache = new ModelCache({ provider: "cpu" }, 3);
+		const broken = {
+			...voice(40000),
+			rmvpe: writeModels({ rmvpe: new Uint8Array([1, 2, 3]) }).get(
+				"rmvpe",
+			) as string,
+		};
+		await expect(cache.acquire(broken)).rejects.toMatchObject({
+			code: "invalid_model",
+		});
+		expect(cache.size).toBe(2);
+		await cache.dispose();
+	});
+});
+
+describe("synthesizer noise", () => {
+	it("is standard normal, scaled, and reproducible from its seed", () => {
+		const values = new NormalNoise(42).fill(200_000, 0.5);
+		const mean = values.reduce((s, v) => s + v, 0) / values.length;
+		const variance =
+			values.reduce((s, v) => s + (v - mean) ** 2, 0) / values.length;
+		expect(Math.abs(mean)).toBeLessThan(0.01);
+		expect(Math.sqrt(variance)).toBeCloseTo(0.5, 2);
+		// About 68.3% within one standard deviation.
+		const within =
+			values.filter((v) => Math.abs(v) < 0.5).length / values.length;
+		expect(within).toBeCloseTo(0.683, 2);
+		expect(new NormalNoise(42).fill(10, 1)).toEqual(
+			new NormalNoise(42).fill(10, 1),
+		);
+		expect(new NormalNoise(43).fill(10, 1)).not.toEqual(
+			new NormalNoise(42).fill(10, 1),
+		);
+	});
+});
