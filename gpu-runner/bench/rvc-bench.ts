@@ -15,16 +15,8 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { VoiceDescriptor } from "../../src/contracts/runner.ts";
 import type { AudioBlock } from "../src/engines/engine.ts";
-import {
-	createRvcEngine,
-	type RvcChunkStats,
-} from "../src/engines/rvc/index.ts";
-import {
-	type BuiltModel,
-	buildContentVec,
-	buildRmvpe,
-	buildSynthesizer40k,
-} from "./rvc-models.ts";
+import { createRvcEngine, type RvcChunkStats } from "../src/engines/rvc/index.ts";
+import { type BuiltModel, buildContentVec, buildRmvpe, buildSynthesizer40k } from "./rvc-models.ts";
 
 const { values } = parseArgs({
 	options: {
@@ -34,18 +26,10 @@ const { values } = parseArgs({
 		"chunk-seconds": { type: "string" },
 	},
 });
-const chunkSeconds =
-	values["chunk-seconds"] === undefined
-		? undefined
-		: Number(values["chunk-seconds"]);
+const chunkSeconds = values["chunk-seconds"] === undefined ? undefined : Number(values["chunk-seconds"]);
 const seconds = Number(values.seconds);
-const threads =
-	values.threads === undefined ? undefined : Number(values.threads);
-const providers = (values.providers ?? "").split(",") as (
-	| "cuda"
-	| "webgpu"
-	| "cpu"
-)[];
+const threads = values.threads === undefined ? undefined : Number(values.threads);
+const providers = (values.providers ?? "").split(",") as ("cuda" | "webgpu" | "cpu")[];
 const IN_RATE = 16000;
 const OUT_RATE = 40000;
 
@@ -74,9 +58,7 @@ function* speechLike(totalSeconds: number): Generator<AudioBlock> {
 	}
 }
 
-async function* asAsync(
-	blocks: Iterable<AudioBlock>,
-): AsyncGenerator<AudioBlock> {
+async function* asAsync(blocks: Iterable<AudioBlock>): AsyncGenerator<AudioBlock> {
 	yield* blocks;
 }
 
@@ -93,11 +75,7 @@ async function convert(
 		artifactPaths,
 		input: { sampleRate: IN_RATE, channels: 1 },
 	};
-	for await (const block of engine.convert(
-		asAsync(speechLike(audioSeconds)),
-		job,
-		new AbortController().signal,
-	))
+	for await (const block of engine.convert(asAsync(speechLike(audioSeconds)), job, new AbortController().signal))
 		samples += block.channels[0]?.length ?? 0;
 	return samples;
 }
@@ -141,9 +119,7 @@ try {
 		outcome: string;
 		reason?: string;
 	}[]) {
-		console.log(
-			`  ${a.provider.padEnd(7)} ${a.outcome}${a.reason ? `: ${a.reason.slice(0, 160)}` : ""}`,
-		);
+		console.log(`  ${a.provider.padEnd(7)} ${a.outcome}${a.reason ? `: ${a.reason.slice(0, 160)}` : ""}`);
 	}
 
 	const voice: VoiceDescriptor = {
@@ -176,8 +152,7 @@ try {
 	const loadAfter = loadavg()[0] as number;
 	await engine.dispose();
 
-	const sum = (key: keyof RvcChunkStats["milliseconds"]) =>
-		chunks.reduce((s, c) => s + c.milliseconds[key], 0) / 1000;
+	const sum = (key: keyof RvcChunkStats["milliseconds"]) => chunks.reduce((s, c) => s + c.milliseconds[key], 0) / 1000;
 	const stages = {
 		contentvec: sum("contentvec"),
 		"log-mel": sum("mel"),
@@ -186,9 +161,7 @@ try {
 	};
 	const inStages = Object.values(stages).reduce((a, b) => a + b, 0);
 	const converted = chunks.reduce((s, c) => s + c.windowSamples, 0) / IN_RATE;
-	console.log(
-		`\nfirst job (session load + 2 s of audio): ${fmt(warmup / 1000)} s`,
-	);
+	console.log(`\nfirst job (session load + 2 s of audio): ${fmt(warmup / 1000)} s`);
 	console.log(
 		`converted ${seconds} s in ${chunks.length} chunk(s), ${fmt(converted, 1)} s including context; output ${fmt(outSamples / OUT_RATE, 3)} s`,
 	);
@@ -218,9 +191,7 @@ try {
 			cpu_seconds_per_audio_second: cpuSeconds / seconds,
 			chunk_seconds: chunkSeconds ?? "default",
 			load_average: [loadBefore, loadAfter],
-			stage_rtf: Object.fromEntries(
-				Object.entries(stages).map(([k, v]) => [k, v / seconds]),
-			),
+			stage_rtf: Object.fromEntries(Object.entries(stages).map(([k, v]) => [k, v / seconds])),
 			peak_rss_mib: process.resourceUsage().maxRSS / 1024,
 		}),
 	);

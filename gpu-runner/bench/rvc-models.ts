@@ -38,19 +38,11 @@ class Layers {
 
 	weight(prefix: string, dims: number[], fanIn: number): string {
 		const length = dims.reduce((a, b) => a * b, 1);
-		return this.g.floats(
-			prefix,
-			dims,
-			this.random(length, 1 / Math.sqrt(fanIn)),
-		);
+		return this.g.floats(prefix, dims, this.random(length, 1 / Math.sqrt(fanIn)));
 	}
 
 	constant(prefix: string, dims: number[], value: number): string {
-		return this.g.floats(
-			prefix,
-			dims,
-			new Float32Array(dims.reduce((a, b) => a * b, 1)).fill(value),
-		);
+		return this.g.floats(prefix, dims, new Float32Array(dims.reduce((a, b) => a * b, 1)).fill(value));
 	}
 
 	conv1d(
@@ -67,10 +59,7 @@ class Layers {
 		} = {},
 	): string {
 		const groups = o.groups ?? 1;
-		const inputs = [
-			x,
-			this.weight("conv_w", [cout, cin / groups, k], (cin / groups) * k),
-		];
+		const inputs = [x, this.weight("conv_w", [cout, cin / groups, k], (cin / groups) * k)];
 		if (o.bias ?? true) inputs.push(this.weight("conv_b", [cout], cin * k));
 		return this.g.node("Conv", inputs, {
 			kernel_shape: [k],
@@ -84,11 +73,7 @@ class Layers {
 	conv2d(x: string, cin: number, cout: number, k: number, pad: number): string {
 		return this.g.node(
 			"Conv",
-			[
-				x,
-				this.weight("conv2d_w", [cout, cin, k, k], cin * k * k),
-				this.weight("conv2d_b", [cout], cin * k * k),
-			],
+			[x, this.weight("conv2d_w", [cout, cin, k, k], cin * k * k), this.weight("conv2d_b", [cout], cin * k * k)],
 			{
 				kernel_shape: [k, k],
 				pads: [pad, pad, pad, pad],
@@ -97,27 +82,19 @@ class Layers {
 	}
 
 	linear(x: string, din: number, dout: number, bias = true): string {
-		const y = this.g.node("MatMul", [
-			x,
-			this.weight("linear_w", [din, dout], din),
-		]);
-		return bias
-			? this.g.node("Add", [y, this.weight("linear_b", [dout], din)])
-			: y;
+		const y = this.g.node("MatMul", [x, this.weight("linear_w", [din, dout], din)]);
+		return bias ? this.g.node("Add", [y, this.weight("linear_b", [dout], din)]) : y;
 	}
 
 	layerNorm(x: string, dim: number): string {
-		return this.g.node(
-			"LayerNormalization",
-			[x, this.constant("ln_g", [dim], 1), this.constant("ln_b", [dim], 0)],
-			{ axis: -1, epsilon: { float: 1e-5 } },
-		);
+		return this.g.node("LayerNormalization", [x, this.constant("ln_g", [dim], 1), this.constant("ln_b", [dim], 0)], {
+			axis: -1,
+			epsilon: { float: 1e-5 },
+		});
 	}
 
 	gelu(x: string): string {
-		const erf = this.g.node("Erf", [
-			this.g.node("Mul", [x, this.g.scalar("inv_sqrt2", Math.SQRT1_2)]),
-		]);
+		const erf = this.g.node("Erf", [this.g.node("Mul", [x, this.g.scalar("inv_sqrt2", Math.SQRT1_2)])]);
 		return this.g.node("Mul", [
 			this.g.node("Mul", [x, this.g.scalar("half", 0.5)]),
 			this.g.node("Add", [erf, this.g.scalar("one", 1)]),
@@ -139,34 +116,18 @@ class Layers {
 	/** Multi-head self-attention on `[1, frames, dim]`. */
 	selfAttention(x: string, dim: number, heads: number): string {
 		const headDim = dim / heads;
-		const split = (t: string, perm: number[]) =>
-			this.transpose(this.reshape(t, [0, 0, heads, headDim]), perm);
+		const split = (t: string, perm: number[]) => this.transpose(this.reshape(t, [0, 0, heads, headDim]), perm);
 		const q = split(this.linear(x, dim, dim), [0, 2, 1, 3]);
 		const k = split(this.linear(x, dim, dim), [0, 2, 3, 1]);
 		const v = split(this.linear(x, dim, dim), [0, 2, 1, 3]);
-		const scores = this.g.node("Mul", [
-			this.g.node("MatMul", [q, k]),
-			this.g.scalar("scale", 1 / Math.sqrt(headDim)),
-		]);
-		const context = this.g.node("MatMul", [
-			this.g.node("Softmax", [scores], { axis: -1 }),
-			v,
-		]);
-		return this.linear(
-			this.reshape(this.transpose(context, [0, 2, 1, 3]), [0, 0, dim]),
-			dim,
-			dim,
-		);
+		const scores = this.g.node("Mul", [this.g.node("MatMul", [q, k]), this.g.scalar("scale", 1 / Math.sqrt(headDim))]);
+		const context = this.g.node("MatMul", [this.g.node("Softmax", [scores], { axis: -1 }), v]);
+		return this.linear(this.reshape(this.transpose(context, [0, 2, 1, 3]), [0, 0, dim]), dim, dim);
 	}
 
 	split(x: string, axis: number, sizes: number[]): string[] {
 		const outputs = sizes.map(() => this.g.fresh("split"));
-		return this.g.nodeOutputs(
-			"Split",
-			[x, this.g.int64s("split", sizes)],
-			{ axis },
-			outputs,
-		);
+		return this.g.nodeOutputs("Split", [x, this.g.int64s("split", sizes)], { axis }, outputs);
 	}
 }
 
@@ -184,11 +145,9 @@ export function buildContentVec(): BuiltModel {
 	const source = g.input("source", "float32", [1, 1, "samples"]);
 	let x = l.conv1d(source, 1, 512, 10, { stride: 5, bias: false });
 	x = l.gelu(
-		g.node(
-			"InstanceNormalization",
-			[x, l.constant("gn_g", [512], 1), l.constant("gn_b", [512], 0)],
-			{ epsilon: { float: 1e-5 } },
-		),
+		g.node("InstanceNormalization", [x, l.constant("gn_g", [512], 1), l.constant("gn_b", [512], 0)], {
+			epsilon: { float: 1e-5 },
+		}),
 	);
 	for (const [k, stride] of [
 		[3, 2],
@@ -205,22 +164,11 @@ export function buildContentVec(): BuiltModel {
 		groups: 16,
 	});
 	// An even kernel with padding 64 gives one frame too many; fairseq's SamePad drops the last.
-	position = g.node("Slice", [
-		position,
-		g.int64s("starts", [0]),
-		g.int64s("ends", [-1]),
-		g.int64s("axes", [2]),
-	]);
-	x = l.layerNorm(
-		g.node("Add", [x, l.transpose(l.gelu(position), [0, 2, 1])]),
-		768,
-	);
+	position = g.node("Slice", [position, g.int64s("starts", [0]), g.int64s("ends", [-1]), g.int64s("axes", [2])]);
+	x = l.layerNorm(g.node("Add", [x, l.transpose(l.gelu(position), [0, 2, 1])]), 768);
 	for (let layer = 0; layer < 12; layer++) {
 		x = l.layerNorm(g.node("Add", [x, l.selfAttention(x, 768, 12)]), 768);
-		x = l.layerNorm(
-			g.node("Add", [x, l.linear(l.gelu(l.linear(x, 768, 3072)), 3072, 768)]),
-			768,
-		);
+		x = l.layerNorm(g.node("Add", [x, l.linear(l.gelu(l.linear(x, 768, 3072)), 3072, 768)]), 768);
 	}
 	g.node("Identity", [x], {}, ["embed"]);
 	g.output("embed", "float32", [1, "frames", 768]);
@@ -245,28 +193,11 @@ export function buildRmvpe(): BuiltModel {
 	const l = new Layers(2);
 	const { g } = l;
 	const mel = g.input("mel", "float32", [1, 128, "frames"]);
-	let x = g.node("Unsqueeze", [
-		l.transpose(mel, [0, 2, 1]),
-		g.int64s("axes", [1]),
-	]);
-	x = g.node("Add", [
-		g.node("Mul", [x, g.scalar("bn_scale", 1)]),
-		g.scalar("bn_shift", 0),
-	]);
+	let x = g.node("Unsqueeze", [l.transpose(mel, [0, 2, 1]), g.int64s("axes", [1])]);
+	x = g.node("Add", [g.node("Mul", [x, g.scalar("bn_scale", 1)]), g.scalar("bn_shift", 0)]);
 	const convBlockRes = (input: string, cin: number, cout: number): string => {
-		const h = g.node("Relu", [
-			l.conv2d(
-				g.node("Relu", [l.conv2d(input, cin, cout, 3, 1)]),
-				cout,
-				cout,
-				3,
-				1,
-			),
-		]);
-		return g.node("Add", [
-			h,
-			cin === cout ? input : l.conv2d(input, cin, cout, 1, 0),
-		]);
+		const h = g.node("Relu", [l.conv2d(g.node("Relu", [l.conv2d(input, cin, cout, 3, 1)]), cout, cout, 3, 1)]);
+		return g.node("Add", [h, cin === cout ? input : l.conv2d(input, cin, cout, 1, 0)]);
 	};
 	const skips: string[] = [];
 	let cin = 1;
@@ -279,19 +210,14 @@ export function buildRmvpe(): BuiltModel {
 		c *= 2;
 	}
 	for (let stage = 0; stage < 4; stage++) {
-		for (let b = 0; b < 4; b++)
-			x = convBlockRes(x, stage === 0 && b === 0 ? 256 : 512, 512);
+		for (let b = 0; b < 4; b++) x = convBlockRes(x, stage === 0 && b === 0 ? 256 : 512, 512);
 	}
 	cin = 512;
 	for (let level = 0; level < 5; level++) {
 		const cout = cin / 2;
 		const up = g.node(
 			"ConvTranspose",
-			[
-				x,
-				l.weight("deconv_w", [cin, cout, 3, 3], cin * 9),
-				l.weight("deconv_b", [cout], cin * 9),
-			],
+			[x, l.weight("deconv_w", [cin, cout, 3, 3], cin * 9), l.weight("deconv_b", [cout], cin * 9)],
 			{
 				kernel_shape: [3, 3],
 				strides: [2, 2],
@@ -308,10 +234,7 @@ export function buildRmvpe(): BuiltModel {
 	}
 	x = l.conv2d(x, 16, 3, 3, 1);
 	// [1, 3, T, 128] -> [T, 1, 384] (sequence-major for the GRU).
-	x = l.transpose(
-		l.reshape(l.transpose(x, [0, 2, 1, 3]), [0, 0, 384]),
-		[1, 0, 2],
-	);
+	x = l.transpose(l.reshape(l.transpose(x, [0, 2, 1, 3]), [0, 0, 384]), [1, 0, 2]);
 	const gruOut = g.node(
 		"GRU",
 		[
@@ -334,8 +257,7 @@ export function buildRmvpe(): BuiltModel {
 		name: "rmvpe",
 		bytes: g.toModel(),
 		parameters: g.parameterCount,
-		description:
-			"RMVPE E2E(4,1,(2,2)): U-Net 16..512 channels, 4 res blocks per level, BiGRU 384->2x256, 360 bins",
+		description: "RMVPE E2E(4,1,(2,2)): U-Net 16..512 channels, 4 res blocks per level, BiGRU 384->2x256, 360 bins",
 	};
 }
 
@@ -367,20 +289,10 @@ export function buildSynthesizer40k(): BuiltModel {
 	const ds = g.input("ds", "int64", [1]);
 	const rnd = g.input("rnd", "float32", [1, 192, "frames"]);
 	// x_mask = sequence_mask(phone_lengths): frame index < length, [1, 1, frames].
-	const ones = g.node("Add", [
-		g.node("Mul", [pitchf, g.scalar("zero_f", 0)]),
-		g.scalar("one_f", 1),
-	]);
-	const index = g.node("Sub", [
-		g.node("CumSum", [ones, g.int64s("axis", [1])]),
-		g.scalar("one_i", 1),
-	]);
+	const ones = g.node("Add", [g.node("Mul", [pitchf, g.scalar("zero_f", 0)]), g.scalar("one_f", 1)]);
+	const index = g.node("Sub", [g.node("CumSum", [ones, g.int64s("axis", [1])]), g.scalar("one_i", 1)]);
 	const mask = g.node("Unsqueeze", [
-		g.node(
-			"Cast",
-			[g.node("Less", [index, g.node("Cast", [lengths], { to: 1 })])],
-			{ to: 1 },
-		),
+		g.node("Cast", [g.node("Less", [index, g.node("Cast", [lengths], { to: 1 })])], { to: 1 }),
 		g.int64s("axes", [1]),
 	]);
 
@@ -391,36 +303,17 @@ export function buildSynthesizer40k(): BuiltModel {
 
 	// Text encoder.
 	const before = g.parameterCount;
-	let x = g.node("Add", [
-		l.linear(phone, 768, 192),
-		g.node("Gather", [l.weight("emb_pitch", [256, 192], 1), pitch]),
-	]);
-	x = l.leakyRelu(
-		g.node("Mul", [x, g.scalar("sqrt_hidden", Math.sqrt(192))]),
-		0.1,
-	);
+	let x = g.node("Add", [l.linear(phone, 768, 192), g.node("Gather", [l.weight("emb_pitch", [256, 192], 1), pitch])]);
+	x = l.leakyRelu(g.node("Mul", [x, g.scalar("sqrt_hidden", Math.sqrt(192))]), 0.1);
 	for (let layer = 0; layer < 6; layer++) {
 		x = l.layerNorm(g.node("Add", [x, l.selfAttention(x, 192, 2)]), 192);
-		const ffn = l.conv1d(
-			g.node("Relu", [
-				l.conv1d(l.transpose(x, [0, 2, 1]), 192, 768, 3, { pad: 1 }),
-			]),
-			768,
-			192,
-			3,
-			{ pad: 1 },
-		);
+		const ffn = l.conv1d(g.node("Relu", [l.conv1d(l.transpose(x, [0, 2, 1]), 192, 768, 3, { pad: 1 })]), 768, 192, 3, {
+			pad: 1,
+		});
 		x = l.layerNorm(g.node("Add", [x, l.transpose(ffn, [0, 2, 1])]), 192);
 	}
-	const [m, logs] = l.split(
-		l.conv1d(l.transpose(x, [0, 2, 1]), 192, 384, 1),
-		1,
-		[192, 192],
-	) as [string, string];
-	let z = g.node("Mul", [
-		g.node("Add", [m, g.node("Mul", [g.node("Exp", [logs]), rnd])]),
-		mask,
-	]);
+	const [m, logs] = l.split(l.conv1d(l.transpose(x, [0, 2, 1]), 192, 384, 1), 1, [192, 192]) as [string, string];
+	let z = g.node("Mul", [g.node("Add", [m, g.node("Mul", [g.node("Exp", [logs]), rnd])]), mask]);
 	const encoderParameters = g.parameterCount - before;
 
 	// Flow, reversed.
@@ -433,25 +326,14 @@ export function buildSynthesizer40k(): BuiltModel {
 		z = g.node("Gather", [z, flip], { axis: 1 });
 		const [x0, x1] = l.split(z, 1, [96, 96]) as [string, string];
 		let h = l.conv1d(x0, 96, 192, 1);
-		const conditions = l.split(
-			l.conv1d(speaker, 256, 2 * 192 * 3, 1),
-			1,
-			[384, 384, 384],
-		);
+		const conditions = l.split(l.conv1d(speaker, 256, 2 * 192 * 3, 1), 1, [384, 384, 384]);
 		let skip: string | undefined;
 		for (let i = 0; i < 3; i++) {
-			const pre = g.node("Add", [
-				l.conv1d(h, 192, 384, 5, { pad: 2 }),
-				conditions[i] as string,
-			]);
+			const pre = g.node("Add", [l.conv1d(h, 192, 384, 5, { pad: 2 }), conditions[i] as string]);
 			const [a, b] = l.split(pre, 1, [192, 192]) as [string, string];
 			const acts = g.node("Mul", [g.node("Tanh", [a]), g.node("Sigmoid", [b])]);
 			if (i < 2) {
-				const [res, s] = l.split(
-					l.conv1d(acts, 192, 384, 1),
-					1,
-					[192, 192],
-				) as [string, string];
+				const [res, s] = l.split(l.conv1d(acts, 192, 384, 1), 1, [192, 192]) as [string, string];
 				h = g.node("Add", [h, res]);
 				skip = skip === undefined ? s : g.node("Add", [skip, s]);
 			} else {
@@ -459,11 +341,7 @@ export function buildSynthesizer40k(): BuiltModel {
 			}
 		}
 		z = g.node("Mul", [
-			g.node(
-				"Concat",
-				[x0, g.node("Sub", [x1, l.conv1d(skip as string, 192, 96, 1)])],
-				{ axis: 1 },
-			),
+			g.node("Concat", [x0, g.node("Sub", [x1, l.conv1d(skip as string, 192, 96, 1)])], { axis: 1 }),
 			mask,
 		]);
 	}
@@ -472,48 +350,29 @@ export function buildSynthesizer40k(): BuiltModel {
 	// NSF generator.
 	const generatorStart = g.parameterCount;
 	const f0 = l.reshape(
-		g.node("Expand", [
-			g.node("Unsqueeze", [pitchf, g.int64s("axes", [2])]),
-			g.int64s("per_frame", [1, 1, upp]),
-		]),
+		g.node("Expand", [g.node("Unsqueeze", [pitchf, g.int64s("axes", [2])]), g.int64s("per_frame", [1, 1, upp])]),
 		[1, -1],
 	);
-	const phase = g.node("CumSum", [
-		g.node("Mul", [f0, g.scalar("inv_rate", 1 / sampleRate)]),
-		g.int64s("axis", [1]),
-	]);
+	const phase = g.node("CumSum", [g.node("Mul", [f0, g.scalar("inv_rate", 1 / sampleRate)]), g.int64s("axis", [1])]);
 	const sine = g.node("Mul", [
 		g.node("Sin", [g.node("Mul", [phase, g.scalar("two_pi", 2 * Math.PI)])]),
 		g.scalar("sine_amp", 0.1),
 	]);
-	const voiced = g.node(
-		"Cast",
-		[g.node("Greater", [f0, g.scalar("zero", 0)])],
-		{ to: 1 },
-	);
+	const voiced = g.node("Cast", [g.node("Greater", [f0, g.scalar("zero", 0)])], { to: 1 });
 	const noiseAmp = g.node("Add", [
 		g.node("Mul", [voiced, g.scalar("voiced_noise", 0.003 - 0.1 / 3)]),
 		g.scalar("unvoiced_noise", 0.1 / 3),
 	]);
-	const noise = g.node("Mul", [
-		g.node("RandomNormalLike", [sine], { scale: { float: 1 } }),
-		noiseAmp,
-	]);
+	const noise = g.node("Mul", [g.node("RandomNormalLike", [sine], { scale: { float: 1 } }), noiseAmp]);
 	const excitation = g.node("Unsqueeze", [
 		g.node("Add", [g.node("Mul", [sine, voiced]), noise]),
 		g.int64s("axes", [1]),
 	]);
 	const harmonic = g.node("Tanh", [
-		g.node("Add", [
-			g.node("Mul", [excitation, l.weight("l_linear_w", [1], 1)]),
-			l.weight("l_linear_b", [1], 1),
-		]),
+		g.node("Add", [g.node("Mul", [excitation, l.weight("l_linear_w", [1], 1)]), l.weight("l_linear_b", [1], 1)]),
 	]);
 
-	let y = g.node("Add", [
-		l.conv1d(z, 192, 512, 7, { pad: 3 }),
-		l.conv1d(speaker, 256, 512, 1),
-	]);
+	let y = g.node("Add", [l.conv1d(z, 192, 512, 7, { pad: 3 }), l.conv1d(speaker, 256, 512, 1)]);
 	let channels = 512;
 	for (let stage = 0; stage < 4; stage++) {
 		const rate = rates[stage] as number;
@@ -549,22 +408,14 @@ export function buildSynthesizer40k(): BuiltModel {
 					dilation,
 					pad: (dilation * (k - 1)) / 2,
 				});
-				r = g.node("Add", [
-					r,
-					l.conv1d(l.leakyRelu(t, 0.1), out, out, k, { pad: (k - 1) / 2 }),
-				]);
+				r = g.node("Add", [r, l.conv1d(l.leakyRelu(t, 0.1), out, out, k, { pad: (k - 1) / 2 })]);
 			}
 			sum = sum === undefined ? r : g.node("Add", [sum, r]);
 		}
 		y = g.node("Mul", [sum as string, g.scalar("third", 1 / 3)]);
 		channels = out;
 	}
-	y = g.node(
-		"Tanh",
-		[l.conv1d(l.leakyRelu(y, 0.01), channels, 1, 7, { pad: 3, bias: false })],
-		{},
-		["audio"],
-	);
+	y = g.node("Tanh", [l.conv1d(l.leakyRelu(y, 0.01), channels, 1, 7, { pad: 3, bias: false })], {}, ["audio"]);
 	g.output("audio", "float32", [1, 1, "samples"]);
 	const generatorParameters = g.parameterCount - generatorStart;
 	return {

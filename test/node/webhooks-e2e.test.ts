@@ -5,71 +5,12 @@
  * subscription's object to a signed POST; the receiver checks headers, signature and payload as a client would.
  */
 import { randomBytes } from "node:crypto";
-import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestHarness, type TestHarness } from "wrangler";
 import { createAccount, createClient } from "../../src/admin/provisioning.ts";
 import { CONVERSION_EVENT_FIELDS } from "../../src/contracts/webhooks.ts";
 import { verifyWebhook } from "../../src/webhooks/verify-webhook.ts";
-
-interface Received {
-	path: string;
-	headers: IncomingHttpHeaders;
-	body: string;
-	at: number;
-}
-
-/** A receiver whose answers are scripted per path (the last answer repeats); it records what arrives. */
-function startReceiver() {
-	const received: Received[] = [];
-	const scripts = new Map<string, number[]>();
-	const waiters: { path: string; count: number; resolve: () => void }[] = [];
-	const server: Server = createServer((request, response) => {
-		const chunks: Buffer[] = [];
-		request.on("data", (chunk: Buffer) => chunks.push(chunk));
-		request.on("end", () => {
-			const path = request.url ?? "/";
-			received.push({ path, headers: request.headers, body: Buffer.concat(chunks).toString("utf8"), at: Date.now() });
-			const script = scripts.get(path) ?? [200];
-			const status = script.length > 1 ? (script.shift() as number) : (script[0] as number);
-			response.writeHead(status).end();
-			for (const waiter of [...waiters]) {
-				if (waiter.path === path && received.filter((r) => r.path === path).length >= waiter.count) {
-					waiters.splice(waiters.indexOf(waiter), 1);
-					waiter.resolve();
-				}
-			}
-		});
-	});
-	return {
-		received,
-		script: (path: string, statuses: number[]) => scripts.set(path, [...statuses]),
-		/** Resolves once `count` requests reached `path`; fails after `timeoutMs`. */
-		waitFor(path: string, count: number, timeoutMs = 20_000) {
-			if (received.filter((r) => r.path === path).length >= count) return Promise.resolve();
-			return new Promise<void>((resolve, reject) => {
-				const timer = setTimeout(
-					() => reject(new Error(`timed out waiting for ${count} deliveries to ${path}`)),
-					timeoutMs,
-				);
-				waiters.push({
-					path,
-					count,
-					resolve: () => {
-						clearTimeout(timer);
-						resolve();
-					},
-				});
-			});
-		},
-		listen: () =>
-			new Promise<number>((resolve) =>
-				server.listen(0, "127.0.0.1", () => resolve((server.address() as AddressInfo).port)),
-			),
-		close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-	};
-}
+import { type Received, startReceiver } from "../support/webhook-receiver.ts";
 
 const key = (id: string) => `${id}:${randomBytes(32).toString("base64url")}`;
 

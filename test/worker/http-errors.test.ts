@@ -47,3 +47,36 @@ describe("API reference page", () => {
 		expect(html).not.toMatch(/(src|href)="https?:\/\//);
 	});
 });
+
+describe("JSON request errors", () => {
+	const post = async (body: BodyInit, headers: Record<string, string> = { "Content-Type": "application/json" }) => {
+		const { api } = await signedInClient();
+		return api("/api/v1/audio-files", { method: "POST", body, headers });
+	};
+
+	it("answers 400 for malformed JSON", async () => {
+		const response = await post("{not json");
+		expect(response.status).toBe(400);
+		expect(await response.json()).toMatchObject({ success: false, message: expect.stringMatching(/not valid JSON/) });
+	});
+
+	it("answers 400 naming the invalid field", async () => {
+		const response = await post(JSON.stringify({ file_name: "a.wav", mime_type: "text/plain" }));
+		expect(response.status).toBe(400);
+		const body = (await response.json()) as { message: string; errors: { field: string }[] };
+		expect(body.message).toMatch(/mime_type/);
+		expect(body.errors.map((e) => e.field)).toContain("mime_type");
+	});
+
+	it("answers 415 for a body that is not JSON", async () => {
+		const response = await post("file_name=a.wav", { "Content-Type": "application/x-www-form-urlencoded" });
+		expect(response.status).toBe(415);
+		expect(await response.json()).toMatchObject({ success: false, code: "unsupported_media_type" });
+	});
+
+	it("answers 413 for an oversized JSON body", async () => {
+		const response = await post(JSON.stringify({ file_name: "a".repeat(70_000), mime_type: "audio/wav" }));
+		expect(response.status).toBe(413);
+		expect(await response.json()).toMatchObject({ success: false, code: "payload_too_large" });
+	});
+});

@@ -1,19 +1,12 @@
 /** Splitting long input at quiet points and joining the converted pieces: alignment, clicks, duration, streaming. */
 import { describe, expect, it } from "vitest";
-import {
-	type ChunkPlan,
-	type ChunkWindow,
-	convertInChunks,
-	makeChunkPlan,
-} from "../../src/engines/rvc/chunker.ts";
+import { type ChunkPlan, type ChunkWindow, convertInChunks, makeChunkPlan } from "../../src/engines/rvc/chunker.ts";
 
 const IN_RATE = 16000;
 const OUT_RATE = 40000;
 const RATIO = OUT_RATE / IN_RATE;
 
-function plan(
-	overrides: Partial<Parameters<typeof makeChunkPlan>[0]> = {},
-): ChunkPlan {
+function plan(overrides: Partial<Parameters<typeof makeChunkPlan>[0]> = {}): ChunkPlan {
 	return makeChunkPlan({
 		inputRate: IN_RATE,
 		outputRate: OUT_RATE,
@@ -28,10 +21,7 @@ function plan(
 }
 
 /** Streams `signal` in blocks of uneven sizes, counting how many were taken. */
-function streamed(
-	signal: Float32Array,
-	counter = { taken: 0, done: false },
-): AsyncIterable<Float32Array> {
+function streamed(signal: Float32Array, counter = { taken: 0, done: false }): AsyncIterable<Float32Array> {
 	return (async function* () {
 		const sizes = [1234, 777, 4000, 160, 2500];
 		let offset = 0;
@@ -45,9 +35,7 @@ function streamed(
 	})();
 }
 
-async function collect(
-	blocks: AsyncIterable<Float32Array>,
-): Promise<Float32Array> {
+async function collect(blocks: AsyncIterable<Float32Array>): Promise<Float32Array> {
 	const parts: Float32Array[] = [];
 	for await (const b of blocks) parts.push(b);
 	const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
@@ -71,24 +59,17 @@ function interpolate(x: Float32Array, position: number): number {
 /** A "converter" that only resamples: the joined output must then be the resampled input, sample for sample. */
 async function resampleWindow(window: ChunkWindow): Promise<Float32Array> {
 	const out = new Float32Array(window.samples.length * RATIO);
-	for (let k = 0; k < out.length; k++)
-		out[k] = interpolate(window.samples, k / RATIO);
+	for (let k = 0; k < out.length; k++) out[k] = interpolate(window.samples, k / RATIO);
 	return out;
 }
 
 function testSignal(seconds: number, seed = 11): Float32Array {
 	let s = seed;
-	return Float32Array.from(
-		{ length: Math.round(seconds * IN_RATE) },
-		(_, i) => {
-			s = (Math.imul(s, 1103515245) + 12345) >>> 0;
-			const t = i / IN_RATE;
-			return (
-				0.5 * Math.sin(2 * Math.PI * 3 * t) * Math.sin(2 * Math.PI * 180 * t) +
-				0.05 * (s / 2 ** 32 - 0.5)
-			);
-		},
-	);
+	return Float32Array.from({ length: Math.round(seconds * IN_RATE) }, (_, i) => {
+		s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+		const t = i / IN_RATE;
+		return 0.5 * Math.sin(2 * Math.PI * 3 * t) * Math.sin(2 * Math.PI * 180 * t) + 0.05 * (s / 2 ** 32 - 0.5);
+	});
 }
 
 describe("chunked conversion", () => {
@@ -106,18 +87,14 @@ describe("chunked conversion", () => {
 		let worst = 0;
 		// The last input sample has no right neighbour, so leave out the final few output samples.
 		for (let k = 0; k < output.length - 3; k++)
-			worst = Math.max(
-				worst,
-				Math.abs((output[k] as number) - interpolate(signal, k / RATIO)),
-			);
+			worst = Math.max(worst, Math.abs((output[k] as number) - interpolate(signal, k / RATIO)));
 		expect(worst).toBeLessThan(1e-6);
 	});
 
 	it("cuts on the cut step, in the quietest stretch near each target, with context around every piece", async () => {
 		const signal = testSignal(9);
 		// Near-silent gaps at 2.3 s and 4.05 s, inside the search ranges of the first two cuts.
-		for (const gap of [2.3, 4.05])
-			signal.fill(0.0001, gap * IN_RATE, (gap + 0.1) * IN_RATE);
+		for (const gap of [2.3, 4.05]) signal.fill(0.0001, gap * IN_RATE, (gap + 0.1) * IN_RATE);
 		const windows: ChunkWindow[] = [];
 		await collect(
 			convertInChunks(streamed(signal), plan(), async (w) => {
@@ -149,27 +126,17 @@ describe("chunked conversion", () => {
 		let seed = 5;
 		const phaseShifted = (crossfadeSeconds: number) =>
 			collect(
-				convertInChunks(
-					streamed(testSignal(12)),
-					plan({ crossfadeSeconds }),
-					async (w) => {
-						seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-						const phase = (seed / 2 ** 32) * 2 * Math.PI;
-						return Float32Array.from(
-							{ length: w.samples.length * RATIO },
-							(_, k) =>
-								amplitude *
-								Math.sin((2 * Math.PI * frequency * k) / OUT_RATE + phase),
-						);
-					},
-				),
+				convertInChunks(streamed(testSignal(12)), plan({ crossfadeSeconds }), async (w) => {
+					seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+					const phase = (seed / 2 ** 32) * 2 * Math.PI;
+					return Float32Array.from(
+						{ length: w.samples.length * RATIO },
+						(_, k) => amplitude * Math.sin((2 * Math.PI * frequency * k) / OUT_RATE + phase),
+					);
+				}),
 			);
-		const maxJump = (x: Float32Array) =>
-			x
-				.slice(1)
-				.reduce((m, v, i) => Math.max(m, Math.abs(v - (x[i] as number))), 0);
-		const smoothest =
-			amplitude * 2 * Math.sin((Math.PI * frequency) / OUT_RATE);
+		const maxJump = (x: Float32Array) => x.slice(1).reduce((m, v, i) => Math.max(m, Math.abs(v - (x[i] as number))), 0);
+		const smoothest = amplitude * 2 * Math.sin((Math.PI * frequency) / OUT_RATE);
 		const joined = await phaseShifted(0.02);
 		expect(joined.length).toBe(12 * OUT_RATE);
 		expect(maxJump(joined)).toBeLessThan(smoothest * 1.3);
@@ -179,11 +146,7 @@ describe("chunked conversion", () => {
 
 	it("streams: the first output comes before the input is used up", async () => {
 		const counter = { taken: 0, done: false };
-		const blocks = convertInChunks(
-			streamed(testSignal(20), counter),
-			plan(),
-			resampleWindow,
-		);
+		const blocks = convertInChunks(streamed(testSignal(20), counter), plan(), resampleWindow);
 		const first = await blocks[Symbol.asyncIterator]().next();
 		expect(first.done).toBe(false);
 		expect(counter.done).toBe(false);
@@ -193,23 +156,11 @@ describe("chunked conversion", () => {
 	it("handles input shorter than a frame or the context, and no input at all", async () => {
 		for (const samples of [1, 100, 800, 3999]) {
 			const signal = testSignal(samples / IN_RATE);
-			const output = await collect(
-				convertInChunks(streamed(signal), plan(), resampleWindow),
-			);
+			const output = await collect(convertInChunks(streamed(signal), plan(), resampleWindow));
 			expect(output.length).toBe(Math.round(samples * RATIO));
 			expect(output[0]).toBeCloseTo(signal[0] as number, 6);
 		}
-		expect(
-			(
-				await collect(
-					convertInChunks(
-						streamed(new Float32Array(0)),
-						plan(),
-						resampleWindow,
-					),
-				)
-			).length,
-		).toBe(0);
+		expect((await collect(convertInChunks(streamed(new Float32Array(0)), plan(), resampleWindow))).length).toBe(0);
 	});
 
 	it("stops when aborted", async () => {
@@ -228,23 +179,15 @@ describe("chunked conversion", () => {
 
 	it("rejects inconsistent settings with the reasons", () => {
 		expect(() => plan({ searchSeconds: 3 })).toThrow(/search radius/);
-		expect(() =>
-			plan({ contextSeconds: 0.001, crossfadeSeconds: 0.1 }),
-		).toThrow(/context must be at least one frame.*crossfade must fit/);
-		expect(() => plan({ outputRate: 22050 })).toThrow(/whole output samples/);
-		expect(() => plan({ cutStep: 240 })).toThrow(
-			/cut step must be a multiple of the hop/,
+		expect(() => plan({ contextSeconds: 0.001, crossfadeSeconds: 0.1 })).toThrow(
+			/context must be at least one frame.*crossfade must fit/,
 		);
+		expect(() => plan({ outputRate: 22050 })).toThrow(/whole output samples/);
+		expect(() => plan({ cutStep: 240 })).toThrow(/cut step must be a multiple of the hop/);
 	});
 
 	it("fails clearly when a converter returns too little audio", async () => {
-		const blocks = convertInChunks(
-			streamed(testSignal(3)),
-			plan(),
-			async (w) => new Float32Array(w.samples.length),
-		);
-		await expect(collect(blocks)).rejects.toThrow(
-			/returned \d+ samples for a window that needs \d+/,
-		);
+		const blocks = convertInChunks(streamed(testSignal(3)), plan(), async (w) => new Float32Array(w.samples.length));
+		await expect(collect(blocks)).rejects.toThrow(/returned \d+ samples for a window that needs \d+/);
 	});
 });

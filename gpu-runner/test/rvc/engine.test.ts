@@ -4,22 +4,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
-import type {
-	AudioBlock,
-	Engine,
-	EngineJob,
-} from "../../src/engines/engine.ts";
+import type { AudioBlock, Engine, EngineJob } from "../../src/engines/engine.ts";
 import { ButterworthHighPass } from "../../src/engines/rvc/high-pass.ts";
-import {
-	createRvcEngine,
-	type RvcChunkStats,
-} from "../../src/engines/rvc/index.ts";
-import {
-	buildTinyContentVec,
-	buildTinyRmvpe,
-	buildTinySynthesizer,
-	writeModels,
-} from "./support/tiny-models.ts";
+import { createRvcEngine, type RvcChunkStats } from "../../src/engines/rvc/index.ts";
+import { buildTinyContentVec, buildTinyRmvpe, buildTinySynthesizer, writeModels } from "./support/tiny-models.ts";
 
 const IN_RATE = 16000;
 const OUT_RATE = 40000;
@@ -53,18 +41,15 @@ function speechLike(
 	return (async function* () {
 		const total = Math.round(seconds * IN_RATE);
 		for (let start = 0; start < total; start += 1600) {
-			const block = Float32Array.from(
-				{ length: Math.min(1600, total - start) },
-				(_, i) => {
-					const t = (start + i) / IN_RATE;
-					if (silent(t)) return 0;
-					return (
-						0.3 * Math.sin(2 * Math.PI * 150 * t) +
-						0.15 * Math.sin(2 * Math.PI * 300 * t) +
-						0.05 * Math.sin(2 * Math.PI * 450 * t)
-					);
-				},
-			);
+			const block = Float32Array.from({ length: Math.min(1600, total - start) }, (_, i) => {
+				const t = (start + i) / IN_RATE;
+				if (silent(t)) return 0;
+				return (
+					0.3 * Math.sin(2 * Math.PI * 150 * t) +
+					0.15 * Math.sin(2 * Math.PI * 300 * t) +
+					0.05 * Math.sin(2 * Math.PI * 450 * t)
+				);
+			});
 			counter.taken++;
 			yield { sampleRate: IN_RATE, channels: [block] };
 		}
@@ -81,9 +66,7 @@ async function collect(
 		if (all.length === 0) onFirst?.();
 		all.push(b);
 	}
-	const samples = new Float32Array(
-		all.reduce((n, b) => n + (b.channels[0]?.length ?? 0), 0),
-	);
+	const samples = new Float32Array(all.reduce((n, b) => n + (b.channels[0]?.length ?? 0), 0));
 	let offset = 0;
 	for (const b of all) {
 		samples.set(b.channels[0] as Float32Array, offset);
@@ -93,12 +76,7 @@ async function collect(
 }
 
 /** Frequency from the mean spacing of upward zero crossings, with linear interpolation of each crossing. */
-function zeroCrossingFrequency(
-	x: Float32Array,
-	rate: number,
-	from: number,
-	to: number,
-): number {
+function zeroCrossingFrequency(x: Float32Array, rate: number, from: number, to: number): number {
 	const crossings: number[] = [];
 	for (let i = from; i < to - 1; i++) {
 		const a = x[i] as number;
@@ -146,15 +124,11 @@ describe("rvc engine with tiny models", () => {
 	});
 
 	it("declares 16 kHz mono in and the synthesizer's rate out", () => {
-		expect(
-			engine.inputFormat({ sampleRate: 44100, channels: 2 }, voice()),
-		).toEqual({ sampleRate: 16000, channels: 1 });
-		expect(
-			engine.outputFormat(
-				{ sampleRate: 44100, channels: 2 },
-				voice({ sample_rate: 48000 }),
-			),
-		).toEqual({ sampleRate: 48000, channels: 1 });
+		expect(engine.inputFormat({ sampleRate: 44100, channels: 2 }, voice())).toEqual({ sampleRate: 16000, channels: 1 });
+		expect(engine.outputFormat({ sampleRate: 44100, channels: 2 }, voice({ sample_rate: 48000 }))).toEqual({
+			sampleRate: 48000,
+			channels: 1,
+		});
 	});
 
 	for (const semitones of [5, -7]) {
@@ -170,33 +144,21 @@ describe("rvc engine with tiny models", () => {
 				},
 			);
 
-			expect(
-				blocks.every(
-					(b) => b.sampleRate === OUT_RATE && b.channels.length === 1,
-				),
-			).toBe(true);
+			expect(blocks.every((b) => b.sampleRate === OUT_RATE && b.channels.length === 1)).toBe(true);
 			expect(Math.abs(samples.length / OUT_RATE - seconds)).toBeLessThan(0.01);
 			expect(stats.length).toBeGreaterThanOrEqual(3);
 			expect(doneAtFirstOutput).toBe(false);
 			expect(stats.every((s) => s.voicedFrames === s.frames)).toBe(true);
 
 			const expected = MODEL_F0 * 2 ** (semitones / 12);
-			const measured = zeroCrossingFrequency(
-				samples,
-				OUT_RATE,
-				0.2 * OUT_RATE,
-				(seconds - 0.2) * OUT_RATE,
-			);
+			const measured = zeroCrossingFrequency(samples, OUT_RATE, 0.2 * OUT_RATE, (seconds - 0.2) * OUT_RATE);
 			expect(Math.abs(cents(measured, expected))).toBeLessThan(2);
 
 			// A sine of amplitude 0.5 moves at most 0.5 x 2 sin(pi f / rate) per sample; joins must not jump more.
 			const smoothest = 0.5 * 2 * Math.sin((Math.PI * expected) / OUT_RATE);
 			let maxJump = 0;
 			for (let i = 1; i < samples.length; i++)
-				maxJump = Math.max(
-					maxJump,
-					Math.abs((samples[i] as number) - (samples[i - 1] as number)),
-				);
+				maxJump = Math.max(maxJump, Math.abs((samples[i] as number) - (samples[i - 1] as number)));
 			expect(maxJump).toBeLessThan(smoothest * 1.2);
 		});
 	}
@@ -208,10 +170,7 @@ describe("rvc engine with tiny models", () => {
 		expect(samples.length).toBe(5 * OUT_RATE);
 		const rms = (from: number, to: number) =>
 			Math.sqrt(
-				samples
-					.slice(from * OUT_RATE, to * OUT_RATE)
-					.reduce((s, v) => s + v * v, 0) /
-					((to - from) * OUT_RATE),
+				samples.slice(from * OUT_RATE, to * OUT_RATE).reduce((s, v) => s + v * v, 0) / ((to - from) * OUT_RATE),
 			);
 		expect(rms(2.0, 2.3)).toBeLessThan(0.01);
 		expect(rms(0.5, 1.5)).toBeGreaterThan(0.3);
@@ -222,9 +181,7 @@ describe("rvc engine with tiny models", () => {
 	it("uses 10 s chunks by default on the CPU provider", async () => {
 		stats.length = 0;
 		const params = { sample_rate: OUT_RATE };
-		const { samples } = await collect(
-			run(speechLike(23), job({ voice: { ...voice(), params } })),
-		);
+		const { samples } = await collect(run(speechLike(23), job({ voice: { ...voice(), params } })));
 		expect(samples.length).toBe(23 * OUT_RATE);
 		expect(stats.length).toBeGreaterThanOrEqual(2);
 		// 10 s aimed for, cut at the quietest point within 5 s of it; 1 s of context either side.
@@ -259,21 +216,16 @@ describe("rvc engine with tiny models", () => {
 				yield { sampleRate: IN_RATE, channels: [block] };
 			}
 		})();
-		const { samples } = await collect(
-			run(source, job({ artifactPaths: echo })),
-		);
+		const { samples } = await collect(run(source, job({ artifactPaths: echo })));
 
 		// Expected: one chunk (3 s < 10 s) with 1 s of reflected context either side of the high-passed input;
 		// ContentVec frame j = mean of window samples 320j .. 320j + 399; frame f of 10 ms uses ContentVec
 		// frame min(floor(f / 2), last); output sample k belongs to window frame floor(k / 400) + 100.
-		const filtered = new ButterworthHighPass(48, IN_RATE).process(
-			Float32Array.from(input.flatMap((b) => [...b])),
-		);
+		const filtered = new ButterworthHighPass(48, IN_RATE).process(Float32Array.from(input.flatMap((b) => [...b])));
 		const n = filtered.length;
 		const context = IN_RATE;
 		const windowLength = Math.ceil((n + context) / 160) * 160 + context;
-		const at = (i: number) =>
-			filtered[i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i] as number;
+		const at = (i: number) => filtered[i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i] as number;
 		const contentFrames = Math.floor((windowLength - 400) / 320) + 1;
 		const feature = Array.from({ length: contentFrames }, (_, j) => {
 			let sum = 0;
@@ -284,9 +236,7 @@ describe("rvc engine with tiny models", () => {
 		let worst = 0;
 		for (let k = 0; k < samples.length; k++) {
 			const frame = Math.floor(k / 400) + context / 160;
-			const expected = feature[
-				Math.min(frame >> 1, contentFrames - 1)
-			] as number;
+			const expected = feature[Math.min(frame >> 1, contentFrames - 1)] as number;
 			worst = Math.max(worst, Math.abs((samples[k] as number) - expected));
 		}
 		expect(worst).toBeLessThan(1e-5);
@@ -296,31 +246,19 @@ describe("rvc engine with tiny models", () => {
 		const paths = writeModels({
 			contentvec: buildTinyContentVec({ inputRank: 2 }),
 		});
-		const other = new Map(artifactPaths).set(
-			"contentvec",
-			paths.get("contentvec") as string,
-		);
-		const { samples } = await collect(
-			run(speechLike(1), job({ artifactPaths: other })),
-		);
+		const other = new Map(artifactPaths).set("contentvec", paths.get("contentvec") as string);
+		const { samples } = await collect(run(speechLike(1), job({ artifactPaths: other })));
 		expect(samples.length).toBe(OUT_RATE);
 	});
 
 	describe("clear errors", () => {
-		const convertOnce = (j: EngineJob, input = speechLike(1)) =>
-			collect(run(input, j));
+		const convertOnce = (j: EngineJob, input = speechLike(1)) => collect(run(input, j));
 
 		it("names missing artifacts", async () => {
-			const partial = new Map([
-				["synthesizer", artifactPaths.get("synthesizer") as string],
-			]);
-			await expect(
-				convertOnce(job({ artifactPaths: partial })),
-			).rejects.toMatchObject({
+			const partial = new Map([["synthesizer", artifactPaths.get("synthesizer") as string]]);
+			await expect(convertOnce(job({ artifactPaths: partial }))).rejects.toMatchObject({
 				code: "missing_artifact",
-				message: expect.stringMatching(
-					/lacks artifact\(s\) contentvec, rmvpe \(has: synthesizer\)/,
-				),
+				message: expect.stringMatching(/lacks artifact\(s\) contentvec, rmvpe \(has: synthesizer\)/),
 			});
 		});
 
@@ -331,13 +269,8 @@ describe("rvc engine with tiny models", () => {
 					rename: { pitchf: "f0" },
 				}),
 			});
-			const wrong = new Map(artifactPaths).set(
-				"synthesizer",
-				paths.get("synthesizer") as string,
-			);
-			await expect(
-				convertOnce(job({ artifactPaths: wrong })),
-			).rejects.toMatchObject({
+			const wrong = new Map(artifactPaths).set("synthesizer", paths.get("synthesizer") as string);
+			await expect(convertOnce(job({ artifactPaths: wrong }))).rejects.toMatchObject({
 				code: "invalid_model",
 				message: expect.stringMatching(
 					/synthesizer model .* is missing input\(s\) pitchf; found \[phone, phone_lengths, pitch, f0, ds, rnd\]/,
@@ -349,10 +282,7 @@ describe("rvc engine with tiny models", () => {
 			const paths = writeModels({
 				rmvpe: buildTinyRmvpe({ pitchBin: 100, bins: 300 }),
 			});
-			const wrong = new Map(artifactPaths).set(
-				"rmvpe",
-				paths.get("rmvpe") as string,
-			);
+			const wrong = new Map(artifactPaths).set("rmvpe", paths.get("rmvpe") as string);
 			await expect(convertOnce(job({ artifactPaths: wrong }))).rejects.toThrow(
 				/rmvpe model .*output "salience" has shape \[1, frames, 300\], expected \[1, frames, 360\]/,
 			);
@@ -362,19 +292,14 @@ describe("rvc engine with tiny models", () => {
 			const paths = writeModels({
 				contentvec: buildTinyContentVec({ featureDim: 256 }),
 			});
-			const wrong = new Map(artifactPaths).set(
-				"contentvec",
-				paths.get("contentvec") as string,
-			);
+			const wrong = new Map(artifactPaths).set("contentvec", paths.get("contentvec") as string);
 			await expect(convertOnce(job({ artifactPaths: wrong }))).rejects.toThrow(
 				/gives 256-d features but synthesizer .* takes 768-d phone input/,
 			);
 		});
 
 		it("says when sample_rate does not match the synthesizer", async () => {
-			await expect(
-				convertOnce(job({ voice: voice({ sample_rate: 48000 }) })),
-			).rejects.toThrow(
+			await expect(convertOnce(job({ voice: voice({ sample_rate: 48000 }) }))).rejects.toThrow(
 				/returned \d+ samples for \d+ frames \(400 per frame\); expected 480 per frame .*sample_rate \(48000\)/,
 			);
 		});
@@ -383,17 +308,10 @@ describe("rvc engine with tiny models", () => {
 			const paths = writeModels({
 				rmvpe: new TextEncoder().encode("not a model"),
 			});
-			const wrong = new Map(artifactPaths).set(
-				"rmvpe",
-				paths.get("rmvpe") as string,
-			);
-			await expect(
-				convertOnce(job({ artifactPaths: wrong })),
-			).rejects.toMatchObject({
+			const wrong = new Map(artifactPaths).set("rmvpe", paths.get("rmvpe") as string);
+			await expect(convertOnce(job({ artifactPaths: wrong }))).rejects.toMatchObject({
 				code: "invalid_model",
-				message: expect.stringMatching(
-					/rmvpe model .* could not be loaded on cpu/,
-				),
+				message: expect.stringMatching(/rmvpe model .* could not be loaded on cpu/),
 			});
 		});
 
@@ -425,21 +343,13 @@ describe("rvc engine with tiny models", () => {
 			})();
 			await expect(convertOnce(job(), stereo)).rejects.toMatchObject({
 				code: "invalid_input",
-				message: expect.stringMatching(
-					/takes 16000 Hz mono blocks, got 44100 Hz with 2 channel/,
-				),
+				message: expect.stringMatching(/takes 16000 Hz mono blocks, got 44100 Hz with 2 channel/),
 			});
 		});
 
 		it("refuses work before init", async () => {
 			await expect(
-				collect(
-					createRvcEngine().convert(
-						speechLike(1),
-						job(),
-						new AbortController().signal,
-					),
-				),
+				collect(createRvcEngine().convert(speechLike(1), job(), new AbortController().signal)),
 			).rejects.toMatchObject({ code: "not_ready" });
 		});
 	});

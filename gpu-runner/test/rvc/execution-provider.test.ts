@@ -1,10 +1,6 @@
 /** Provider selection: each candidate alone with a self-test; this machine has no GPU, so it ends on the CPU. */
 import { describe, expect, it } from "vitest";
-import {
-	createRvcEngine,
-	RvcEngineError,
-	selectExecutionProvider,
-} from "../../src/engines/rvc/index.ts";
+import { createRvcEngine, RvcEngineError, selectExecutionProvider } from "../../src/engines/rvc/index.ts";
 
 describe("execution provider selection", () => {
 	it("tries CUDA, then WebGPU, then CPU, one at a time, and reports every attempt", async () => {
@@ -17,9 +13,7 @@ describe("execution provider selection", () => {
 		]);
 		const cuda = selection.attempts[0];
 		// No CUDA provider libraries are installed here (ONNXRUNTIME_NODE_INSTALL=skip); the report says so.
-		expect(cuda?.reason).toMatch(
-			/Failed to load shared library.*ONNXRUNTIME_NODE_INSTALL=cuda12/,
-		);
+		expect(cuda?.reason).toMatch(/Failed to load shared library.*ONNXRUNTIME_NODE_INSTALL=cuda12/);
 		expect(selection.attempts[1]?.reason).toMatch(/adapter/i);
 	});
 
@@ -37,9 +31,7 @@ describe("execution provider selection", () => {
 		await expect(failure).rejects.toBeInstanceOf(RvcEngineError);
 		await expect(failure).rejects.toMatchObject({
 			code: "no_execution_provider",
-			message: expect.stringMatching(
-				/no execution provider passed its self-test \(cuda: .*Failed to load/,
-			),
+			message: expect.stringMatching(/no execution provider passed its self-test \(cuda: .*Failed to load/),
 		});
 	});
 });

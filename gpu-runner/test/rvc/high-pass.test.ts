@@ -6,21 +6,14 @@ const RATE = 16000;
 
 /** |H(f)| of an order-n digital Butterworth high-pass designed by bilinear transform with pre-warping. */
 function expectedGain(f: number, cutoff: number, order: number): number {
-	const ratio =
-		Math.tan((Math.PI * cutoff) / RATE) / Math.tan((Math.PI * f) / RATE);
+	const ratio = Math.tan((Math.PI * cutoff) / RATE) / Math.tan((Math.PI * f) / RATE);
 	return 1 / Math.sqrt(1 + ratio ** (2 * order));
 }
 
 /** Steady-state gain for a sine at f, measured by least squares against sin and cos after the transient. */
-function measuredGain(
-	filter: ButterworthHighPass,
-	f: number,
-	blockSize: number,
-): number {
+function measuredGain(filter: ButterworthHighPass, f: number, blockSize: number): number {
 	const seconds = 4;
-	const input = Float32Array.from({ length: seconds * RATE }, (_, i) =>
-		Math.sin((2 * Math.PI * f * i) / RATE),
-	);
+	const input = Float32Array.from({ length: seconds * RATE }, (_, i) => Math.sin((2 * Math.PI * f * i) / RATE));
 	const output = new Float32Array(input.length);
 	for (let start = 0; start < input.length; start += blockSize)
 		output.set(filter.process(input.subarray(start, start + blockSize)), start);
@@ -35,28 +28,20 @@ function measuredGain(
 }
 
 describe("48 Hz Butterworth high-pass", () => {
-	it.each([20, 35, 48, 60, 100, 300, 3000])(
-		"passes %d Hz with the closed-form gain, across block boundaries",
-		(f) => {
-			const gain = measuredGain(new ButterworthHighPass(48, RATE), f, 1037);
-			expect(gain).toBeCloseTo(expectedGain(f, 48, 5), 3);
-		},
-	);
+	it.each([20, 35, 48, 60, 100, 300, 3000])("passes %d Hz with the closed-form gain, across block boundaries", (f) => {
+		const gain = measuredGain(new ButterworthHighPass(48, RATE), f, 1037);
+		expect(gain).toBeCloseTo(expectedGain(f, 48, 5), 3);
+	});
 
 	it("is -3 dB at the cutoff and removes DC", () => {
-		expect(
-			measuredGain(new ButterworthHighPass(48, RATE), 48, 4096),
-		).toBeCloseTo(Math.SQRT1_2, 3);
+		expect(measuredGain(new ButterworthHighPass(48, RATE), 48, 4096)).toBeCloseTo(Math.SQRT1_2, 3);
 		const filter = new ButterworthHighPass(48, RATE);
 		const out = filter.process(new Float32Array(RATE * 2).fill(0.5));
 		expect(Math.abs(out.at(-1) as number)).toBeLessThan(1e-4);
 	});
 
 	it("gives the same output whatever the block sizes", () => {
-		const input = Float32Array.from(
-			{ length: 5000 },
-			(_, i) => Math.sin(i * 0.01) + 0.3 * Math.sin(i * 0.7),
-		);
+		const input = Float32Array.from({ length: 5000 }, (_, i) => Math.sin(i * 0.01) + 0.3 * Math.sin(i * 0.7));
 		const whole = new ButterworthHighPass(48, RATE).process(input);
 		const blocks = new ButterworthHighPass(48, RATE);
 		const pieces = [1, 99, 1000, 3900].map((n, i, all) => {

@@ -17,15 +17,9 @@ function referenceFilterbank(): number[][] {
 	const toMel = (f: number) => (2595 * Math.log(1 + f / 700)) / Math.LN10;
 	const toHz = (m: number) => 700 * (Math.exp((m * Math.LN10) / 2595) - 1);
 	const step = (toMel(8000) - toMel(30)) / (N_MELS + 1);
-	const edges = Array.from({ length: N_MELS + 2 }, (_, i) =>
-		toHz(toMel(30) + i * step),
-	);
+	const edges = Array.from({ length: N_MELS + 2 }, (_, i) => toHz(toMel(30) + i * step));
 	return Array.from({ length: N_MELS }, (_, m) => {
-		const [lo, mid, hi] = [
-			edges[m] as number,
-			edges[m + 1] as number,
-			edges[m + 2] as number,
-		];
+		const [lo, mid, hi] = [edges[m] as number, edges[m + 1] as number, edges[m + 2] as number];
 		return Array.from({ length: BINS }, (_, k) => {
 			const f = (k * SR) / N_FFT;
 			let w = 0;
@@ -37,18 +31,12 @@ function referenceFilterbank(): number[][] {
 }
 
 /** log(max(mel, 1e-5)) of frame `frame`, by a direct DFT of the reflect-padded, sin^2-windowed samples. */
-function referenceLogMelFrame(
-	audio: Float32Array,
-	frame: number,
-	bank: number[][],
-): number[] {
+function referenceLogMelFrame(audio: Float32Array, frame: number, bank: number[][]): number[] {
 	const n = audio.length;
-	const at = (i: number) =>
-		(i < 0 ? audio[-i] : i >= n ? audio[2 * (n - 1) - i] : audio[i]) as number;
+	const at = (i: number) => (i < 0 ? audio[-i] : i >= n ? audio[2 * (n - 1) - i] : audio[i]) as number;
 	const x = Array.from(
 		{ length: N_FFT },
-		(_, i) =>
-			at(frame * HOP - N_FFT / 2 + i) * Math.sin((Math.PI * i) / N_FFT) ** 2,
+		(_, i) => at(frame * HOP - N_FFT / 2 + i) * Math.sin((Math.PI * i) / N_FFT) ** 2,
 	);
 	const magnitude = Array.from({ length: BINS }, (_, k) => {
 		let re = 0;
@@ -69,15 +57,8 @@ function referenceLogMelFrame(
 	);
 }
 
-function melColumn(
-	data: Float32Array,
-	paddedFrames: number,
-	frame: number,
-): number[] {
-	return Array.from(
-		{ length: N_MELS },
-		(_, m) => data[m * paddedFrames + frame] as number,
-	);
+function melColumn(data: Float32Array, paddedFrames: number, frame: number): number[] {
+	return Array.from({ length: N_MELS }, (_, m) => data[m * paddedFrames + frame] as number);
 }
 
 describe("mel filterbank", () => {
@@ -86,16 +67,14 @@ describe("mel filterbank", () => {
 
 	it("matches librosa's definition (htk mel scale, slaney area normalisation)", () => {
 		for (let m = 0; m < N_MELS; m++) {
-			for (let k = 0; k < BINS; k++)
-				expect(ours[m * BINS + k]).toBeCloseTo(reference[m]?.[k] as number, 6);
+			for (let k = 0; k < BINS; k++) expect(ours[m * BINS + k]).toBeCloseTo(reference[m]?.[k] as number, 6);
 		}
 	});
 
 	it("gives the wide bands unit area in Hz, which is what slaney normalisation means", () => {
 		for (let m = 100; m < N_MELS; m++) {
 			let area = 0;
-			for (let k = 0; k < BINS; k++)
-				area += (ours[m * BINS + k] as number) * (SR / N_FFT);
+			for (let k = 0; k < BINS; k++) area += (ours[m * BINS + k] as number) * (SR / N_FFT);
 			expect(area).toBeGreaterThan(0.97);
 			expect(area).toBeLessThan(1.03);
 		}
@@ -107,14 +86,11 @@ describe("log-mel spectrogram", () => {
 	const bank = referenceFilterbank();
 
 	it("has 1 + floor(samples / 160) frames, padded with zeros to a multiple of 32", () => {
-		const { frames, paddedFrames, data } = spectrogram.compute(
-			new Float32Array(16000).fill(0.1),
-		);
+		const { frames, paddedFrames, data } = spectrogram.compute(new Float32Array(16000).fill(0.1));
 		expect(frames).toBe(101);
 		expect(paddedFrames).toBe(128);
 		expect(data.length).toBe(128 * 128);
-		for (let m = 0; m < N_MELS; m++)
-			expect(data[m * paddedFrames + 101]).toBe(0);
+		for (let m = 0; m < N_MELS; m++) expect(data[m * paddedFrames + 101]).toBe(0);
 	});
 
 	it("matches a direct DFT of each frame, edges included", () => {
@@ -140,10 +116,7 @@ describe("log-mel spectrogram", () => {
 	it("puts a bin-centred sine where the closed form says: A N/4 in its bin, A N/8 in each neighbour", () => {
 		const amplitude = 0.5;
 		const bin = 64; // 1000 Hz
-		const audio = Float32Array.from(
-			{ length: 8000 },
-			(_, i) => amplitude * Math.cos((2 * Math.PI * bin * i) / N_FFT),
-		);
+		const audio = Float32Array.from({ length: 8000 }, (_, i) => amplitude * Math.cos((2 * Math.PI * bin * i) / N_FFT));
 		const { data, paddedFrames } = spectrogram.compute(audio);
 		const ours = melColumn(data, paddedFrames, 20);
 		// With a periodic Hann window, a sine on bin k0 has exactly three non-zero magnitudes.
@@ -153,10 +126,7 @@ describe("log-mel spectrogram", () => {
 			[bin + 1, (amplitude * N_FFT) / 8],
 		]);
 		bank.forEach((row, m) => {
-			const energy = [...magnitude].reduce(
-				(s, [k, a]) => s + (row[k] as number) * a,
-				0,
-			);
+			const energy = [...magnitude].reduce((s, [k, a]) => s + (row[k] as number) * a, 0);
 			expect(ours[m]).toBeCloseTo(Math.log(Math.max(1e-5, energy)), 3);
 		});
 		const loudest = ours.indexOf(Math.max(...ours));
@@ -165,9 +135,7 @@ describe("log-mel spectrogram", () => {
 	});
 
 	it("is log(1e-5) everywhere for silence", () => {
-		const { data, frames, paddedFrames } = spectrogram.compute(
-			new Float32Array(3200),
-		);
+		const { data, frames, paddedFrames } = spectrogram.compute(new Float32Array(3200));
 		for (let f = 0; f < frames; f++) {
 			for (const v of melColumn(data, paddedFrames, f)) {
 				expect(v).toBeCloseTo(Math.log(1e-5), 6);

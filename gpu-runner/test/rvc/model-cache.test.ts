@@ -2,12 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { ModelCache } from "../../src/engines/rvc/models.ts";
 import { NormalNoise } from "../../src/engines/rvc/random.ts";
-import {
-	buildTinyContentVec,
-	buildTinyRmvpe,
-	buildTinySynthesizer,
-	writeModels,
-} from "./support/tiny-models.ts";
+import { buildTinyContentVec, buildTinyRmvpe, buildTinySynthesizer, writeModels } from "./support/tiny-models.ts";
 
 describe("model cache", () => {
 	const shared = writeModels({
@@ -47,9 +42,7 @@ describe("model cache", () => {
 		const cache = new ModelCache({ provider: "cpu" }, 3);
 		const broken = {
 			...voice(40000),
-			rmvpe: writeModels({ rmvpe: new Uint8Array([1, 2, 3]) }).get(
-				"rmvpe",
-			) as string,
+			rmvpe: writeModels({ rmvpe: new Uint8Array([1, 2, 3]) }).get("rmvpe") as string,
 		};
 		await expect(cache.acquire(broken)).rejects.toMatchObject({
 			code: "invalid_model",
@@ -63,19 +56,13 @@ describe("synthesizer noise", () => {
 	it("is standard normal, scaled, and reproducible from its seed", () => {
 		const values = new NormalNoise(42).fill(200_000, 0.5);
 		const mean = values.reduce((s, v) => s + v, 0) / values.length;
-		const variance =
-			values.reduce((s, v) => s + (v - mean) ** 2, 0) / values.length;
+		const variance = values.reduce((s, v) => s + (v - mean) ** 2, 0) / values.length;
 		expect(Math.abs(mean)).toBeLessThan(0.01);
 		expect(Math.sqrt(variance)).toBeCloseTo(0.5, 2);
 		// About 68.3% within one standard deviation.
-		const within =
-			values.filter((v) => Math.abs(v) < 0.5).length / values.length;
+		const within = values.filter((v) => Math.abs(v) < 0.5).length / values.length;
 		expect(within).toBeCloseTo(0.683, 2);
-		expect(new NormalNoise(42).fill(10, 1)).toEqual(
-			new NormalNoise(42).fill(10, 1),
-		);
-		expect(new NormalNoise(43).fill(10, 1)).not.toEqual(
-			new NormalNoise(42).fill(10, 1),
-		);
+		expect(new NormalNoise(42).fill(10, 1)).toEqual(new NormalNoise(42).fill(10, 1));
+		expect(new NormalNoise(43).fill(10, 1)).not.toEqual(new NormalNoise(42).fill(10, 1));
 	});
 });

@@ -3,12 +3,7 @@
  * (`Pipeline.get_f0`, `RMVPE.to_local_average_cents`) step by step, and against hand-computed values.
  */
 import { describe, expect, it } from "vitest";
-import {
-	coarsePitch,
-	decodeSalience,
-	roundHalfEven,
-	shiftAndQuantise,
-} from "../../src/engines/rvc/pitch.ts";
+import { coarsePitch, decodeSalience, roundHalfEven, shiftAndQuantise } from "../../src/engines/rvc/pitch.ts";
 
 /** numpy.rint by its definition: nearest integer, ties to the even one. */
 function rint(x: number): number {
@@ -33,30 +28,15 @@ function referenceCoarse(f0: number[]): number[] {
 
 /** to_local_average_cents + decode, transcribed: pad 4 zero bins each side, slice 9 around the argmax. */
 function referenceDecode(rows: number[][], threshold: number): number[] {
-	const mapping = [
-		0,
-		0,
-		0,
-		0,
-		...Array.from({ length: 360 }, (_, i) => 20 * i + 1997.3794084376191),
-		0,
-		0,
-		0,
-		0,
-	];
+	const mapping = [0, 0, 0, 0, ...Array.from({ length: 360 }, (_, i) => 20 * i + 1997.3794084376191), 0, 0, 0, 0];
 	return rows.map((row) => {
 		const center = row.indexOf(Math.max(...row)) + 4;
 		const padded = [0, 0, 0, 0, ...row, 0, 0, 0, 0];
 		const window = padded.slice(center - 4, center + 5);
 		const cents =
-			window.reduce(
-				(s, v, i) => s + v * (mapping[center - 4 + i] as number),
-				0,
-			) / window.reduce((s, v) => s + v, 0);
+			window.reduce((s, v, i) => s + v * (mapping[center - 4 + i] as number), 0) / window.reduce((s, v) => s + v, 0);
 		// numpy compares the float32 salience with the threshold in float32.
-		const f0 =
-			10 *
-			2 ** ((Math.max(...padded) <= Math.fround(threshold) ? 0 : cents) / 1200);
+		const f0 = 10 * 2 ** ((Math.max(...padded) <= Math.fround(threshold) ? 0 : cents) / 1200);
 		return f0 === 10 ? 0 : f0;
 	});
 }
@@ -92,22 +72,13 @@ describe("coarse pitch (RVC get_f0 quantisation)", () => {
 	});
 
 	it("rounds halves to even like numpy.rint", () => {
-		expect(
-			[0.5, 1.5, 2.5, 3.5, 254.5, 2.4999, 2.5001].map(roundHalfEven),
-		).toEqual([0, 2, 2, 4, 254, 2, 3]);
+		expect([0.5, 1.5, 2.5, 3.5, 254.5, 2.4999, 2.5001].map(roundHalfEven)).toEqual([0, 2, 2, 4, 254, 2, 3]);
 	});
 
 	it("shifts f0 by 2^(semitones/12) before quantising, and keeps unvoiced frames at 0 / 1", () => {
-		const { pitchf, pitch } = shiftAndQuantise(
-			Float32Array.from([200, 0, 150]),
-			12,
-		);
+		const { pitchf, pitch } = shiftAndQuantise(Float32Array.from([200, 0, 150]), 12);
 		expect([...pitchf]).toEqual([400, 0, 300]);
-		expect([...pitch]).toEqual([
-			BigInt(coarsePitch(400)),
-			1n,
-			BigInt(coarsePitch(300)),
-		]);
+		expect([...pitch]).toEqual([BigInt(coarsePitch(400)), 1n, BigInt(coarsePitch(300))]);
 		const down = shiftAndQuantise(Float32Array.from([220]), -7);
 		expect(down.pitchf[0]).toBeCloseTo(220 * 2 ** (-7 / 12), 3);
 	});
@@ -115,8 +86,7 @@ describe("coarse pitch (RVC get_f0 quantisation)", () => {
 
 describe("RMVPE salience decoding", () => {
 	const cents = (bin: number) => 1997.3794084376191 + 20 * bin;
-	const row = (entries: Record<number, number>) =>
-		Array.from({ length: 360 }, (_, b) => entries[b] ?? 0);
+	const row = (entries: Record<number, number>) => Array.from({ length: 360 }, (_, b) => entries[b] ?? 0);
 	const decode = (rows: number[][], threshold = 0.03) => [
 		...decodeSalience(Float32Array.from(rows.flat()), rows.length, threshold),
 	];
@@ -135,20 +105,13 @@ describe("RMVPE salience decoding", () => {
 	});
 
 	it("treats bins past either end as zero", () => {
-		const [low, high] = decode([
-			row({ 0: 0.5, 1: 0.5 }),
-			row({ 359: 0.8, 358: 0.2 }),
-		]);
+		const [low, high] = decode([row({ 0: 0.5, 1: 0.5 }), row({ 359: 0.8, 358: 0.2 })]);
 		expect(low).toBeCloseTo(10 * 2 ** ((cents(0) + 10) / 1200), 4);
 		expect(high).toBeCloseTo(10 * 2 ** ((cents(359) - 4) / 1200), 4);
 	});
 
 	it("marks frames at or below the threshold (compared in float32, as numpy does) unvoiced", () => {
-		expect(decode([row({ 50: 0.03 }), row({ 50: 0.0301 }), row({})])).toEqual([
-			0,
-			expect.any(Number),
-			0,
-		]);
+		expect(decode([row({ 50: 0.03 }), row({ 50: 0.0301 }), row({})])).toEqual([0, expect.any(Number), 0]);
 		expect(decode([row({ 50: 0.2 })], 0.2)).toEqual([0]);
 	});
 
@@ -163,9 +126,7 @@ describe("RMVPE salience decoding", () => {
 			const scale = t % 10 === 0 ? 0.02 : 1;
 			// Float32 values, as the model returns them.
 			return Array.from({ length: 360 }, (_, b) =>
-				Math.fround(
-					scale * (random() * 0.1 + Math.exp(-(((b - peak) / 2) ** 2))),
-				),
+				Math.fround(scale * (random() * 0.1 + Math.exp(-(((b - peak) / 2) ** 2)))),
 			);
 		});
 		const ours = decode(rows);

@@ -46,8 +46,7 @@ export interface ChunkPlanSeconds {
 
 /** Turns durations into a plan with every input length on a frame boundary; throws on inconsistent settings. */
 export function makeChunkPlan(s: ChunkPlanSeconds): ChunkPlan {
-	const frames = (seconds: number): number =>
-		Math.round((seconds * s.inputRate) / s.hop) * s.hop;
+	const frames = (seconds: number): number => Math.round((seconds * s.inputRate) / s.hop) * s.hop;
 	const plan: ChunkPlan = {
 		hop: s.hop,
 		cutStep: s.cutStep ?? s.hop,
@@ -65,31 +64,22 @@ export function validateChunkPlan(plan: ChunkPlan): void {
 	const problems: string[] = [];
 	const hopOut = plan.hop * plan.outputPerInput;
 	if (!Number.isInteger(hopOut))
-		problems.push(
-			`a frame of ${plan.hop} input samples must map to whole output samples (got ${hopOut})`,
-		);
+		problems.push(`a frame of ${plan.hop} input samples must map to whole output samples (got ${hopOut})`);
 	if (plan.cutStep < plan.hop || plan.cutStep % plan.hop !== 0)
 		problems.push("the cut step must be a multiple of the hop");
 	if (plan.targetSamples - plan.searchSamples < plan.cutStep)
 		problems.push("chunks must be at least one cut step long");
-	if (plan.contextSamples < plan.hop)
-		problems.push("context must be at least one frame");
+	if (plan.contextSamples < plan.hop) problems.push("context must be at least one frame");
 	if (plan.searchSamples < 0 || plan.searchSamples >= plan.targetSamples)
 		problems.push("search radius must be >= 0 and shorter than the chunk");
 	if (plan.crossfadeSamples < 0 || plan.crossfadeSamples % 2 !== 0)
 		problems.push("crossfade must be an even, non-negative number of samples");
 	if (plan.crossfadeSamples / 2 > plan.contextSamples * plan.outputPerInput)
 		problems.push("half the crossfade must fit in the context");
-	for (const key of [
-		"targetSamples",
-		"searchSamples",
-		"contextSamples",
-	] as const) {
-		if (plan[key] % plan.hop !== 0)
-			problems.push(`${key} must be a multiple of the hop`);
+	for (const key of ["targetSamples", "searchSamples", "contextSamples"] as const) {
+		if (plan[key] % plan.hop !== 0) problems.push(`${key} must be a multiple of the hop`);
 	}
-	if (problems.length > 0)
-		throw new RangeError(`invalid chunk plan: ${problems.join("; ")}`);
+	if (problems.length > 0) throw new RangeError(`invalid chunk plan: ${problems.join("; ")}`);
 }
 
 /** One piece of work: a segment of the input with its context, ready to convert. */
@@ -125,9 +115,7 @@ class InputBuffer {
 
 	append(block: Float32Array): void {
 		if (this.#length + block.length > this.#data.length) {
-			const grown = new Float32Array(
-				Math.max(this.#data.length * 2, this.#length + block.length),
-			);
+			const grown = new Float32Array(Math.max(this.#data.length * 2, this.#length + block.length));
 			grown.set(this.#data.subarray(0, this.#length));
 			this.#data = grown;
 		}
@@ -138,9 +126,7 @@ class InputBuffer {
 	at(position: number): number {
 		const i = position - this.#start;
 		if (i < 0 || i >= this.#length)
-			throw new RangeError(
-				`sample ${position} is not buffered (${this.#start}..${this.end})`,
-			);
+			throw new RangeError(`sample ${position} is not buffered (${this.#start}..${this.end})`);
 		return this.#data[i] as number;
 	}
 
@@ -159,13 +145,7 @@ class InputBuffer {
  * `hop`-sample sum of |x| is smallest. RVC (`opt_ts`) takes the quietest sample and floors it to a frame;
  * choosing among the allowed cut positions directly keeps the cut inside a quiet stretch.
  */
-function findQuietCut(
-	buffer: InputBuffer,
-	target: number,
-	search: number,
-	hop: number,
-	cutStep: number,
-): number {
+function findQuietCut(buffer: InputBuffer, target: number, search: number, hop: number, cutStep: number): number {
 	const half = hop / 2;
 	const first = Math.ceil((target - search) / cutStep) * cutStep;
 	let best = first;
@@ -197,36 +177,22 @@ export async function* convertInChunks(
 	signal?: AbortSignal,
 ): AsyncGenerator<Float32Array> {
 	validateChunkPlan(plan);
-	const {
-		hop,
-		targetSamples,
-		searchSamples,
-		contextSamples,
-		crossfadeSamples,
-		outputPerInput: ratio,
-	} = plan;
+	const { hop, targetSamples, searchSamples, contextSamples, crossfadeSamples, outputPerInput: ratio } = plan;
 	const half = crossfadeSamples / 2;
 	const buffer = new InputBuffer();
 	let segmentStart = 0;
 	let index = 0;
 	let previousTail: Float32Array | undefined;
 
-	const process = async function* (
-		segmentEnd: number,
-		total: number | undefined,
-	): AsyncGenerator<Float32Array> {
+	const process = async function* (segmentEnd: number, total: number | undefined): AsyncGenerator<Float32Array> {
 		signal?.throwIfAborted();
 		const final = total !== undefined;
 		const windowStart = segmentStart - contextSamples;
-		const windowEnd = final
-			? Math.ceil((segmentEnd + contextSamples) / hop) * hop
-			: segmentEnd + contextSamples;
+		const windowEnd = final ? Math.ceil((segmentEnd + contextSamples) / hop) * hop : segmentEnd + contextSamples;
 		const samples = new Float32Array(windowEnd - windowStart);
 		for (let i = 0; i < samples.length; i++) {
 			const p = windowStart + i;
-			samples[i] = buffer.at(
-				total !== undefined ? reflectIndex(p, total) : p < 0 ? -p : p,
-			);
+			samples[i] = buffer.at(total !== undefined ? reflectIndex(p, total) : p < 0 ? -p : p);
 		}
 		const window: ChunkWindow = {
 			index,
@@ -252,24 +218,16 @@ export async function* convertInChunks(
 			const joined = new Float32Array(crossfadeSamples);
 			for (let k = 0; k < crossfadeSamples; k++) {
 				const w = fadeIn(k, crossfadeSamples);
-				joined[k] =
-					(previousTail[k] as number) * (1 - w) +
-					(converted[from + k] as number) * w;
+				joined[k] = (previousTail[k] as number) * (1 - w) + (converted[from + k] as number) * w;
 			}
 			yield joined;
 			emitStart = segmentStart * ratio + half;
 		}
-		const emitEnd = final
-			? Math.round(total * ratio)
-			: segmentEnd * ratio - half;
-		if (emitEnd > emitStart)
-			yield converted.slice(emitStart - outOffset, emitEnd - outOffset);
+		const emitEnd = final ? Math.round(total * ratio) : segmentEnd * ratio - half;
+		if (emitEnd > emitStart) yield converted.slice(emitStart - outOffset, emitEnd - outOffset);
 		previousTail = final
 			? undefined
-			: converted.slice(
-					segmentEnd * ratio - half - outOffset,
-					segmentEnd * ratio + half - outOffset,
-				);
+			: converted.slice(segmentEnd * ratio - half - outOffset, segmentEnd * ratio + half - outOffset);
 		index++;
 		segmentStart = segmentEnd;
 		buffer.discardBefore(segmentStart - contextSamples);
@@ -278,17 +236,8 @@ export async function* convertInChunks(
 	for await (const block of input) {
 		signal?.throwIfAborted();
 		buffer.append(block);
-		while (
-			buffer.end >=
-			segmentStart + targetSamples + searchSamples + contextSamples + hop
-		) {
-			const cut = findQuietCut(
-				buffer,
-				segmentStart + targetSamples,
-				searchSamples,
-				hop,
-				plan.cutStep,
-			);
+		while (buffer.end >= segmentStart + targetSamples + searchSamples + contextSamples + hop) {
+			const cut = findQuietCut(buffer, segmentStart + targetSamples, searchSamples, hop, plan.cutStep);
 			yield* process(Math.max(cut, segmentStart + plan.cutStep), undefined);
 		}
 	}

@@ -20,11 +20,7 @@ export class RvcEngineError extends Error {
 	readonly code: RvcErrorCode;
 	readonly permanent: boolean;
 
-	constructor(
-		code: RvcErrorCode,
-		message: string,
-		options: { permanent?: boolean; cause?: unknown } = {},
-	) {
+	constructor(code: RvcErrorCode, message: string, options: { permanent?: boolean; cause?: unknown } = {}) {
 		super(message, { cause: options.cause });
 		this.name = "RvcEngineError";
 		this.code = code;

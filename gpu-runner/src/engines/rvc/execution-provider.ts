@@ -50,29 +50,18 @@ function selfTestModel(): {
 } {
 	const g = new OnnxGraphBuilder();
 	const x = g.input("x", "float32", [1, 4, SELF_TEST_FRAMES]);
-	const kernel = Float32Array.from(
-		{ length: 8 * 4 * 3 },
-		(_, i) => ((i % 7) - 3) / 16,
-	);
+	const kernel = Float32Array.from({ length: 8 * 4 * 3 }, (_, i) => ((i % 7) - 3) / 16);
 	const conv = g.node("Conv", [x, g.floats("kernel", [8, 4, 3], kernel)], {
 		kernel_shape: [3],
 		pads: [1, 1],
 	});
-	const projection = Float32Array.from(
-		{ length: 8 * 5 },
-		(_, i) => ((i % 5) - 2) / 16,
-	);
+	const projection = Float32Array.from({ length: 8 * 5 }, (_, i) => ((i % 5) - 2) / 16);
 	const transposed = g.node("Transpose", [conv], { perm: [0, 2, 1] });
-	const product = g.node("MatMul", [
-		transposed,
-		g.floats("projection", [8, 5], projection),
-	]);
+	const product = g.node("MatMul", [transposed, g.floats("projection", [8, 5], projection)]);
 	g.node("Sin", [product], {}, ["y"]);
 	g.output("y", "float32", [1, SELF_TEST_FRAMES, 5]);
 
-	const input = Float32Array.from({ length: 4 * SELF_TEST_FRAMES }, (_, i) =>
-		Math.sin(i * 0.37),
-	);
+	const input = Float32Array.from({ length: 4 * SELF_TEST_FRAMES }, (_, i) => Math.sin(i * 0.37));
 	const expected = new Float32Array(SELF_TEST_FRAMES * 5);
 	for (let t = 0; t < SELF_TEST_FRAMES; t++) {
 		const hidden = new Float64Array(8);
@@ -83,35 +72,22 @@ function selfTestModel(): {
 					if (src < 0 || src >= SELF_TEST_FRAMES) continue;
 					hidden[o] =
 						(hidden[o] as number) +
-						(kernel[(o * 4 + c) * 3 + k] as number) *
-							(input[c * SELF_TEST_FRAMES + src] as number);
+						(kernel[(o * 4 + c) * 3 + k] as number) * (input[c * SELF_TEST_FRAMES + src] as number);
 				}
 			}
 		}
 		for (let j = 0; j < 5; j++) {
 			let sum = 0;
-			for (let o = 0; o < 8; o++)
-				sum += (hidden[o] as number) * (projection[o * 5 + j] as number);
+			for (let o = 0; o < 8; o++) sum += (hidden[o] as number) * (projection[o * 5 + j] as number);
 			expected[t * 5 + j] = Math.sin(sum);
 		}
 	}
 	return { model: g.toModel(), input, expected };
 }
 
-function describeFailure(
-	provider: ExecutionProviderName,
-	error: unknown,
-): string {
-	const message =
-		(error instanceof Error ? error.message : String(error))
-			.split("\n")[0]
-			?.trim() ?? "unknown error";
-	if (
-		provider === "cuda" &&
-		/Failed to load|shared library|providers_cuda|providers_shared/i.test(
-			message,
-		)
-	) {
+function describeFailure(provider: ExecutionProviderName, error: unknown): string {
+	const message = (error instanceof Error ? error.message : String(error)).split("\n")[0]?.trim() ?? "unknown error";
+	if (provider === "cuda" && /Failed to load|shared library|providers_cuda|providers_shared/i.test(message)) {
 		return `${message} (the CUDA provider libraries are not installed: install onnxruntime-node with ONNXRUNTIME_NODE_INSTALL=cuda12 in the image, on a CUDA 12 + cuDNN 9 base)`;
 	}
 	return message;
@@ -132,16 +108,9 @@ async function selfTest(provider: ExecutionProviderName): Promise<void> {
 		if (!(y instanceof Float32Array) || y.length !== expected.length)
 			throw new Error("self-test returned no output of the expected size");
 		let worst = 0;
-		for (let i = 0; i < y.length; i++)
-			worst = Math.max(
-				worst,
-				Math.abs((y[i] as number) - (expected[i] as number)),
-			);
+		for (let i = 0; i < y.length; i++) worst = Math.max(worst, Math.abs((y[i] as number) - (expected[i] as number)));
 		// Loose enough for TF32 or fp16 accumulation on a GPU; a broken kernel is far off.
-		if (!(worst < 1e-2))
-			throw new Error(
-				`self-test output differs from the reference by ${worst}`,
-			);
+		if (!(worst < 1e-2)) throw new Error(`self-test output differs from the reference by ${worst}`);
 	} finally {
 		await session.release();
 	}

@@ -6,8 +6,7 @@ export class Fft {
 	readonly #bitReversed: Uint32Array;
 
 	constructor(size: number) {
-		if (size < 2 || (size & (size - 1)) !== 0)
-			throw new RangeError(`FFT size must be a power of two, got ${size}`);
+		if (size < 2 || (size & (size - 1)) !== 0) throw new RangeError(`FFT size must be a power of two, got ${size}`);
 		this.size = size;
 		this.#cos = new Float64Array(size / 2);
 		this.#sin = new Float64Array(size / 2);
@@ -63,7 +62,6 @@ export class Fft {
 /** torch.hann_window(n) with its default `periodic=True`: 0.5 - 0.5 cos(2 pi i / n). */
 export function periodicHann(n: number): Float64Array {
 	const w = new Float64Array(n);
-	for (let i = 0; i < n; i++)
-		w[i] = 0.5 - 0.5 * Math.cos((2 * Math.PI * i) / n);
+	for (let i = 0; i < n; i++) w[i] = 0.5 - 0.5 * Math.cos((2 * Math.PI * i) / n);
 	return w;
 }

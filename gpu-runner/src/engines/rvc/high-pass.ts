@@ -23,16 +23,13 @@ export class ButterworthHighPass {
 
 	constructor(cutoffHz: number, sampleRate: number, order = 5) {
 		if (!(cutoffHz > 0 && cutoffHz < sampleRate / 2))
-			throw new RangeError(
-				`cutoff ${cutoffHz} Hz must be between 0 and ${sampleRate / 2} Hz`,
-			);
+			throw new RangeError(`cutoff ${cutoffHz} Hz must be between 0 and ${sampleRate / 2} Hz`);
 		const k = Math.tan((Math.PI * cutoffHz) / sampleRate);
 		const state = { x1: 0, x2: 0, y1: 0, y2: 0 };
 		// Conjugate pole pairs of the analog Butterworth prototype sit at angles pi (order - 2i + 1) / (2 order)
 		// from the negative real axis, i = 1 .. order/2; a pair at angle a is a section with Q = 1 / (2 cos a).
 		for (let i = 1; i <= Math.floor(order / 2); i++) {
-			const q =
-				1 / (2 * Math.cos((Math.PI * (order - 2 * i + 1)) / (2 * order)));
+			const q = 1 / (2 * Math.cos((Math.PI * (order - 2 * i + 1)) / (2 * order)));
 			const norm = 1 / (1 + k / q + k * k);
 			this.#sections.push({
 				b0: norm,
@@ -62,8 +59,7 @@ export class ButterworthHighPass {
 		for (const s of this.#sections) {
 			for (let n = 0; n < out.length; n++) {
 				const x = out[n] as number;
-				const y =
-					s.b0 * x + s.b1 * s.x1 + s.b2 * s.x2 - s.a1 * s.y1 - s.a2 * s.y2;
+				const y = s.b0 * x + s.b1 * s.x1 + s.b2 * s.x2 - s.a1 * s.y1 - s.a2 * s.y2;
 				s.x2 = s.x1;
 				s.x1 = x;
 				s.y2 = s.y1;

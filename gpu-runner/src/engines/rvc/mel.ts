@@ -34,9 +34,7 @@ export function melFilterbank(
 	const nBins = nFft / 2 + 1;
 	const melMin = htkHzToMel(fmin);
 	const melMax = htkHzToMel(fmax);
-	const edges = Array.from({ length: nMels + 2 }, (_, i) =>
-		htkMelToHz(melMin + ((melMax - melMin) * i) / (nMels + 1)),
-	);
+	const edges = Array.from({ length: nMels + 2 }, (_, i) => htkMelToHz(melMin + ((melMax - melMin) * i) / (nMels + 1)));
 	const weights = new Float32Array(nMels * nBins);
 	for (let m = 0; m < nMels; m++) {
 		const lo = edges[m] as number;
@@ -65,13 +63,7 @@ export interface LogMel {
 export class LogMelSpectrogram {
 	readonly #fft = new Fft(RMVPE_N_FFT);
 	readonly #window = periodicHann(RMVPE_N_FFT);
-	readonly #filterbank = melFilterbank(
-		RMVPE_SAMPLE_RATE,
-		RMVPE_N_FFT,
-		RMVPE_N_MELS,
-		RMVPE_FMIN,
-		RMVPE_FMAX,
-	);
+	readonly #filterbank = melFilterbank(RMVPE_SAMPLE_RATE, RMVPE_N_FFT, RMVPE_N_MELS, RMVPE_FMIN, RMVPE_FMAX);
 	/** For each mel band, the first and one-past-last FFT bin with a non-zero weight. */
 	readonly #bandRanges: Array<[number, number]>;
 
@@ -92,13 +84,11 @@ export class LogMelSpectrogram {
 	}
 
 	compute(audio: Float32Array): LogMel {
-		if (audio.length === 0)
-			throw new RangeError("cannot compute a spectrogram of no audio");
+		if (audio.length === 0) throw new RangeError("cannot compute a spectrogram of no audio");
 		const nBins = RMVPE_N_FFT / 2 + 1;
 		const half = RMVPE_N_FFT / 2;
 		const frames = 1 + Math.floor(audio.length / RMVPE_HOP);
-		const paddedFrames =
-			Math.ceil(frames / RMVPE_FRAME_MULTIPLE) * RMVPE_FRAME_MULTIPLE;
+		const paddedFrames = Math.ceil(frames / RMVPE_FRAME_MULTIPLE) * RMVPE_FRAME_MULTIPLE;
 		const data = new Float32Array(RMVPE_N_MELS * paddedFrames);
 		const re = new Float64Array(RMVPE_N_FFT);
 		const im = new Float64Array(RMVPE_N_FFT);
@@ -107,21 +97,16 @@ export class LogMelSpectrogram {
 			// center=True: frame f is centred on sample f * hop of the reflect-padded signal.
 			const start = f * RMVPE_HOP - half;
 			for (let i = 0; i < RMVPE_N_FFT; i++) {
-				re[i] =
-					(audio[reflectIndex(start + i, audio.length)] as number) *
-					(this.#window[i] as number);
+				re[i] = (audio[reflectIndex(start + i, audio.length)] as number) * (this.#window[i] as number);
 				im[i] = 0;
 			}
 			this.#fft.transform(re, im);
-			for (let k = 0; k < nBins; k++)
-				magnitude[k] = Math.hypot(re[k] as number, im[k] as number);
+			for (let k = 0; k < nBins; k++) magnitude[k] = Math.hypot(re[k] as number, im[k] as number);
 			for (let m = 0; m < RMVPE_N_MELS; m++) {
 				const [first, last] = this.#bandRanges[m] as [number, number];
 				let sum = 0;
 				for (let k = first; k < last; k++)
-					sum +=
-						(this.#filterbank[m * nBins + k] as number) *
-						(magnitude[k] as number);
+					sum += (this.#filterbank[m * nBins + k] as number) * (magnitude[k] as number);
 				data[m * paddedFrames + f] = Math.log(Math.max(sum, RMVPE_LOG_CLAMP));
 			}
 		}

@@ -13,10 +13,7 @@
  */
 import * as ort from "onnxruntime-node";
 import { RvcEngineError } from "./errors.ts";
-import {
-	type ExecutionProviderName,
-	sessionOptionsFor,
-} from "./execution-provider.ts";
+import { type ExecutionProviderName, sessionOptionsFor } from "./execution-provider.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
 import { RMVPE_PITCH_BINS } from "./pitch.ts";
 
@@ -46,11 +43,7 @@ class OnnxModel {
 		this.session = session;
 	}
 
-	static async load(
-		role: ModelRole,
-		path: string,
-		settings: SessionSettings,
-	): Promise<OnnxModel> {
+	static async load(role: ModelRole, path: string, settings: SessionSettings): Promise<OnnxModel> {
 		try {
 			const session = await ort.InferenceSession.create(
 				path,
@@ -58,8 +51,7 @@ class OnnxModel {
 			);
 			return new OnnxModel(role, path, session);
 		} catch (error) {
-			const reason =
-				error instanceof Error ? error.message.split("\n")[0] : String(error);
+			const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
 			throw new RvcEngineError(
 				"invalid_model",
 				`${role} model ${path} could not be loaded on ${settings.provider}: ${reason}`,
@@ -69,52 +61,31 @@ class OnnxModel {
 	}
 
 	fail(message: string): RvcEngineError {
-		return new RvcEngineError(
-			"invalid_model",
-			`${this.role} model ${this.path}: ${message}`,
-		);
+		return new RvcEngineError("invalid_model", `${this.role} model ${this.path}: ${message}`);
 	}
 
 	/**
 	 * The declared shape of an input or output (sizes or symbolic names; empty when the model declares none),
 	 * after checking that it exists, its element type, and its rank where both are known.
 	 */
-	declared(
-		kind: "input" | "output",
-		name: string,
-		type: TensorType,
-		rank?: number,
-	): ReadonlyArray<number | string> {
-		const list =
-			kind === "input"
-				? this.session.inputMetadata
-				: this.session.outputMetadata;
+	declared(kind: "input" | "output", name: string, type: TensorType, rank?: number): ReadonlyArray<number | string> {
+		const list = kind === "input" ? this.session.inputMetadata : this.session.outputMetadata;
 		const meta = list.find((m) => m.name === name);
 		if (meta === undefined) throw this.fail(`has no ${kind} named "${name}"`);
 		if (!meta.isTensor) throw this.fail(`${kind} "${name}" is not a tensor`);
-		if (meta.type !== type)
-			throw this.fail(`${kind} "${name}" is ${meta.type}, expected ${type}`);
-		if (
-			rank !== undefined &&
-			meta.shape.length > 0 &&
-			meta.shape.length !== rank
-		) {
-			throw this.fail(
-				`${kind} "${name}" has shape ${describeShape(meta.shape)}, expected rank ${rank}`,
-			);
+		if (meta.type !== type) throw this.fail(`${kind} "${name}" is ${meta.type}, expected ${type}`);
+		if (rank !== undefined && meta.shape.length > 0 && meta.shape.length !== rank) {
+			throw this.fail(`${kind} "${name}" has shape ${describeShape(meta.shape)}, expected rank ${rank}`);
 		}
 		return meta.shape;
 	}
 
-	run(
-		feeds: Record<string, ort.Tensor>,
-	): Promise<ort.InferenceSession.ReturnType> {
+	run(feeds: Record<string, ort.Tensor>): Promise<ort.InferenceSession.ReturnType> {
 		const result = this.#queue.then(async () => {
 			try {
 				return await this.session.run(feeds);
 			} catch (error) {
-				const reason =
-					error instanceof Error ? error.message.split("\n")[0] : String(error);
+				const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
 				const shapes = Object.entries(feeds)
 					.map(([name, t]) => `${name} ${t.type}${describeShape(t.dims)}`)
 					.join(", ");
@@ -140,9 +111,7 @@ class OnnxModel {
 		if (tensor.type !== "float32" || !(tensor.data instanceof Float32Array))
 			throw this.fail(`output "${name}" is ${tensor.type}, expected float32`);
 		if (tensor.dims.length !== rank)
-			throw this.fail(
-				`output "${name}" has shape ${describeShape(tensor.dims)}, expected rank ${rank}`,
-			);
+			throw this.fail(`output "${name}" has shape ${describeShape(tensor.dims)}, expected rank ${rank}`);
 		return { data: tensor.data, dims: tensor.dims };
 	}
 
@@ -165,21 +134,13 @@ export class ContentVecModel {
 		this.model = model;
 		const input = model.session.inputMetadata[0];
 		const output = model.session.outputMetadata[0];
-		if (
-			model.session.inputMetadata.length !== 1 ||
-			input === undefined ||
-			output === undefined
-		) {
+		if (model.session.inputMetadata.length !== 1 || input === undefined || output === undefined) {
 			throw model.fail(
 				`expected one audio input and a features output, found inputs [${model.session.inputNames.join(", ")}]`,
 			);
 		}
 		const inputShape = model.declared("input", input.name, "float32");
-		if (
-			inputShape.length !== 0 &&
-			inputShape.length !== 2 &&
-			inputShape.length !== 3
-		) {
+		if (inputShape.length !== 0 && inputShape.length !== 2 && inputShape.length !== 3) {
 			throw model.fail(
 				`input "${input.name}" has shape ${describeShape(inputShape)}, expected [1, 1, samples] or [1, samples]`,
 			);
@@ -194,19 +155,12 @@ export class ContentVecModel {
 	}
 
 	/** Features of `audio` (16 kHz), `[frames, dim]` row-major, about one frame per 320 samples. */
-	async extract(
-		audio: Float32Array,
-	): Promise<{ data: Float32Array; frames: number; dim: number }> {
-		const dims =
-			this.#inputRank === 3 ? [1, 1, audio.length] : [1, audio.length];
+	async extract(audio: Float32Array): Promise<{ data: Float32Array; frames: number; dim: number }> {
+		const dims = this.#inputRank === 3 ? [1, 1, audio.length] : [1, audio.length];
 		const result = await this.model.run({
 			[this.#inputName]: new ort.Tensor("float32", audio, dims),
 		});
-		const { data, dims: out } = this.model.floatOutput(
-			result,
-			this.#outputName,
-			3,
-		);
+		const { data, dims: out } = this.model.floatOutput(result, this.#outputName, 3);
 		const [batch, frames, dim] = out as [number, number, number];
 		// HuBERT's feature encoder has a 400-sample receptive field and a stride of 320.
 		const expected = Math.floor((audio.length - 400) / 320) + 1;
@@ -229,11 +183,7 @@ export class RmvpeModel {
 		this.model = model;
 		const input = model.session.inputMetadata[0];
 		const output = model.session.outputMetadata[0];
-		if (
-			model.session.inputMetadata.length !== 1 ||
-			input === undefined ||
-			output === undefined
-		) {
+		if (model.session.inputMetadata.length !== 1 || input === undefined || output === undefined) {
 			throw model.fail(
 				`expected one mel input and a salience output, found inputs [${model.session.inputNames.join(", ")}]`,
 			);
@@ -245,10 +195,7 @@ export class RmvpeModel {
 			);
 		}
 		const outputShape = model.declared("output", output.name, "float32", 3);
-		if (
-			typeof outputShape[2] === "number" &&
-			outputShape[2] !== RMVPE_PITCH_BINS
-		) {
+		if (typeof outputShape[2] === "number" && outputShape[2] !== RMVPE_PITCH_BINS) {
 			throw model.fail(
 				`output "${output.name}" has shape ${describeShape(outputShape)}, expected [1, frames, ${RMVPE_PITCH_BINS}]`,
 			);
@@ -260,18 +207,10 @@ export class RmvpeModel {
 	/** Salience `[paddedFrames, 360]` row-major for the padded mel. */
 	async salience(mel: LogMel): Promise<Float32Array> {
 		const result = await this.model.run({
-			[this.#inputName]: new ort.Tensor("float32", mel.data, [
-				1,
-				RMVPE_N_MELS,
-				mel.paddedFrames,
-			]),
+			[this.#inputName]: new ort.Tensor("float32", mel.data, [1, RMVPE_N_MELS, mel.paddedFrames]),
 		});
 		const { data, dims } = this.model.floatOutput(result, this.#outputName, 3);
-		if (
-			dims[0] !== 1 ||
-			(dims[1] as number) < mel.frames ||
-			dims[2] !== RMVPE_PITCH_BINS
-		) {
+		if (dims[0] !== 1 || (dims[1] as number) < mel.frames || dims[2] !== RMVPE_PITCH_BINS) {
 			throw this.model.fail(
 				`output has shape ${describeShape(dims)} for ${mel.paddedFrames} mel frames; expected [1, ${mel.paddedFrames}, ${RMVPE_PITCH_BINS}]`,
 			);
@@ -311,9 +250,7 @@ export class SynthesizerModel {
 	constructor(model: OnnxModel) {
 		this.model = model;
 		const names = model.session.inputNames;
-		const missing = SynthesizerModel.INPUTS.map(([name]) => name).filter(
-			(name) => !names.includes(name),
-		);
+		const missing = SynthesizerModel.INPUTS.map(([name]) => name).filter((name) => !names.includes(name));
 		if (missing.length > 0) {
 			throw model.fail(
 				`is missing input(s) ${missing.join(", ")}; found [${names.join(", ")}], expected RVC's phone, phone_lengths, pitch, pitchf, ds, rnd (an f0 synthesizer export)`,
@@ -327,38 +264,22 @@ export class SynthesizerModel {
 		model.declared("output", output.name, "float32");
 		this.#outputName = output.name;
 		const phoneDim = shapes.get("phone")?.[2];
-		this.declaredFeatureDim =
-			typeof phoneDim === "number" ? phoneDim : undefined;
+		this.declaredFeatureDim = typeof phoneDim === "number" ? phoneDim : undefined;
 		const noise = shapes.get("rnd")?.[1];
 		this.noiseChannels = typeof noise === "number" ? noise : 192;
 	}
 
 	/** Audio samples for the frames; at least `frames x samplesPerFrame` of them. */
-	async synthesize(
-		inputs: SynthesizerInputs,
-		samplesPerFrame: number,
-	): Promise<Float32Array> {
+	async synthesize(inputs: SynthesizerInputs, samplesPerFrame: number): Promise<Float32Array> {
 		const { frames } = inputs;
 		const dim = inputs.phone.length / frames;
 		const result = await this.model.run({
 			phone: new ort.Tensor("float32", inputs.phone, [1, frames, dim]),
-			phone_lengths: new ort.Tensor(
-				"int64",
-				BigInt64Array.of(BigInt(frames)),
-				[1],
-			),
+			phone_lengths: new ort.Tensor("int64", BigInt64Array.of(BigInt(frames)), [1]),
 			pitch: new ort.Tensor("int64", inputs.pitch, [1, frames]),
 			pitchf: new ort.Tensor("float32", inputs.pitchf, [1, frames]),
-			ds: new ort.Tensor(
-				"int64",
-				BigInt64Array.of(BigInt(inputs.speakerId)),
-				[1],
-			),
-			rnd: new ort.Tensor("float32", inputs.rnd, [
-				1,
-				this.noiseChannels,
-				frames,
-			]),
+			ds: new ort.Tensor("int64", BigInt64Array.of(BigInt(inputs.speakerId)), [1]),
+			rnd: new ort.Tensor("float32", inputs.rnd, [1, this.noiseChannels, frames]),
 		});
 		const tensor = result[this.#outputName];
 		if (tensor === undefined || !(tensor.data instanceof Float32Array))
@@ -446,17 +367,12 @@ export class ModelCache {
 	}
 
 	/** Loads (or reuses) the three models and checks they fit together; call `release` when done with them. */
-	async acquire(
-		paths: Record<ModelRole, string>,
-	): Promise<{ models: LoadedModels; release: () => void }> {
+	async acquire(paths: Record<ModelRole, string>): Promise<{ models: LoadedModels; release: () => void }> {
 		const roles: ModelRole[] = ["contentvec", "rmvpe", "synthesizer"];
-		const settled = await Promise.allSettled(
-			roles.map((role) => this.#acquire(role, paths[role])),
-		);
+		const settled = await Promise.allSettled(roles.map((role) => this.#acquire(role, paths[role])));
 		const release = (): void => {
 			settled.forEach((s, i) => {
-				if (s.status === "fulfilled")
-					this.#releaseUse(roles[i] as ModelRole, paths[roles[i] as ModelRole]);
+				if (s.status === "fulfilled") this.#releaseUse(roles[i] as ModelRole, paths[roles[i] as ModelRole]);
 			});
 		};
 		const failure = settled.find((s) => s.status === "rejected");
@@ -464,9 +380,11 @@ export class ModelCache {
 			release();
 			throw failure.reason;
 		}
-		const [contentvec, rmvpe, synthesizer] = settled.map(
-			(s) => (s as PromiseFulfilledResult<OnnxModel>).value,
-		) as [OnnxModel, OnnxModel, OnnxModel];
+		const [contentvec, rmvpe, synthesizer] = settled.map((s) => (s as PromiseFulfilledResult<OnnxModel>).value) as [
+			OnnxModel,
+			OnnxModel,
+			OnnxModel,
+		];
 		try {
 			const models = {
 				contentvec: new ContentVecModel(contentvec),
@@ -491,8 +409,6 @@ export class ModelCache {
 	async dispose(): Promise<void> {
 		const entries = [...this.#entries.values()];
 		this.#entries.clear();
-		await Promise.allSettled(
-			entries.map(async (e) => (await e.model).release()),
-		);
+		await Promise.allSettled(entries.map(async (e) => (await e.model).release()));
 	}
 }

@@ -78,8 +78,7 @@ class ProtoMessage {
 
 	packedVarints(field: number, values: readonly (number | bigint)[]): this {
 		const inner = new ProtoMessage();
-		for (const v of values)
-			inner.#push(encodeVarint(BigInt.asUintN(64, BigInt(v))));
+		for (const v of values) inner.#push(encodeVarint(BigInt.asUintN(64, BigInt(v))));
 		return this.message(field, inner);
 	}
 
@@ -116,13 +115,7 @@ function encodeVarint(value: bigint): Uint8Array {
 /** A dimension is a fixed size or a symbolic name (a dynamic axis). */
 export type OnnxDim = number | string;
 
-export type OnnxAttribute =
-	| number
-	| number[]
-	| string
-	| { floats: number[] }
-	| { float: number }
-	| TensorData;
+export type OnnxAttribute = number | number[] | string | { floats: number[] } | { float: number } | TensorData;
 
 export type TensorData =
 	| { type: "float32"; dims: number[]; data: Float32Array }
@@ -135,11 +128,7 @@ function tensorProto(name: string, tensor: TensorData): ProtoMessage {
 			`tensor ${name}: dims [${tensor.dims.join(", ")}] need ${expected} values, got ${tensor.data.length}`,
 		);
 	}
-	const raw = new Uint8Array(
-		tensor.data.buffer,
-		tensor.data.byteOffset,
-		tensor.data.byteLength,
-	);
+	const raw = new Uint8Array(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength);
 	// TensorProto: dims = 1, data_type = 2, name = 8, raw_data = 9 (little-endian, as ONNX requires).
 	return new ProtoMessage()
 		.packedVarints(1, tensor.dims)
@@ -152,46 +141,26 @@ function attributeProto(name: string, value: OnnxAttribute): ProtoMessage {
 	// AttributeProto: name = 1, f = 2, i = 3, s = 4, t = 5, floats = 7, ints = 8, type = 20.
 	const attr = new ProtoMessage().string(1, name);
 	if (typeof value === "number") {
-		if (!Number.isInteger(value))
-			throw new Error(
-				`attribute ${name}: use { float: ${value} } for a float attribute`,
-			);
+		if (!Number.isInteger(value)) throw new Error(`attribute ${name}: use { float: ${value} } for a float attribute`);
 		return attr.varint(3, value).varint(20, ATTRIBUTE_TYPE.int);
 	}
-	if (typeof value === "string")
-		return attr.string(4, value).varint(20, ATTRIBUTE_TYPE.string);
-	if (Array.isArray(value))
-		return attr.packedVarints(8, value).varint(20, ATTRIBUTE_TYPE.ints);
-	if ("floats" in value)
-		return attr.packedFloats(7, value.floats).varint(20, ATTRIBUTE_TYPE.floats);
-	if ("float" in value)
-		return attr.float(2, value.float).varint(20, ATTRIBUTE_TYPE.float);
-	return attr
-		.message(5, tensorProto("", value))
-		.varint(20, ATTRIBUTE_TYPE.tensor);
+	if (typeof value === "string") return attr.string(4, value).varint(20, ATTRIBUTE_TYPE.string);
+	if (Array.isArray(value)) return attr.packedVarints(8, value).varint(20, ATTRIBUTE_TYPE.ints);
+	if ("floats" in value) return attr.packedFloats(7, value.floats).varint(20, ATTRIBUTE_TYPE.floats);
+	if ("float" in value) return attr.float(2, value.float).varint(20, ATTRIBUTE_TYPE.float);
+	return attr.message(5, tensorProto("", value)).varint(20, ATTRIBUTE_TYPE.tensor);
 }
 
-function valueInfoProto(
-	name: string,
-	type: OnnxElementType,
-	shape: readonly OnnxDim[],
-): ProtoMessage {
+function valueInfoProto(name: string, type: OnnxElementType, shape: readonly OnnxDim[]): ProtoMessage {
 	// TensorShapeProto.Dimension: dim_value = 1, dim_param = 2.
 	const shapeProto = new ProtoMessage();
 	for (const dim of shape) {
-		const d =
-			typeof dim === "number"
-				? new ProtoMessage().varint(1, dim)
-				: new ProtoMessage().string(2, dim);
+		const d = typeof dim === "number" ? new ProtoMessage().varint(1, dim) : new ProtoMessage().string(2, dim);
 		shapeProto.message(1, d);
 	}
 	// TypeProto.Tensor: elem_type = 1, shape = 2; TypeProto: tensor_type = 1; ValueInfoProto: name = 1, type = 2.
-	const tensorType = new ProtoMessage()
-		.varint(1, DATA_TYPE[type])
-		.message(2, shapeProto);
-	return new ProtoMessage()
-		.string(1, name)
-		.message(2, new ProtoMessage().message(1, tensorType));
+	const tensorType = new ProtoMessage().varint(1, DATA_TYPE[type]).message(2, shapeProto);
+	return new ProtoMessage().string(1, name).message(2, new ProtoMessage().message(1, tensorType));
 }
 
 /**
@@ -211,11 +180,7 @@ export class OnnxGraphBuilder {
 		return this.#parameterCount;
 	}
 
-	input(
-		name: string,
-		type: OnnxElementType,
-		shape: readonly OnnxDim[],
-	): string {
+	input(name: string, type: OnnxElementType, shape: readonly OnnxDim[]): string {
 		this.#inputs.push(valueInfoProto(name, type, shape));
 		return name;
 	}
@@ -232,11 +197,7 @@ export class OnnxGraphBuilder {
 	}
 
 	/** A float32 initializer, counted in `parameterCount`. */
-	floats(
-		prefix: string,
-		dims: number[],
-		data: Float32Array | number[],
-	): string {
+	floats(prefix: string, dims: number[], data: Float32Array | number[]): string {
 		return this.initializer(prefix, {
 			type: "float32",
 			dims,
@@ -274,12 +235,7 @@ export class OnnxGraphBuilder {
 		attributes: Record<string, OnnxAttribute> = {},
 		outputs?: readonly string[],
 	): string {
-		return this.nodeOutputs(
-			opType,
-			inputs,
-			attributes,
-			outputs ?? [this.fresh(opType.toLowerCase())],
-		)[0] as string;
+		return this.nodeOutputs(opType, inputs, attributes, outputs ?? [this.fresh(opType.toLowerCase())])[0] as string;
 	}
 
 	/** Adds a node with several (named or generated) outputs; an empty name skips an optional output. */
@@ -294,15 +250,12 @@ export class OnnxGraphBuilder {
 		for (const input of inputs) node.string(1, input);
 		for (const output of outputs) node.string(2, output);
 		node.string(3, `${opType}_${this.#counter++}`).string(4, opType);
-		for (const [key, value] of Object.entries(attributes))
-			node.message(5, attributeProto(key, value));
+		for (const [key, value] of Object.entries(attributes)) node.message(5, attributeProto(key, value));
 		this.#nodes.push(node);
 		return [...outputs];
 	}
 
-	toModel(
-		options: { opset?: number; producer?: string; graphName?: string } = {},
-	): Uint8Array {
+	toModel(options: { opset?: number; producer?: string; graphName?: string } = {}): Uint8Array {
 		// GraphProto: node = 1, name = 2, initializer = 5, input = 11, output = 12.
 		const graph = new ProtoMessage();
 		for (const node of this.#nodes) graph.message(1, node);
@@ -311,9 +264,7 @@ export class OnnxGraphBuilder {
 		for (const input of this.#inputs) graph.message(11, input);
 		for (const output of this.#outputs) graph.message(12, output);
 		// OperatorSetIdProto: domain = 1 (empty: the default ai.onnx domain), version = 2.
-		const opset = new ProtoMessage()
-			.string(1, "")
-			.varint(2, options.opset ?? 17);
+		const opset = new ProtoMessage().string(1, "").varint(2, options.opset ?? 17);
 		// ModelProto: ir_version = 1, producer_name = 2, graph = 7, opset_import = 8. IR 8 goes with opset 17.
 		return new ProtoMessage()
 			.varint(1, 8)

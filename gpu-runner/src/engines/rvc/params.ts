@@ -65,16 +65,10 @@ const RULES: Record<keyof RvcParams, Rule> = {
 };
 
 /** Validates `params`; `defaults` replaces built-in defaults (the engine shortens chunks on the CPU). */
-export function parseRvcParams(
-	params: Record<string, unknown>,
-	defaults: Partial<RvcParams> = {},
-): RvcParams {
+export function parseRvcParams(params: Record<string, unknown>, defaults: Partial<RvcParams> = {}): RvcParams {
 	const problems: string[] = [];
 	const out = {} as RvcParams;
-	for (const [field, rule] of Object.entries(RULES) as [
-		keyof RvcParams,
-		Rule,
-	][]) {
+	for (const [field, rule] of Object.entries(RULES) as [keyof RvcParams, Rule][]) {
 		const raw = params[rule.key];
 		if (raw === undefined) {
 			const fallback = defaults[field] ?? rule.default;
@@ -116,9 +110,6 @@ export function parseRvcParams(
 		problems.push("half of crossfade_seconds must fit in context_seconds");
 	}
 	if (problems.length > 0)
-		throw new RvcEngineError(
-			"invalid_params",
-			`invalid rvc voice params: ${problems.join("; ")}`,
-		);
+		throw new RvcEngineError("invalid_params", `invalid rvc voice params: ${problems.join("; ")}`);
 	return out;
 }

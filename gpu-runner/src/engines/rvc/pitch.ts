@@ -50,11 +50,7 @@ export function decodeSalience(
 		if (!(max > limit)) continue;
 		let weighted = 0;
 		let total = 0;
-		for (
-			let b = Math.max(0, center - 4);
-			b <= Math.min(RMVPE_PITCH_BINS - 1, center + 4);
-			b++
-		) {
+		for (let b = Math.max(0, center - 4); b <= Math.min(RMVPE_PITCH_BINS - 1, center + 4); b++) {
 			const v = salience[row + b] as number;
 			weighted += v * (RMVPE_CENTS_OFFSET + RMVPE_CENTS_PER_BIN * b);
 			total += v;
@@ -93,10 +89,7 @@ export interface SynthesizerPitch {
 }
 
 /** Shift f0 by `semitones` (f0 x 2^(semitones/12)) and quantise it, as `Pipeline.get_f0` does. */
-export function shiftAndQuantise(
-	f0: Float32Array,
-	semitones: number,
-): SynthesizerPitch {
+export function shiftAndQuantise(f0: Float32Array, semitones: number): SynthesizerPitch {
 	const factor = 2 ** (semitones / 12);
 	const pitchf = new Float32Array(f0.length);
 	const pitch = new BigInt64Array(f0.length);

@@ -18,13 +18,7 @@
  */
 import { randomInt } from "node:crypto";
 import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
-import type {
-	AudioBlock,
-	Engine,
-	EngineInfo,
-	EngineJob,
-	PcmFormat,
-} from "../engine.ts";
+import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
 import { type ChunkWindow, convertInChunks, makeChunkPlan } from "./chunker.ts";
 import { RvcEngineError } from "./errors.ts";
 import {
@@ -42,11 +36,7 @@ import { decodeSalience, shiftAndQuantise } from "./pitch.ts";
 import { NormalNoise } from "./random.ts";
 
 /** Artifact names an `rvc` voice must carry. */
-export const RVC_ARTIFACTS: readonly ModelRole[] = [
-	"contentvec",
-	"rmvpe",
-	"synthesizer",
-];
+export const RVC_ARTIFACTS: readonly ModelRole[] = ["contentvec", "rmvpe", "synthesizer"];
 
 export interface RvcChunkStats {
 	index: number;
@@ -101,17 +91,11 @@ function artifactPaths(job: EngineJob): Record<ModelRole, string> {
 }
 
 /** The job's 16 kHz mono samples, high-passed at 48 Hz as RVC does before anything else. */
-async function* monoSamples(
-	input: AsyncIterable<AudioBlock>,
-): AsyncGenerator<Float32Array> {
+async function* monoSamples(input: AsyncIterable<AudioBlock>): AsyncGenerator<Float32Array> {
 	const highPass = new ButterworthHighPass(48, RMVPE_SAMPLE_RATE);
 	for await (const block of input) {
 		const channel = block.channels[0];
-		if (
-			block.sampleRate !== RMVPE_SAMPLE_RATE ||
-			block.channels.length !== 1 ||
-			channel === undefined
-		) {
+		if (block.sampleRate !== RMVPE_SAMPLE_RATE || block.channels.length !== 1 || channel === undefined) {
 			throw new RvcEngineError(
 				"invalid_input",
 				`rvc engine takes 16000 Hz mono blocks, got ${block.sampleRate} Hz with ${block.channels.length} channel(s); resample and downmix first`,
@@ -138,23 +122,14 @@ async function convertWindow(
 	const features = await models.contentvec.extract(window.samples);
 	const timeContentvec = performance.now() - started;
 	if (features.frames < 1)
-		throw new RvcEngineError(
-			"invalid_model",
-			`contentvec returned no frames for ${window.samples.length} samples`,
-		);
+		throw new RvcEngineError("invalid_model", `contentvec returned no frames for ${window.samples.length} samples`);
 	// RVC doubles ContentVec's 50 frames/s to the synthesizer's 100 by repeating each frame
 	// (F.interpolate(scale_factor=2), nearest). The doubled count can fall a frame or two short of the
 	// audio's; the last frame is repeated so the output keeps the input's duration.
 	const phone = new Float32Array(frames * features.dim);
 	for (let f = 0; f < frames; f++) {
 		const source = Math.min(f >> 1, features.frames - 1);
-		phone.set(
-			features.data.subarray(
-				source * features.dim,
-				(source + 1) * features.dim,
-			),
-			f * features.dim,
-		);
+		phone.set(features.data.subarray(source * features.dim, (source + 1) * features.dim), f * features.dim);
 	}
 
 	started = performance.now();
@@ -165,16 +140,10 @@ async function convertWindow(
 	const timeRmvpe = performance.now() - started;
 	// The mel has frames + 1 columns (centred STFT); RVC keeps the first `frames` f0 values (pitch[:p_len]).
 	const f0 = decodeSalience(salience, frames, params.f0Threshold);
-	const { pitch, pitchf } = shiftAndQuantise(
-		f0,
-		semitones + params.transposeSemitones,
-	);
+	const { pitch, pitchf } = shiftAndQuantise(f0, semitones + params.transposeSemitones);
 
 	started = performance.now();
-	const rnd = noise.fill(
-		models.synthesizer.noiseChannels * frames,
-		params.noiseScale,
-	);
+	const rnd = noise.fill(models.synthesizer.noiseChannels * frames, params.noiseScale);
 	const audio = await models.synthesizer.synthesize(
 		{ phone, frames, pitch, pitchf, speakerId: params.speakerId, rnd },
 		samplesPerFrame,
@@ -211,20 +180,16 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				selection = await selectExecutionProvider(order);
 			} catch (error) {
 				if (error instanceof NoExecutionProviderError) {
-					throw new RvcEngineError(
-						"no_execution_provider",
-						`rvc engine cannot run here: ${error.message}`,
-						{ cause: error },
-					);
+					throw new RvcEngineError("no_execution_provider", `rvc engine cannot run here: ${error.message}`, {
+						cause: error,
+					});
 				}
 				throw error;
 			}
 			cache = new ModelCache(
 				{
 					provider: selection.provider,
-					...(options.intraOpNumThreads !== undefined
-						? { intraOpNumThreads: options.intraOpNumThreads }
-						: {}),
+					...(options.intraOpNumThreads !== undefined ? { intraOpNumThreads: options.intraOpNumThreads } : {}),
 				},
 				options.maxCachedModels ?? 6,
 			);
@@ -246,28 +211,16 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			};
 		},
 
-		async *convert(
-			input: AsyncIterable<AudioBlock>,
-			job: EngineJob,
-			signal: AbortSignal,
-		): AsyncIterable<AudioBlock> {
+		async *convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock> {
 			if (cache === undefined)
-				throw new RvcEngineError(
-					"not_ready",
-					"rvc engine used before init() or after dispose()",
-				);
+				throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
 			// On the CPU a 30 s chunk takes a minute or more and several GB; shorter chunks keep memory down and
 			// let an abort (checked between chunks) take effect sooner.
 			const params = parseRvcParams(
 				job.voice.params,
-				selection?.provider === "cpu"
-					? { chunkSeconds: CPU_CHUNK_SECONDS }
-					: {},
+				selection?.provider === "cpu" ? { chunkSeconds: CPU_CHUNK_SECONDS } : {},
 			);
-			if (
-				job.input.sampleRate !== RMVPE_SAMPLE_RATE ||
-				job.input.channels !== 1
-			) {
+			if (job.input.sampleRate !== RMVPE_SAMPLE_RATE || job.input.channels !== 1) {
 				throw new RvcEngineError(
 					"invalid_input",
 					`rvc engine takes 16000 Hz mono input, the job says ${job.input.sampleRate} Hz x ${job.input.channels}`,
@@ -288,21 +241,8 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			try {
 				const noise = new NormalNoise(options.noiseSeed ?? randomInt(2 ** 31));
 				const convert = (window: ChunkWindow): Promise<Float32Array> =>
-					convertWindow(
-						window,
-						models,
-						params,
-						job.semitones,
-						mel,
-						noise,
-						options.onChunk,
-					);
-				for await (const samples of convertInChunks(
-					monoSamples(input),
-					plan,
-					convert,
-					signal,
-				)) {
+					convertWindow(window, models, params, job.semitones, mel, noise, options.onChunk);
+				for await (const samples of convertInChunks(monoSamples(input), plan, convert, signal)) {
 					yield { sampleRate: params.sampleRate, channels: [samples] };
 				}
 			} finally {
