@@ -14,6 +14,7 @@ import { randomBytes } from "node:crypto";
 import { createTestHarness } from "wrangler";
 import { createAccount, createClient } from "../src/admin/provisioning.ts";
 import type { Lease } from "../src/contracts/runner.ts";
+import { makeWav } from "../test/support/wav-generator.ts";
 
 const ROUND_TRIPS = 300;
 const DISPATCHES = 60;
@@ -32,28 +33,16 @@ interface BenchEnv {
 
 const key = (id: string) => `${id}:${randomBytes(32).toString("base64url")}`;
 
-function wav(seconds: number, sampleRate = 16_000): Uint8Array<ArrayBuffer> {
-	const samples = Math.round(seconds * sampleRate);
-	const bytes = new Uint8Array(44 + samples * 2);
-	const view = new DataView(bytes.buffer);
-	const text = (offset: number, value: string) => {
-		for (let i = 0; i < value.length; i++) bytes[offset + i] = value.charCodeAt(i);
-	};
-	text(0, "RIFF");
-	view.setUint32(4, 36 + samples * 2, true);
-	text(8, "WAVE");
-	text(12, "fmt ");
-	view.setUint32(16, 16, true);
-	view.setUint16(20, 1, true);
-	view.setUint16(22, 1, true);
-	view.setUint32(24, sampleRate, true);
-	view.setUint32(28, sampleRate * 2, true);
-	view.setUint16(32, 2, true);
-	view.setUint16(34, 16, true);
-	text(36, "data");
-	view.setUint32(40, samples * 2, true);
-	return bytes;
-}
+/** A 16-bit mono PCM WAV of a sine tone, from the tests' shared generator. */
+const wav = (seconds: number, sampleRate = 16_000) =>
+	// The generator allocates a fresh ArrayBuffer, so the narrower type holds.
+	makeWav({
+		sampleRate,
+		channels: 1,
+		frames: Math.round(seconds * sampleRate),
+		encoding: "pcm",
+		bits: 16,
+	}) as Uint8Array<ArrayBuffer>;
 
 const percentile = (values: number[], p: number) => {
 	const sorted = [...values].sort((a, b) => a - b);

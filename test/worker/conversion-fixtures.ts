@@ -10,6 +10,7 @@ import type { Lease } from "../../src/contracts/runner.ts";
 import type { VoiceConversion } from "../../src/contracts/voice-conversions.ts";
 import { jobBroker } from "../../src/conversions/job-broker-client.ts";
 import worker from "../../src/index.ts";
+import { makeWav as generateWav } from "../support/wav-generator.ts";
 import { call, signedInClient } from "./helpers.ts";
 
 export type Api = (path: string, init?: RequestInit) => Promise<Response>;
@@ -38,29 +39,7 @@ export async function insertVoice(options: { name?: string; engine?: "dsp" | "rv
 
 /** A small 16-bit mono PCM WAV of a sine tone. */
 export function makeWav(seconds: number, sampleRate = 16_000): Uint8Array {
-	const samples = Math.round(seconds * sampleRate);
-	const bytes = new Uint8Array(44 + samples * 2);
-	const view = new DataView(bytes.buffer);
-	const text = (offset: number, value: string) => {
-		for (let i = 0; i < value.length; i++) bytes[offset + i] = value.charCodeAt(i);
-	};
-	text(0, "RIFF");
-	view.setUint32(4, 36 + samples * 2, true);
-	text(8, "WAVE");
-	text(12, "fmt ");
-	view.setUint32(16, 16, true);
-	view.setUint16(20, 1, true);
-	view.setUint16(22, 1, true);
-	view.setUint32(24, sampleRate, true);
-	view.setUint32(28, sampleRate * 2, true);
-	view.setUint16(32, 2, true);
-	view.setUint16(34, 16, true);
-	text(36, "data");
-	view.setUint32(40, samples * 2, true);
-	for (let i = 0; i < samples; i++) {
-		view.setInt16(44 + i * 2, Math.round(8000 * Math.sin((2 * Math.PI * 220 * i) / sampleRate)), true);
-	}
-	return bytes;
+	return generateWav({ sampleRate, channels: 1, frames: Math.round(seconds * sampleRate), encoding: "pcm", bits: 16 });
 }
 
 export type FileState = "ready" | "pending" | "failed" | "awaiting_upload";
