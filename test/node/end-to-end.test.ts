@@ -4,17 +4,15 @@
  * registers and uploads audio, creates conversions, polls, downloads the WAV and verifies signed webhooks, exactly
  * as the spec's workflow describes; nothing in between is faked.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { verifyWebhook } from "../../src/webhooks/verify-webhook.ts";
-import { type Credentials, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
+import { type Credentials, type LocalStack, startLocalStack } from "../support/local-stack.ts";
+import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
 import { startReceiver } from "../support/webhook-receiver.ts";
 
 let stack: LocalStack;
-let runner: ChildProcess;
-let runnerLog = "";
+let runner: RunnerProcess;
 let token: string;
 let voiceId: string;
 const receiver = startReceiver();
@@ -51,7 +49,7 @@ async function waitForTerminal(id: string, timeoutMs = 60_000) {
 		if (conversion.status === "completed" || conversion.status === "failed") return conversion;
 		await new Promise((r) => setTimeout(r, delay));
 	}
-	throw new Error(`conversion ${id} did not finish; runner log:\n${runnerLog.slice(-3000)}`);
+	throw new Error(`conversion ${id} did not finish; runner log:\n${runner.log().slice(-3000)}`);
 }
 
 /** A 3-second harmonic tone at 220 Hz, 16-bit mono 44.1 kHz, built by the shared WAV generator. */
@@ -85,28 +83,7 @@ beforeAll(async () => {
 	voiceId = await stack.addVoice({ name: "E2E Alto", tags: ["e2e"], params: { formant_shift: 2 } });
 	receiverUrl = `http://127.0.0.1:${await receiver.listen()}`;
 
-	runner = spawn(process.execPath, ["--import", "./src/resolve-fallback.ts", "src/main.ts"], {
-		cwd: path.join(ROOT, "gpu-runner"),
-		env: {
-			...process.env,
-			RUNNER_API_BASE_URL: stack.url,
-			RUNNER_CLIENT_ID: runnerClient.clientId,
-			RUNNER_CLIENT_SECRET: runnerClient.clientSecret,
-			RUNNER_ENGINES: "dsp",
-			RUNNER_CAPACITY: "2",
-			RUNNER_HEALTH_HOST: "127.0.0.1",
-			RUNNER_HEALTH_PORT: "0",
-			RUNNER_LEASE_WAIT_SECONDS: "5",
-			RUNNER_SHUTDOWN_GRACE_SECONDS: "10",
-		},
-		stdio: ["ignore", "pipe", "pipe"],
-	});
-	runner.stdout?.on("data", (d) => {
-		runnerLog += d;
-	});
-	runner.stderr?.on("data", (d) => {
-		runnerLog += d;
-	});
+	runner = startRunner(stack.url, runnerClient);
 
 	const subscription = await api<{ secret: string }>("/api/v1/webhooks/subscriptions", {
 		method: "POST",
@@ -116,11 +93,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-	if (runner && runner.exitCode === null) {
-		const exited = new Promise((resolve) => runner.once("exit", resolve));
-		runner.kill("SIGTERM");
-		await exited;
-	}
+	await runner?.stop();
 	await receiver.close();
 	await stack?.close();
 });
