@@ -1,0 +1,492 @@
+/**
+ * The client for the voice conversion API: every endpoint of the spec, plus the workflow helpers a caller needs
+ * around them (upload with progress, waiting for a conversion, downloading the result). Uses only `fetch`, streams
+ * and WebCrypto, so the same code runs in Node 20+, Cloudflare Workers, Deno, Bun and browsers.
+ */
+import type { z } from "zod";
+import { MAX_AUDIO_FILE_BYTES } from "../src/audio-files/limits.ts";
+import { RegisterAudioFileBody } from "../src/contracts/audio-files.ts";
+import { CreateConversionBody, ListConversionsQuery } from "../src/contracts/voice-conversions.ts";
+import { CreateSubscriptionBody, UpdateSubscriptionBody } from "../src/contracts/webhooks.ts";
+import { errorFromResponse, SDK_ERROR_CODES, VoiceConversionError } from "./errors.ts";
+import { networkError, TokenSource, withTimeout } from "./token.ts";
+import type {
+	AudioFile,
+	ConversionSnapshot,
+	ConversionStatus,
+	CreateConversionInput,
+	CreatedSubscription,
+	CreateSubscriptionInput,
+	DeliveryLogEntry,
+	ListOptions,
+	Page,
+	RedeliveryAccepted,
+	RegeneratedSecret,
+	RegisterAudioFileInput,
+	TestDeliveryResult,
+	UpdateSubscriptionInput,
+	VoiceConversion,
+	VoiceModel,
+	WebhookSubscription,
+} from "./types.ts";
+import { type ProgressListener, prepareBody, sizeOf, type UploadSource } from "./upload.ts";
+
+export interface VoiceConversionClientOptions {
+	/** The API's base address (`{base_url}` in the spec), e.g. `https://api.example.com`. A trailing `/api/v1` is ignored. */
+	baseUrl: string;
+	clientId: string;
+	clientSecret: string;
+	/** The token endpoint; defaults to `{baseUrl}/oauth2/token`. */
+	tokenUrl?: string;
+	/** Defaults to `voice-conversion-api/base`. */
+	scope?: string;
+	/** A `fetch` to use instead of the global one (a Worker's service binding, a proxy, instrumentation). */
+	fetch?: typeof fetch;
+	/** Per-request timeout in milliseconds (default 30 s). Uploads and downloads have none unless you pass a signal. */
+	timeoutMs?: number;
+	/** Retries of requests that are safe to repeat, on network errors, 408, 429 and 5xx (default 2). */
+	maxRetries?: number;
+	/** Renew the token this many seconds before it expires (default 60). */
+	refreshMarginSeconds?: number;
+	/** Clock in epoch milliseconds, for token expiry (tests inject one). */
+	now?: () => number;
+}
+
+export interface RequestOptions {
+	signal?: AbortSignal;
+}
+
+export interface IdempotentRequestOptions extends RequestOptions {
+	/** Repeating a request with the same key returns the first result instead of creating twice. Default: a fresh UUID per call, reused across the SDK's own retries. */
+	idempotencyKey?: string;
+}
+
+export interface UploadAudioOptions extends RequestOptions {
+	/** Name to register; defaults to the Blob's `name` (a `File`) or `audio`. */
+	fileName?: string;
+	/** WAV, MP3 or FLAC type; defaults to the Blob's type or one guessed from the file name's extension. */
+	mimeType?: string;
+	onProgress?: ProgressListener;
+	idempotencyKey?: string;
+}
+
+export interface WaitOptions extends RequestOptions {
+	/** Give up after this many milliseconds (default 30 minutes) with a `wait_timeout` error. */
+	timeoutMs?: number;
+	/** First poll interval (default 1 s); it grows by half each poll up to `maxIntervalMs` (default 10 s). */
+	initialIntervalMs?: number;
+	maxIntervalMs?: number;
+	/** Called with the conversion whenever its status changes (and once at the start). */
+	onUpdate?: (conversion: ConversionSnapshot) => void;
+}
+
+export interface ListConversionsOptions extends ListOptions {
+	status?: ConversionStatus;
+}
+
+const API_PREFIX = "/api/v1";
+const TERMINAL: ReadonlySet<string> = new Set(["completed", "failed"]);
+const EXTENSION_TYPES: Record<string, string> = { wav: "audio/wav", mp3: "audio/mpeg", flac: "audio/flac" };
+
+const sleep = (ms: number, signal?: AbortSignal) =>
+	new Promise<void>((resolve, reject) => {
+		if (signal?.aborted) return reject(signal.reason);
+		const timer = setTimeout(() => {
+			signal?.removeEventListener("abort", onAbort);
+			resolve();
+		}, ms);
+		const onAbort = () => {
+			clearTimeout(timer);
+			reject(signal?.reason);
+		};
+		signal?.addEventListener("abort", onAbort, { once: true });
+	});
+
+/** Checks input against the API's own schema before sending, so mistakes surface with the same field messages. */
+function validate<S extends z.ZodType>(schema: S, input: unknown): z.infer<S> {
+	const result = schema.safeParse(input);
+	if (result.success) return result.data;
+	const fieldErrors = result.error.issues.map((issue) => ({
+		field: issue.path.join(".") || "body",
+		message: issue.message,
+	}));
+	throw new VoiceConversionError({
+		status: null,
+		code: SDK_ERROR_CODES.invalidRequest,
+		message: "The request is invalid",
+		fieldErrors,
+	});
+}
+
+/** `audio/wav` etc. from a file name's extension; undefined when it is not WAV, MP3 or FLAC. */
+export function mimeTypeForFileName(fileName: string): string | undefined {
+	const extension = fileName.split(".").pop()?.toLowerCase() ?? "";
+	return EXTENSION_TYPES[extension];
+}
+
+export class VoiceConversionClient {
+	readonly baseUrl: string;
+	readonly tokens: TokenSource;
+	readonly #fetch: typeof fetch;
+	readonly #timeoutMs: number;
+	readonly #maxRetries: number;
+
+	constructor(options: VoiceConversionClientOptions) {
+		this.baseUrl = options.baseUrl.replace(/\/+$/, "").replace(/\/api\/v1$/, "");
+		// Bound so that a global fetch keeps its `this`, and a Worker's service binding too.
+		const fetcher = options.fetch ?? globalThis.fetch;
+		this.#fetch = ((input, init) => fetcher(input, init)) as typeof fetch;
+		this.#timeoutMs = options.timeoutMs ?? 30_000;
+		this.#maxRetries = options.maxRetries ?? 2;
+		this.tokens = new TokenSource({
+			tokenUrl: options.tokenUrl ?? `${this.baseUrl}/oauth2/token`,
+			clientId: options.clientId,
+			clientSecret: options.clientSecret,
+			scope: options.scope,
+			fetch: this.#fetch,
+			refreshMarginSeconds: options.refreshMarginSeconds,
+			now: options.now,
+			timeoutMs: this.#timeoutMs,
+		});
+	}
+
+	// ---- Voices ----
+
+	readonly voices = {
+		list: (options: RequestOptions = {}) => this.#data<VoiceModel[]>("GET", "/voices", options),
+		get: (id: string, options: RequestOptions = {}) =>
+			this.#data<VoiceModel>("GET", `/voices/${encodeURIComponent(id)}`, options),
+	};
+
+	// ---- Audio files ----
+
+	readonly audioFiles = {
+		/** Registers a file and returns it with its pre-signed `upload_url` (valid 30 minutes). */
+		register: async (input: RegisterAudioFileInput, options: IdempotentRequestOptions = {}) =>
+			this.#data<AudioFile>("POST", "/audio-files", {
+				...options,
+				json: validate(RegisterAudioFileBody, input),
+				idempotencyKey: options.idempotencyKey ?? crypto.randomUUID(),
+			}),
+		list: (options: ListOptions = {}) => this.#page<AudioFile>("/audio-files", options),
+		get: (id: string, options: RequestOptions = {}) =>
+			this.#data<AudioFile>("GET", `/audio-files/${encodeURIComponent(id)}`, options),
+		delete: (id: string, options: RequestOptions = {}) =>
+			this.#data<{ id: string; deleted: true }>("DELETE", `/audio-files/${encodeURIComponent(id)}`, options),
+		/** A fresh upload address for a file still awaiting its upload. */
+		regenerateUploadUrl: (id: string, options: RequestOptions = {}) =>
+			this.#data<AudioFile>("POST", `/audio-files/${encodeURIComponent(id)}/regenerate-upload-url`, options),
+		/** PUTs bytes to a pre-signed upload address (no bearer token: the address carries its own authorization). */
+		put: (uploadUrl: string, source: UploadSource, options: { mimeType: string } & UploadAudioOptions) =>
+			this.#put(uploadUrl, source, options),
+	};
+
+	/**
+	 * Registers `source` and uploads it: the spec's steps 3 and 4 in one call. Resolves with the audio file as the
+	 * service sees it after the upload. Files of 100 MB (10^8 bytes) or more are refused before anything is sent.
+	 */
+	async uploadAudio(source: UploadSource, options: UploadAudioOptions = {}): Promise<AudioFile> {
+		const size = sizeOf(source);
+		if (size >= MAX_AUDIO_FILE_BYTES) {
+			throw new VoiceConversionError({
+				status: null,
+				code: SDK_ERROR_CODES.fileTooLarge,
+				message: `The file is ${size} bytes; source audio must be under 100 MB (at most ${MAX_AUDIO_FILE_BYTES - 1} bytes)`,
+			});
+		}
+		const blobName = typeof (source as { name?: unknown }).name === "string" ? (source as File).name : undefined;
+		const fileName = options.fileName ?? blobName ?? "audio";
+		const blobType = source instanceof Blob && source.type ? source.type : undefined;
+		const mimeType = options.mimeType ?? blobType ?? mimeTypeForFileName(fileName);
+		if (!mimeType) {
+			throw new VoiceConversionError({
+				status: null,
+				code: SDK_ERROR_CODES.invalidRequest,
+				message: `Cannot tell the audio type of "${fileName}": pass mimeType (WAV, MP3 or FLAC)`,
+				fieldErrors: [
+					{ field: "mime_type", message: "is required when the file name has no .wav, .mp3 or .flac extension" },
+				],
+			});
+		}
+		const registered = await this.audioFiles.register(
+			{ file_name: fileName, mime_type: mimeType },
+			{ signal: options.signal, idempotencyKey: options.idempotencyKey },
+		);
+		if (!registered.upload_url) {
+			throw new VoiceConversionError({
+				status: null,
+				code: SDK_ERROR_CODES.unexpectedResponse,
+				message: `Audio file ${registered.id} has no upload address (already uploaded?)`,
+			});
+		}
+		await this.#put(registered.upload_url, source, { ...options, mimeType });
+		return this.audioFiles.get(registered.id, { signal: options.signal });
+	}
+
+	async #put(url: string, source: UploadSource, options: { mimeType: string } & UploadAudioOptions): Promise<void> {
+		const total = sizeOf(source);
+		const { body, init } = prepareBody(source, options.onProgress);
+		let response: Response;
+		try {
+			response = await this.#fetch(url, {
+				method: "PUT",
+				// A streamed body needs its length stated; for a Blob or bytes, fetch states it itself.
+				headers: {
+					"Content-Type": options.mimeType,
+					...(body instanceof ReadableStream ? { "Content-Length": String(total) } : {}),
+				},
+				body,
+				signal: options.signal,
+				...init,
+			} as RequestInit);
+		} catch (cause) {
+			throw networkError(cause, "Upload");
+		}
+		if (!response.ok) {
+			const error = await errorFromResponse(response, "Upload");
+			if (response.status === 403) {
+				throw new VoiceConversionError({
+					status: 403,
+					code: SDK_ERROR_CODES.uploadExpired,
+					message: `${error.message}. The upload address expired or was already used: regenerate it or register the file again`,
+				});
+			}
+			throw error;
+		}
+		await response.body?.cancel();
+		options.onProgress?.({ loaded: total, total });
+	}
+
+	// ---- Voice conversions ----
+
+	readonly conversions = {
+		/** Creates a conversion; it starts by itself once the audio is preprocessed. */
+		create: async (input: CreateConversionInput, options: IdempotentRequestOptions = {}) =>
+			this.#data<VoiceConversion>("POST", "/voice-conversions", {
+				...options,
+				json: validate(CreateConversionBody, input),
+				idempotencyKey: options.idempotencyKey ?? crypto.randomUUID(),
+			}),
+		/** May carry only `id`, `use_preview`, `status` and `output_url` while processing (spec section 2). */
+		get: (id: string, options: RequestOptions = {}) =>
+			this.#data<ConversionSnapshot>("GET", `/voice-conversions/${encodeURIComponent(id)}`, options),
+		list: async (options: ListConversionsOptions = {}) => {
+			const query = validate(ListConversionsQuery, {
+				status: options.status,
+				limit: options.limit,
+				cursor: options.cursor,
+			});
+			return this.#page<VoiceConversion>("/voice-conversions", { ...options, ...query });
+		},
+		/** Every conversion (optionally of one status), newest first, fetching pages as the loop asks for them. */
+		iterate: (options: Omit<ListConversionsOptions, "cursor"> = {}) => this.#iterate(options),
+	};
+
+	async *#iterate(options: Omit<ListConversionsOptions, "cursor">): AsyncGenerator<VoiceConversion> {
+		let cursor: string | undefined;
+		do {
+			const page = await this.conversions.list({ ...options, cursor });
+			yield* page.data;
+			cursor = page.nextCursor ?? undefined;
+		} while (cursor);
+	}
+
+	/**
+	 * Polls a conversion until it is `completed` or `failed`, backing off between polls, and resolves with it.
+	 * Partial answers are merged into what is already known, so the result has every field the service ever sent.
+	 * Transient failures (network, 429, 5xx) are polled through; a `failed` conversion resolves, it does not throw.
+	 */
+	async waitForConversion(id: string, options: WaitOptions = {}): Promise<ConversionSnapshot> {
+		const timeoutMs = options.timeoutMs ?? 30 * 60_000;
+		const deadline = Date.now() + timeoutMs;
+		const maxInterval = options.maxIntervalMs ?? 10_000;
+		let interval = options.initialIntervalMs ?? 1000;
+		let known: ConversionSnapshot | null = null;
+		let lastError: VoiceConversionError | null = null;
+		for (;;) {
+			try {
+				const latest = await this.conversions.get(id, { signal: options.signal });
+				const changed = known?.status !== latest.status;
+				known = { ...known, ...definedFields(latest) } as ConversionSnapshot;
+				lastError = null;
+				if (changed) options.onUpdate?.(known);
+				if (TERMINAL.has(known.status)) return known;
+			} catch (error) {
+				if (!(error instanceof VoiceConversionError) || !error.retryable) throw error;
+				lastError = error;
+				if (error.retryAfterSeconds !== undefined) interval = Math.max(interval, error.retryAfterSeconds * 1000);
+			}
+			const remaining = deadline - Date.now();
+			if (remaining <= 0) {
+				throw new VoiceConversionError({
+					status: null,
+					code: SDK_ERROR_CODES.waitTimeout,
+					message: `Conversion ${id} was still ${known?.status ?? "unknown"} after ${Math.round(timeoutMs / 1000)} s${
+						lastError ? ` (last error: ${lastError.message})` : ""
+					}`,
+				});
+			}
+			// Jitter spreads many waiting clients apart; the interval never overshoots the deadline.
+			await sleep(Math.min(remaining, interval * (0.8 + Math.random() * 0.4)), options.signal);
+			interval = Math.min(maxInterval, interval * 1.5);
+		}
+	}
+
+	/**
+	 * Downloads a completed conversion's WAV. Takes the conversion (its `output_url` is used while fresh) or its id.
+	 * An expired address (storage answers 403) is replaced by fetching the conversion again, as the spec advises.
+	 * Resolves with the storage `Response`: stream `body`, or call `arrayBuffer()`.
+	 */
+	async downloadConversion(
+		conversion: string | Pick<ConversionSnapshot, "id" | "output_url" | "status">,
+		options: RequestOptions = {},
+	): Promise<Response> {
+		let current = typeof conversion === "string" ? await this.conversions.get(conversion, options) : conversion;
+		for (let attempt = 0; ; attempt++) {
+			if (current.status !== "completed" || !current.output_url) {
+				throw new VoiceConversionError({
+					status: null,
+					code: SDK_ERROR_CODES.notCompleted,
+					message: `Conversion ${current.id} has no output to download (status ${current.status})`,
+				});
+			}
+			let response: Response;
+			try {
+				response = await this.#fetch(current.output_url, { signal: options.signal });
+			} catch (cause) {
+				throw networkError(cause, "Download");
+			}
+			if (response.ok) return response;
+			if (response.status === 403 && attempt === 0) {
+				await response.body?.cancel();
+				current = await this.conversions.get(current.id, options);
+				continue;
+			}
+			throw await errorFromResponse(response, "Download");
+		}
+	}
+
+	// ---- Webhook subscriptions ----
+
+	readonly webhooks = {
+		/** The response is the only time the signing `secret` is shown: store it. */
+		create: async (input: CreateSubscriptionInput, options: RequestOptions = {}) =>
+			this.#data<CreatedSubscription>("POST", "/webhooks/subscriptions", {
+				...options,
+				json: validate(CreateSubscriptionBody, input),
+			}),
+		list: (options: RequestOptions = {}) =>
+			this.#data<WebhookSubscription[]>("GET", "/webhooks/subscriptions", options),
+		get: (id: string, options: RequestOptions = {}) =>
+			this.#data<WebhookSubscription>("GET", `/webhooks/subscriptions/${encodeURIComponent(id)}`, options),
+		update: async (id: string, input: UpdateSubscriptionInput, options: RequestOptions = {}) =>
+			this.#data<WebhookSubscription>("PATCH", `/webhooks/subscriptions/${encodeURIComponent(id)}`, {
+				...options,
+				json: validate(UpdateSubscriptionBody, input),
+			}),
+		delete: (id: string, options: RequestOptions = {}) =>
+			this.#data<{ id: string; deleted: true }>("DELETE", `/webhooks/subscriptions/${encodeURIComponent(id)}`, options),
+		/** The old secret stops working at once; the new one is shown only here. Never retried by the SDK. */
+		regenerateSecret: (id: string, options: RequestOptions = {}) =>
+			this.#data<RegeneratedSecret>(
+				"POST",
+				`/webhooks/subscriptions/${encodeURIComponent(id)}/regenerate-secret`,
+				options,
+			),
+		/** Sends a signed `webhook.test` delivery to the subscription's URL now. */
+		test: (id: string, options: RequestOptions = {}) =>
+			this.#data<TestDeliveryResult>("POST", `/webhooks/subscriptions/${encodeURIComponent(id)}/test`, options),
+		/** The delivery log, one entry per attempt, newest first (`limit` 1..100, default 50). */
+		deliveries: (id: string, options: { limit?: number } & RequestOptions = {}) =>
+			this.#data<DeliveryLogEntry[]>("GET", `/webhooks/subscriptions/${encodeURIComponent(id)}/deliveries`, {
+				...options,
+				query: options.limit === undefined ? undefined : { limit: String(options.limit) },
+			}),
+		/** Delivers the event of a logged delivery again, with the same payload `id`. */
+		redeliver: (id: string, deliveryId: string, options: RequestOptions = {}) =>
+			this.#data<RedeliveryAccepted>(
+				"POST",
+				`/webhooks/subscriptions/${encodeURIComponent(id)}/deliveries/${encodeURIComponent(deliveryId)}/redeliver`,
+				options,
+			),
+	};
+
+	// ---- Transport ----
+
+	async #page<T>(path: string, options: ListOptions & { status?: string }): Promise<Page<T>> {
+		const query: Record<string, string> = {};
+		if (options.limit !== undefined) query.limit = String(options.limit);
+		if (options.cursor) query.cursor = options.cursor;
+		if (options.status) query.status = options.status;
+		const body = await this.#request("GET", path, { signal: options.signal, query });
+		return { data: body.data as T[], nextCursor: (body.next_cursor as string | null | undefined) ?? null };
+	}
+
+	async #data<T>(method: string, path: string, options: RequestInitLite): Promise<T> {
+		return (await this.#request(method, path, options)).data as T;
+	}
+
+	/**
+	 * One API call: bearer token, JSON body, timeout, retries of what is safe to repeat (reads, deletes, updates and
+	 * POSTs that carry an idempotency key), and one fresh token if the service refuses the cached one.
+	 */
+	async #request(method: string, path: string, options: RequestInitLite): Promise<Record<string, unknown>> {
+		const url = new URL(`${this.baseUrl}${API_PREFIX}${path}`);
+		for (const [name, value] of Object.entries(options.query ?? {})) url.searchParams.set(name, value);
+		const retrySafe = method !== "POST" || options.idempotencyKey !== undefined;
+		let refreshedToken = false;
+		for (let attempt = 0; ; attempt++) {
+			const token = await this.tokens.get(options.signal);
+			const headers: Record<string, string> = { Authorization: `Bearer ${token}`, Accept: "application/json" };
+			if (options.json !== undefined) headers["Content-Type"] = "application/json";
+			if (options.idempotencyKey) headers["Idempotency-Key"] = options.idempotencyKey;
+			let error: VoiceConversionError;
+			try {
+				const response = await this.#fetch(url, {
+					method,
+					headers,
+					body: options.json === undefined ? undefined : JSON.stringify(options.json),
+					signal: withTimeout(options.signal, this.#timeoutMs),
+				});
+				if (response.ok) {
+					const body = (await response.json().catch(() => null)) as Record<string, unknown> | null;
+					if (!body || typeof body !== "object") {
+						throw new VoiceConversionError({
+							status: response.status,
+							code: SDK_ERROR_CODES.unexpectedResponse,
+							message: `${method} ${url.pathname} answered ${response.status} without a JSON body`,
+						});
+					}
+					return body;
+				}
+				error = await errorFromResponse(response, `${method} ${url.pathname}`);
+			} catch (cause) {
+				if (cause instanceof VoiceConversionError) throw cause;
+				error = networkError(cause, `${method} ${url.pathname}`);
+				if (error.code === SDK_ERROR_CODES.aborted) throw error;
+			}
+			if (error.status === 401 && !refreshedToken) {
+				// A token can be refused before its expiry (signing key rotated, clock skew): try one fresh token.
+				this.tokens.invalidate(token);
+				refreshedToken = true;
+				attempt--;
+				continue;
+			}
+			if (!retrySafe || !error.retryable || attempt >= this.#maxRetries) throw error;
+			const backoff = error.retryAfterSeconds !== undefined ? error.retryAfterSeconds * 1000 : 500 * 2 ** attempt;
+			await sleep(Math.min(backoff, 8000) * (0.8 + Math.random() * 0.4), options.signal);
+		}
+	}
+}
+
+interface RequestInitLite {
+	signal?: AbortSignal;
+	json?: unknown;
+	query?: Record<string, string>;
+	idempotencyKey?: string;
+}
+
+/** The fields of a partial answer that carry a value, so merging never erases what an earlier answer said. */
+function definedFields<T extends object>(value: T): Partial<T> {
+	return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

@@ -1,0 +1,39 @@
+/**
+ * TypeScript SDK for the voice conversion API. Runs wherever `fetch`, web streams and WebCrypto exist: Node 20+,
+ * Cloudflare Workers, Deno, Bun, browsers.
+ *
+ * @example
+ * ```ts
+ * import { VoiceConversionClient } from "./sdk/index.ts";
+ * import { openAsBlob } from "node:fs";
+ *
+ * const client = new VoiceConversionClient({ baseUrl, clientId, clientSecret });
+ * const [voice] = await client.voices.list();
+ * const file = await client.uploadAudio(await openAsBlob("take.wav"), { fileName: "take.wav" });
+ * const created = await client.conversions.create({ audio_file_id: file.id, voice_model_id: voice.id, pitch_shift: "third_up" });
+ * const done = await client.waitForConversion(created.id);
+ * if (done.status === "completed") await writeFile("out.wav", Buffer.from(await (await client.downloadConversion(done)).arrayBuffer()));
+ * ```
+ */
+export { PITCH_SHIFT_SEMITONES, PITCH_SHIFTS, PREVIEW_SECONDS } from "../src/contracts/voice-conversions.ts";
+export { SUBSCRIBABLE_EVENTS } from "../src/contracts/webhooks.ts";
+export {
+	DEFAULT_TOLERANCE_SECONDS,
+	type VerifyWebhookInput,
+	type VerifyWebhookResult,
+	verifyWebhook,
+} from "../src/webhooks/verify-webhook.ts";
+export {
+	type IdempotentRequestOptions,
+	type ListConversionsOptions,
+	mimeTypeForFileName,
+	type RequestOptions,
+	type UploadAudioOptions,
+	VoiceConversionClient,
+	type VoiceConversionClientOptions,
+	type WaitOptions,
+} from "./client.ts";
+export { type FieldError, SDK_ERROR_CODES, VoiceConversionError } from "./errors.ts";
+export { DEFAULT_SCOPE, TokenSource } from "./token.ts";
+export type * from "./types.ts";
+export type { ProgressListener, UploadProgress, UploadSource } from "./upload.ts";
