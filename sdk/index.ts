@@ -15,7 +15,12 @@
  * if (done.status === "completed") await writeFile("out.wav", Buffer.from(await (await client.downloadConversion(done)).arrayBuffer()));
  * ```
  */
-export { PITCH_SHIFT_SEMITONES, PITCH_SHIFTS, PREVIEW_SECONDS } from "../src/contracts/voice-conversions.ts";
+export {
+	CONVERSION_STATUS_VALUES,
+	PITCH_SHIFT_SEMITONES,
+	PITCH_SHIFTS,
+	PREVIEW_SECONDS,
+} from "../src/contracts/voice-conversions.ts";
 export { SUBSCRIBABLE_EVENTS } from "../src/contracts/webhooks.ts";
 export {
 	DEFAULT_TOLERANCE_SECONDS,

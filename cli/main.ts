@@ -1,0 +1,136 @@
+/**
+ * `npm run cli -- <command>`: the voice conversion API from a terminal, built on the SDK. Results go to stdout
+ * (`--json` for scripts), progress and messages to stderr. Exit codes: 0 done, 1 the service or the conversion
+ * failed, 2 the command line was wrong, 130 interrupted.
+ */
+import { parseArgs } from "node:util";
+import { PITCH_SHIFTS, VoiceConversionClient, VoiceConversionError } from "../sdk/index.ts";
+import { conversionsCommand, convertCommand, voicesCommand, webhooksCommand } from "./commands.ts";
+import { ENV, resolveConnection, UsageError } from "./config.ts";
+import { stderr } from "./terminal.ts";
+
+const HELP = `Voice conversion CLI
+
+Usage: npm run cli -- <command> [options]
+
+Commands
+  convert <file> --voice NAME [--pitch P] [--preview] [--out FILE]
+                          upload a WAV/MP3/FLAC, convert it, follow the status, save the WAV
+        --pitch           ${PITCH_SHIFTS.join(" | ")} (default same_octave)
+        --preview         convert only the first 10 seconds
+        --out FILE        where to save (default <file>.<voice>.wav)
+        --no-wait         print the conversion id and return
+        --timeout SECONDS stop waiting after this long (default 1800)
+  voices                  list the voice models
+  conversions list [--status S] [--limit N] [--cursor C]
+  conversions show <id>
+  conversions download <id> [--out FILE]
+  webhooks create --url URL [--events conversion_completed,conversion_failed] [--description TEXT]
+  webhooks list
+  webhooks test <id>
+  webhooks deliveries <id> [--limit N]
+  webhooks delete <id>
+
+Connection (flags, else environment, else the local demo client of \`npm run dev\`)
+  --base-url URL          ${ENV.baseUrl}
+  --client-id ID          ${ENV.clientId}
+  --client-secret SECRET  ${ENV.clientSecret}
+  --token-url URL         ${ENV.tokenUrl} (default <base-url>/oauth2/token)
+
+  --json                  print results as JSON
+  -h, --help              this help
+`;
+
+const OPTIONS = {
+	voice: { type: "string" },
+	pitch: { type: "string", default: "same_octave" },
+	preview: { type: "boolean", default: false },
+	out: { type: "string", short: "o" },
+	"no-wait": { type: "boolean", default: false },
+	timeout: { type: "string", default: "1800" },
+	status: { type: "string" },
+	limit: { type: "string" },
+	cursor: { type: "string" },
+	url: { type: "string" },
+	events: { type: "string" },
+	description: { type: "string" },
+	"base-url": { type: "string" },
+	"client-id": { type: "string" },
+	"client-secret": { type: "string" },
+	"token-url": { type: "string" },
+	json: { type: "boolean", default: false },
+	help: { type: "boolean", short: "h", default: false },
+} as const;
+
+export async function main(argv: string[]): Promise<number> {
+	const controller = new AbortController();
+	const onInterrupt = () => controller.abort(new Error("interrupted"));
+	process.once("SIGINT", onInterrupt);
+	try {
+		const { values, positionals } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+		const [command, ...rest] = positionals;
+		if (values.help || !command || command === "help") {
+			process.stdout.write(HELP);
+			return command || values.help ? 0 : 2;
+		}
+		const connection = resolveConnection(values);
+		if (connection.source === "local demo" && !values.json)
+			stderr.write(`Using the local demo client at ${connection.baseUrl}\n`);
+		const client = new VoiceConversionClient(connection);
+		const ctx = {
+			client,
+			print: (text: string) => text && process.stdout.write(`${text}\n`),
+			err: stderr,
+			json: values.json,
+			signal: controller.signal,
+		};
+		switch (command) {
+			case "convert": {
+				const [input] = rest;
+				if (!input) throw new UsageError("convert needs a source file: npm run cli -- convert input.mp3 --voice NAME");
+				if (!values.voice) throw new UsageError("convert needs --voice NAME (see `npm run cli -- voices`)");
+				const timeoutSeconds = Number(values.timeout);
+				if (!(timeoutSeconds > 0)) throw new UsageError("--timeout must be a positive number of seconds");
+				return await convertCommand(ctx, {
+					input,
+					voice: values.voice,
+					pitch: values.pitch,
+					preview: values.preview,
+					out: values.out,
+					wait: !values["no-wait"],
+					timeoutSeconds,
+				});
+			}
+			case "voices":
+				await voicesCommand(ctx);
+				return 0;
+			case "conversions":
+				return await conversionsCommand(ctx, rest, values);
+			case "webhooks":
+				return await webhooksCommand(ctx, rest, values);
+			default:
+				throw new UsageError(`Unknown command "${command}". Run \`npm run cli -- --help\``);
+		}
+	} catch (error) {
+		if (controller.signal.aborted) {
+			stderr.write("Interrupted.\n");
+			return 130;
+		}
+		if (error instanceof UsageError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
+			stderr.write(`${(error as Error).message}\n`);
+			return 2;
+		}
+		if (error instanceof VoiceConversionError) {
+			const status = error.status === null ? "" : ` (HTTP ${error.status}, ${error.code})`;
+			stderr.write(`Error: ${error.describe()}${status}\n`);
+			if (error.status === 401) stderr.write("Check the client id, secret and base URL.\n");
+			return error.code === "invalid_request" ? 2 : 1;
+		}
+		stderr.write(`Error: ${(error as Error).message}\n`);
+		return 1;
+	} finally {
+		process.off("SIGINT", onInterrupt);
+	}
+}
+
+if (import.meta.main) process.exitCode = await main(process.argv.slice(2));
