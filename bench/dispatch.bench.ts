@@ -10,10 +10,8 @@
  * - lease + upload + complete cycles per second (one runner, then four runners at once).
  * Every loop is bounded; the harness is closed at the end.
  */
-import { randomBytes } from "node:crypto";
-import { createTestHarness } from "wrangler";
-import { createAccount, createClient } from "../src/admin/provisioning.ts";
 import type { Lease } from "../src/contracts/runner.ts";
+import { startLocalStack } from "../test/support/local-stack.ts";
 import { makeWav } from "../test/support/wav-generator.ts";
 
 const ROUND_TRIPS = 300;
@@ -21,17 +19,6 @@ const DISPATCHES = 60;
 const PREVIEWS = 40;
 const CYCLES = 150;
 const PARALLEL_RUNNERS = 4;
-
-/** The two bindings the bench writes fixtures through (typed here: the bench runs in Node, not workerd). */
-interface BenchEnv {
-	DB: {
-		prepare(query: string): { bind(...values: unknown[]): { run(): Promise<unknown> } };
-		batch(statements: unknown[]): Promise<unknown>;
-	};
-	BUCKET: { put(key: string, value: Uint8Array): Promise<unknown> };
-}
-
-const key = (id: string) => `${id}:${randomBytes(32).toString("base64url")}`;
 
 /** A 16-bit mono PCM WAV of a sine tone, from the tests' shared generator. */
 const wav = (seconds: number, sampleRate = 16_000) =>
@@ -51,65 +38,27 @@ const percentile = (values: number[], p: number) => {
 const ms = (value: number) => `${value.toFixed(2)} ms`;
 
 async function main() {
-	const server = createTestHarness({
-		workers: [
-			{
-				configPath: "./wrangler.toml",
-				secrets: {
-					TOKEN_SIGNING_KEY: key("bench-1"),
-					STORAGE_SIGNING_KEY: key("bench-storage-1"),
-					WEBHOOK_SECRET_KEY: key("1"),
-				},
-			},
-		],
-	});
+	const stack = await startLocalStack();
 	try {
-		const { url } = await server.listen();
-		const base = url.toString().replace(/\/$/, "");
-		const worker = server.getWorker<BenchEnv>();
-		await worker.applyD1Migrations("DB");
-		const env = await worker.getEnv();
+		const { url: base, env } = stack;
 
-		// Accounts, clients, a voice and audio files, written straight into D1 and R2.
-		const account = createAccount("bench");
-		const apiClient = await createClient(account.output.account_id, { name: "bench api", kind: "api" });
-		const runnerClient = await createClient(account.output.account_id, { name: "bench runner", kind: "runner" });
-		await env.DB.batch(
-			[...account.statements, ...apiClient.statements, ...runnerClient.statements].map((s) => env.DB.prepare(s)),
-		);
-		const token = async (client: typeof apiClient) => {
-			const response = await fetch(`${base}/oauth2/token`, {
-				method: "POST",
-				headers: { "Content-Type": "application/x-www-form-urlencoded" },
-				body: new URLSearchParams({
-					grant_type: "client_credentials",
-					client_id: client.output.client_id,
-					client_secret: client.output.client_secret,
-					scope: client.output.scope,
-				}),
-			});
-			return ((await response.json()) as { access_token: string }).access_token;
-		};
-		const userToken = await token(apiClient);
-		const runnerToken = await token(runnerClient);
+		// An account with an API and a runner client, a voice and an audio file, written straight into D1 and R2.
+		const apiClient = await stack.provision("api");
+		const runnerClient = await stack.provision("runner", apiClient.accountId);
+		const userToken = await stack.token(apiClient);
+		const runnerToken = await stack.token(runnerClient);
+		const voiceId = await stack.addVoice({ name: "Bench voice" });
 		const now = new Date().toISOString();
-		const voiceId = crypto.randomUUID();
-		await env.DB.prepare(
-			`INSERT INTO voices (id, name, tags, engine, engine_params, artifacts, is_active, created_at, updated_at)
-			 VALUES (?, 'Bench voice', '[]', 'dsp', '{}', '[]', 1, ?, ?)`,
-		)
-			.bind(voiceId, now, now)
-			.run();
 		const source = wav(12);
 		const fileId = crypto.randomUUID();
-		const objectKey = `audio/${account.output.account_id}/${fileId}`;
+		const objectKey = `audio/${apiClient.accountId}/${fileId}`;
 		await env.BUCKET.put(objectKey, source);
 		await env.DB.prepare(
 			`INSERT INTO audio_files (id, account_id, file_name, mime_type, object_key, upload_status, upload_url_expires_at,
 			 uploaded_at, size_bytes, preprocessing_status, format, sample_rate, channels, duration_seconds, created_at, updated_at)
 			 VALUES (?, ?, 'bench.wav', 'audio/wav', ?, 'uploaded', ?, ?, ?, 'ready', 'wav', 16000, 1, 12, ?, ?)`,
 		)
-			.bind(fileId, account.output.account_id, objectKey, now, now, source.byteLength, now, now)
+			.bind(fileId, apiClient.accountId, objectKey, now, now, source.byteLength, now, now)
 			.run();
 
 		const json = (tokenValue: string, body: unknown) => ({
@@ -249,7 +198,7 @@ async function main() {
 		];
 		console.log(lines.join("\n"));
 	} finally {
-		await server.close();
+		await stack.close();
 	}
 }
 

@@ -1,7 +1,7 @@
 /**
  * Upload path benchmark: a 95 MB body PUT through the Worker's signed upload address (signature check, hooks,
  * FixedLengthStream into R2, D1 update, queue send), beside a direct R2 binding put of the same bytes, in one local
- * stack started with wrangler's `createTestHarness` (workerd + miniflare, 127.0.0.1 only).
+ * stack (test/support/local-stack.ts: wrangler's `createTestHarness`, workerd + miniflare, 127.0.0.1 only).
  *
  * Memory: the resident set (VmRSS) of the workerd processes started by this run, read from /proc every 10 ms while
  * each transfer runs; reported as the peak and as the rise over the idle level just before it. That is the whole
@@ -10,23 +10,14 @@
  *
  * Run: `npx node bench/upload.bench.ts` (Node 22 strips the types). Linux only for the memory figures.
  */
-import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { request } from "node:http";
 import { createTestHarness } from "wrangler";
-import { createAccount, createClient } from "../src/admin/provisioning.ts";
+import { startLocalStack } from "../test/support/local-stack.ts";
 
 const BODY_BYTES = Number(process.env.BENCH_UPLOAD_BYTES ?? 95_000_000);
 const ROUNDS = 3;
 const MB = 1_000_000;
-
-/** The bindings this bench touches, as the harness proxies them to Node. */
-interface BenchEnv {
-	DB: { prepare(sql: string): { run(): Promise<unknown> } };
-	BUCKET: { put(key: string, value: Uint8Array): Promise<unknown>; delete(key: string): Promise<void> };
-}
-
-const key = (id: string) => `${id}:${randomBytes(32).toString("base64url")}`;
 
 /** The body: a valid 16-bit stereo 48 kHz WAV header, then a deterministic non-silent pattern. */
 function wavBody(size: number): Buffer {
@@ -151,37 +142,10 @@ async function drainBaseline(body: Buffer) {
 async function main() {
 	// Keep the run on 127.0.0.1: miniflare would otherwise try to download a `Request.cf` sample from the internet.
 	process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
-	const server = createTestHarness({
-		workers: [
-			{
-				configPath: "./wrangler.toml",
-				secrets: {
-					TOKEN_SIGNING_KEY: key("bench-1"),
-					STORAGE_SIGNING_KEY: key("storage-1"),
-					WEBHOOK_SECRET_KEY: key("1"),
-				},
-			},
-		],
-	});
-	const { url } = await server.listen();
+	const stack = await startLocalStack();
 	try {
-		const worker = server.getWorker();
-		await worker.applyD1Migrations("DB");
-		const env = (await worker.getEnv()) as BenchEnv;
-		const account = createAccount("bench account");
-		const client = await createClient(account.output.account_id, { name: "bench", kind: "api" });
-		for (const sql of [...account.statements, ...client.statements]) await env.DB.prepare(sql).run();
-		const tokenResponse = await fetch(new URL("/oauth2/token", url), {
-			method: "POST",
-			headers: { "Content-Type": "application/x-www-form-urlencoded" },
-			body: new URLSearchParams({
-				grant_type: "client_credentials",
-				client_id: client.output.client_id,
-				client_secret: client.output.client_secret,
-				scope: client.output.scope,
-			}),
-		});
-		const { access_token: token } = (await tokenResponse.json()) as { access_token: string };
+		const { url, env } = stack;
+		const token = await stack.token(await stack.provision("api"));
 
 		const registerFile = async (name: string) => {
 			const registered = await fetch(new URL("/api/v1/audio-files", url), {
@@ -233,7 +197,7 @@ async function main() {
 			if (state.preprocessing_status !== "ready") await new Promise((r) => setTimeout(r, 100));
 		}
 
-		await server.close();
+		await stack.close();
 		const drained = await drainBaseline(body);
 
 		const rate = (runs: typeof viaWorker) => BODY_BYTES / MB / median(runs.map((r) => r.seconds));
@@ -273,7 +237,7 @@ async function main() {
 			`  uploaded file: ${state.upload_status}, ${state.size_bytes} bytes, preprocessing ${state.preprocessing_status}, ${state.duration_seconds?.toFixed(3)} s`,
 		);
 	} finally {
-		await server.close().catch(() => {});
+		await stack.close().catch(() => {});
 	}
 }
 

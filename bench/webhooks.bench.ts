@@ -6,10 +6,9 @@
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createTestHarness } from "wrangler";
-import { createAccount, createClient } from "../src/admin/provisioning.ts";
 import { computeWebhookSignature } from "../src/webhooks/signature.ts";
 import { verifyWebhook } from "../src/webhooks/verify-webhook.ts";
+import { startLocalStack } from "../test/support/local-stack.ts";
 
 const SIGN_OPS = 5_000;
 const EVENTS = 60;
@@ -56,46 +55,13 @@ async function deliveryFigures() {
 	});
 	await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
 	const origin = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-	const key = (id: string) => `${id}:${randomBytes(32).toString("base64url")}`;
-	const harness = createTestHarness({
-		workers: [
-			{
-				configPath: "./wrangler.toml",
-				vars: { ALLOW_LOCAL_WEBHOOK_URLS: "true" },
-				secrets: { TOKEN_SIGNING_KEY: key("b1"), STORAGE_SIGNING_KEY: key("b2"), WEBHOOK_SECRET_KEY: key("1") },
-			},
-		],
-	});
+	const stack = await startLocalStack({ vars: { ALLOW_LOCAL_WEBHOOK_URLS: "true" } });
 	try {
-		await harness.listen();
-		const worker = harness.getWorker();
-		await worker.applyD1Migrations("DB");
-		const env = (await worker.getEnv()) as {
-			DB: {
-				prepare(s: string): {
-					bind(...v: unknown[]): { run(): Promise<unknown> };
-					first<T>(column: string): Promise<T>;
-				};
-				batch(s: unknown[]): Promise<unknown>;
-			};
-			WEBHOOK_EVENTS_QUEUE: { sendBatch(messages: { body: unknown }[]): Promise<void> };
-		};
-		const account = createAccount("bench");
-		const client = await createClient(account.output.account_id, { name: "bench", kind: "api" });
-		await env.DB.batch([...account.statements, ...client.statements].map((s) => env.DB.prepare(s)));
-		const tokenResponse = await harness.fetch("/oauth2/token", {
-			method: "POST",
-			headers: { "Content-Type": "application/x-www-form-urlencoded" },
-			body: new URLSearchParams({
-				grant_type: "client_credentials",
-				client_id: client.output.client_id,
-				client_secret: client.output.client_secret,
-				scope: client.output.scope,
-			}).toString(),
-		});
-		const { access_token } = (await tokenResponse.json()) as { access_token: string };
+		const { env } = stack;
+		const client = await stack.provision("api");
+		const access_token = await stack.token(client);
 		for (let i = 0; i < SUBSCRIPTIONS; i++) {
-			const created = await harness.fetch("/api/v1/webhooks/subscriptions", {
+			const created = await stack.harness.fetch("/api/v1/webhooks/subscriptions", {
 				method: "POST",
 				headers: { Authorization: `Bearer ${access_token}`, "Content-Type": "application/json" },
 				body: JSON.stringify({ url: `${origin}/hook/${i}`, events: ["conversion_completed"] }),
@@ -113,7 +79,7 @@ async function deliveryFigures() {
 			)
 				.bind(
 					id,
-					account.output.account_id,
+					client.accountId,
 					crypto.randomUUID(),
 					JSON.stringify({ conversion: { id } }),
 					new Date().toISOString(),
@@ -144,7 +110,7 @@ async function deliveryFigures() {
 			`queue send → receiver: p50 ${percentile(firsts, 50)} ms, p95 ${percentile(firsts, 95)} ms, max ${spanMs} ms; ${(firsts.length / (spanMs / 1000)).toFixed(0)} deliveries/s`,
 		);
 	} finally {
-		await harness.close();
+		await stack.close();
 		await new Promise<void>((resolve) => receiver.close(() => resolve()));
 	}
 }

@@ -4,33 +4,20 @@
  * (node:http on 127.0.0.1). An outbox event goes through the `webhook-events` queue, the consumer and the
  * subscription's object to a signed POST; the receiver checks headers, signature and payload as a client would.
  */
-import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestHarness, type TestHarness } from "wrangler";
-import { createAccount, createClient } from "../../src/admin/provisioning.ts";
 import { CONVERSION_EVENT_FIELDS } from "../../src/contracts/webhooks.ts";
 import { verifyWebhook } from "../../src/webhooks/verify-webhook.ts";
+import { type LocalStack, startLocalStack } from "../support/local-stack.ts";
 import { type Received, startReceiver } from "../support/webhook-receiver.ts";
 
-const key = (id: string) => `${id}:${randomBytes(32).toString("base64url")}`;
-
-let harness: TestHarness;
+let stack: LocalStack;
 let receiver: ReturnType<typeof startReceiver>;
 let receiverOrigin: string;
-/** The bindings this test drives directly (through the harness's proxy). */
-interface Bindings {
-	DB: {
-		prepare(sql: string): { bind(...values: unknown[]): { run(): Promise<unknown> } } & object;
-		batch(statements: object[]): Promise<unknown>;
-	};
-	WEBHOOK_EVENTS_QUEUE: { send(body: unknown): Promise<void> };
-}
-let env: Bindings;
 let accountId: string;
 let token: string;
 
 async function api(path: string, init: { method?: string; body?: string } = {}) {
-	return harness.fetch(path, {
+	return stack.harness.fetch(path, {
 		...init,
 		headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
 	});
@@ -62,7 +49,7 @@ async function emitConversionEvent(status: "completed" | "failed") {
 		completed_at: status === "completed" ? new Date().toISOString() : null,
 		...(status === "failed" ? { error_message: "Unsupported audio format" } : {}),
 	};
-	await env.DB.prepare(
+	await stack.env.DB.prepare(
 		"INSERT INTO events (id, account_id, type, subject_id, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)",
 	)
 		.bind(
@@ -74,7 +61,7 @@ async function emitConversionEvent(status: "completed" | "failed") {
 			new Date().toISOString(),
 		)
 		.run();
-	await env.WEBHOOK_EVENTS_QUEUE.send({ event_id: id });
+	await stack.env.WEBHOOK_EVENTS_QUEUE.send({ event_id: id });
 	return { eventId: id, conversion };
 }
 
@@ -90,44 +77,14 @@ function expectSignedDelivery(delivery: Received, secret: string, event: string)
 beforeAll(async () => {
 	receiver = startReceiver();
 	receiverOrigin = `http://127.0.0.1:${await receiver.listen()}`;
-	harness = createTestHarness({
-		workers: [
-			{
-				configPath: "./wrangler.toml",
-				vars: { ALLOW_LOCAL_WEBHOOK_URLS: "true" },
-				secrets: {
-					TOKEN_SIGNING_KEY: key("e2e-1"),
-					STORAGE_SIGNING_KEY: key("e2e-storage"),
-					WEBHOOK_SECRET_KEY: key("1"),
-				},
-			},
-		],
-	});
-	await harness.listen();
-	const worker = harness.getWorker();
-	await worker.applyD1Migrations("DB");
-	env = (await worker.getEnv()) as typeof env;
-
-	const account = createAccount("webhook e2e");
-	const client = await createClient(account.output.account_id, { name: "e2e", kind: "api" });
-	await env.DB.batch([...account.statements, ...client.statements].map((s) => env.DB.prepare(s)));
-	accountId = account.output.account_id;
-	const response = await harness.fetch("/oauth2/token", {
-		method: "POST",
-		headers: { "Content-Type": "application/x-www-form-urlencoded" },
-		body: new URLSearchParams({
-			grant_type: "client_credentials",
-			client_id: client.output.client_id,
-			client_secret: client.output.client_secret,
-			scope: client.output.scope,
-		}).toString(),
-	});
-	expect(response.status).toBe(200);
-	token = ((await response.json()) as { access_token: string }).access_token;
+	stack = await startLocalStack({ vars: { ALLOW_LOCAL_WEBHOOK_URLS: "true" } });
+	const client = await stack.provision("api");
+	accountId = client.accountId;
+	token = await stack.token(client);
 });
 
 afterAll(async () => {
-	await harness?.close();
+	await stack?.close();
 	await receiver?.close();
 });
 

@@ -19,8 +19,16 @@ export interface Credentials {
 	scope: string;
 }
 
+/** A D1 statement as the harness proxies it to Node: the parts tests and benchmarks use. */
+interface StackStatement {
+	bind(...values: unknown[]): StackStatement;
+	run(): Promise<unknown>;
+	first<T>(column: string): Promise<T | null>;
+}
+
+/** The bindings tests and benchmarks drive directly (typed here: they run in Node, not workerd). */
 interface StackEnv {
-	DB: { prepare(sql: string): unknown; batch(statements: unknown[]): Promise<unknown> };
+	DB: { prepare(sql: string): StackStatement; batch(statements: StackStatement[]): Promise<unknown> };
 	BUCKET: {
 		put(
 			key: string,
@@ -28,6 +36,11 @@ interface StackEnv {
 			options?: { httpMetadata?: { contentType?: string } },
 		): Promise<unknown>;
 		head(key: string): Promise<{ size: number } | null>;
+		delete(key: string): Promise<void>;
+	};
+	WEBHOOK_EVENTS_QUEUE: {
+		send(body: unknown): Promise<void>;
+		sendBatch(messages: { body: unknown }[]): Promise<void>;
 	};
 }
 

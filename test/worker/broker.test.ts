@@ -19,6 +19,7 @@ import {
 import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
 import {
 	broker,
+	deliveredConversion,
 	deliverJobs,
 	eventsFor,
 	finishPreprocessing,
@@ -56,11 +57,7 @@ const wants = (overrides: Record<string, unknown> = {}) => ({
 
 describe("lease expiry and attempts", () => {
 	it("requeues a job whose runner stopped heartbeating, and fails it after the maximum attempts", async () => {
-		const alice = await user();
-		const worker = await runner();
-		const file = await insertAudioFile(alice.accountId, "ready");
-		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
-		await deliverJobs([created.id]);
+		const { alice, worker, created } = await deliveredConversion();
 
 		let offset = 0;
 		for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {

@@ -181,6 +181,16 @@ export async function runner(runnerId = `runner-${crypto.randomUUID().slice(0, 6
 
 export const broker = () => jobBroker(env);
 
+/** A user, a runner, and a conversion of a ready file that the `conversion-jobs` consumer has given the broker. */
+export async function deliveredConversion() {
+	const alice = await user();
+	const worker = await runner();
+	const file = await insertAudioFile(alice.accountId, "ready");
+	const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
+	await deliverJobs([created.id]);
+	return { alice, worker, file, created };
+}
+
 /** Runs the `conversion-jobs` consumer on a batch, as the queue would; returns what it acked and retried. */
 export async function deliverJobs(conversionIds: string[]) {
 	const batch = createMessageBatch(

@@ -11,6 +11,7 @@ import { failConversion } from "../../src/conversions/state-machine.ts";
 import workerEntry from "../../src/index.ts";
 import {
 	broker,
+	deliveredConversion,
 	deliverJobs,
 	eventsFor,
 	finishPreprocessing,
@@ -202,12 +203,7 @@ describe("conversion lifecycle through the runner API", () => {
 	});
 
 	it("retries a transient failure on a later lease while the conversion stays processing", async () => {
-		const alice = await user();
-		const worker = await runner();
-		const voiceId = await insertVoice();
-		const file = await insertAudioFile(alice.accountId, "ready");
-		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId });
-		await deliverJobs([created.id]);
+		const { alice, worker, created } = await deliveredConversion();
 		const first = await worker.leaseOne();
 		const started = (await alice.get(created.id)).processing_started_at;
 		expect(await json(await worker.fail(first.lease_id, "transient", "internal"))).toMatchObject({
@@ -229,11 +225,7 @@ describe("conversion lifecycle through the runner API", () => {
 	});
 
 	it("gives a released job back without charging an attempt", async () => {
-		const alice = await user();
-		const worker = await runner();
-		const file = await insertAudioFile(alice.accountId, "ready");
-		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
-		await deliverJobs([created.id]);
+		const { worker, created } = await deliveredConversion();
 		const first = await worker.leaseOne();
 		expect((await worker.release(first.lease_id)).status).toBe(200);
 		expect((await worker.complete(first.lease_id)).status).toBe(409);
@@ -244,11 +236,7 @@ describe("conversion lifecycle through the runner API", () => {
 	});
 
 	it("refuses to complete before the output was uploaded", async () => {
-		const alice = await user();
-		const worker = await runner();
-		const file = await insertAudioFile(alice.accountId, "ready");
-		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
-		await deliverJobs([created.id]);
+		const { alice, worker, created } = await deliveredConversion();
 		const lease = await worker.leaseOne();
 		const early = await worker.complete(lease.lease_id);
 		expect(early.status).toBe(409);
@@ -331,11 +319,7 @@ describe("conversion-jobs failure paths", () => {
 
 describe("duplicates and reordering", () => {
 	it("answers a repeated complete the same way and records one completion and one event", async () => {
-		const alice = await user();
-		const worker = await runner();
-		const file = await insertAudioFile(alice.accountId, "ready");
-		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
-		await deliverJobs([created.id]);
+		const { alice, worker, created } = await deliveredConversion();
 		const lease = await worker.leaseOne();
 		expect((await worker.finish(lease)).status).toBe(200);
 		const first = await alice.get(created.id);
@@ -381,11 +365,7 @@ describe("duplicates and reordering", () => {
 	});
 
 	it("drops a job whose conversion ended before a runner leased it", async () => {
-		const alice = await user();
-		const worker = await runner();
-		const file = await insertAudioFile(alice.accountId, "ready");
-		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await insertVoice() });
-		await deliverJobs([created.id]);
+		const { alice, worker, created } = await deliveredConversion();
 		await failConversion(env, created.id, { code: "timed_out", message: FAILURE_MESSAGES.timed_out });
 		expect(await worker.lease({ capacity: 3 })).toEqual([]);
 		expect(await broker().knownJobs([created.id])).toEqual([]);
