@@ -3,6 +3,9 @@ import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 
+// Miniflare would otherwise download a sample `request.cf` object from the internet; tests never reach out.
+process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
+
 const key = (id: string) => `${id}:${randomBytes(32).toString("base64url")}`;
 
 export default defineConfig(async () => {

@@ -140,8 +140,6 @@ async function drainBaseline(body: Buffer) {
 }
 
 async function main() {
-	// Keep the run on 127.0.0.1: miniflare would otherwise try to download a `Request.cf` sample from the internet.
-	process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
 	const stack = await startLocalStack();
 	try {
 		const { url, env } = stack;

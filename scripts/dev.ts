@@ -36,6 +36,8 @@ async function main(): Promise<void> {
 	process.on("SIGINT", () => void shutdown(0));
 	process.on("SIGTERM", () => void shutdown(0));
 
+	// Local runs stay local: no download of miniflare's sample `request.cf` object (wrangler inherits this).
+	process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
 	await ensureDevVars(path.join(ROOT, ".dev.vars"));
 	await run("migrate", ["wrangler", "d1", "migrations", "apply", "DB", "--local"]);
 

@@ -57,6 +57,8 @@ export interface LocalStack {
 }
 
 export async function startLocalStack(options: { vars?: Record<string, string> } = {}): Promise<LocalStack> {
+	// Miniflare would otherwise download a sample `request.cf` object from the internet; nothing here may.
+	process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
 	const harness = createTestHarness({
 		root: ROOT,
 		workers: [

@@ -1,0 +1,218 @@
+/**
+ * The CLI as a user runs it (`node cli/main.ts ...`, what `npm run cli --` does) against the real local service
+ * and a real runner: converting a generated MP3 end to end, the listing commands, webhooks, and the errors.
+ */
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { resolveConnection, UsageError } from "../../cli/config.ts";
+import { verifyWebhook } from "../../sdk/index.ts";
+import { type Credentials, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
+import { encodeMp3 } from "../support/mp3-generator.ts";
+import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
+import { estimatePitchHz, readWav } from "../support/wav-reader.ts";
+import { startReceiver } from "../support/webhook-receiver.ts";
+
+let stack: LocalStack;
+let runner: RunnerProcess;
+let credentials: Credentials;
+let workDir: string;
+const receiver = startReceiver();
+let receiverUrl: string;
+
+interface Run {
+	code: number | null;
+	stdout: string;
+	stderr: string;
+}
+
+/** Runs the CLI in `workDir` with the client's credentials in the environment (or `env` instead). */
+function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<Run> {
+	return new Promise((resolve, reject) => {
+		const child = spawn(process.execPath, [path.join(ROOT, "cli/main.ts"), ...args], {
+			cwd: workDir,
+			env: {
+				...process.env,
+				VOICE_API_URL: stack.url,
+				VOICE_API_CLIENT_ID: credentials.clientId,
+				VOICE_API_CLIENT_SECRET: credentials.clientSecret,
+				...env,
+			},
+			stdio: ["ignore", "pipe", "pipe"],
+		});
+		let stdout = "";
+		let stderr = "";
+		child.stdout.on("data", (d) => {
+			stdout += d;
+		});
+		child.stderr.on("data", (d) => {
+			stderr += d;
+		});
+		child.on("error", reject);
+		child.on("close", (code) => resolve({ code, stdout, stderr }));
+	});
+}
+
+beforeAll(async () => {
+	stack = await startLocalStack({ vars: { ALLOW_LOCAL_WEBHOOK_URLS: "true" } });
+	credentials = await stack.provision("api");
+	runner = startRunner(stack.url, await stack.provision("runner", credentials.accountId));
+	await stack.addVoice({ name: "CLI Alto", tags: ["cli", "alto"], params: { formant_shift: 0 } });
+	await stack.addVoice({ name: "CLI Baritone", tags: ["cli"], params: { formant_shift: 0 } });
+	receiverUrl = `http://127.0.0.1:${await receiver.listen()}`;
+	workDir = await mkdtemp(path.join(tmpdir(), "voice-cli-"));
+}, 120_000);
+
+afterAll(async () => {
+	await runner?.stop();
+	await receiver.close();
+	await stack?.close();
+	if (workDir) await rm(workDir, { recursive: true, force: true });
+});
+
+describe("CLI", () => {
+	it("lists voices as a table and as JSON", async () => {
+		const table = await cli(["voices"]);
+		expect(table.code).toBe(0);
+		expect(table.stdout).toMatch(/^NAME\s+ID\s+TAGS/);
+		expect(table.stdout).toMatch(/CLI Alto\s+[0-9a-f-]{36}\s+cli, alto/);
+		const json = await cli(["voices", "--json"]);
+		expect(JSON.parse(json.stdout).map((v: { name: string }) => v.name)).toEqual(
+			expect.arrayContaining(["CLI Alto", "CLI Baritone"]),
+		);
+	});
+
+	it("converts an MP3 end to end with preview and a pitch shift, showing progress and status", async () => {
+		const mp3 = encodeMp3({ sampleRate: 44_100, channels: 1, frames: 44_100 * 12, kbps: 128 });
+		await writeFile(path.join(workDir, "input.mp3"), mp3);
+
+		const run = await cli([
+			"convert",
+			"input.mp3",
+			"--voice",
+			"cli alto",
+			"--pitch",
+			"third_up",
+			"--preview",
+			"--out",
+			"out.wav",
+		]);
+		expect(run.stderr).not.toMatch(/Error/);
+		expect(run.code).toBe(0);
+		// stderr is a pipe here, so progress and status come as plain lines rather than a redrawn bar.
+		expect(run.stderr).toMatch(/Uploading 100% \(\d+(\.\d)? kB of \d+(\.\d)? kB\)/);
+		expect(run.stderr).toMatch(/Conversion [0-9a-f-]{36}: CLI Alto, pitch third_up, preview/);
+		expect(run.stderr).toMatch(/Status: (pending_preprocessing|queued|processing)/);
+		expect(run.stderr).toMatch(/Completed after \d\d:\d\d/);
+		expect(run.stdout).toMatch(/Saved out\.wav \(\d+(\.\d)? (kB|MB)\)/);
+
+		const wav = readWav(new Uint8Array(await readFile(path.join(workDir, "out.wav"))));
+		expect(Math.abs(wav.durationSeconds - 10)).toBeLessThan(0.1);
+		const cents = 1200 * Math.log2(estimatePitchHz(wav.samples, wav.sampleRate) / (220 * 2 ** (4 / 12)));
+		expect(Math.abs(cents)).toBeLessThan(25);
+		expect((await readdir(workDir)).filter((f) => f.endsWith(".part"))).toEqual([]);
+
+		const id = run.stderr.match(/Conversion ([0-9a-f-]{36})/)?.[1];
+		const list = await cli(["conversions", "list", "--status", "completed", "--json"]);
+		expect(JSON.parse(list.stdout).data.map((c: { id: string }) => c.id)).toContain(id);
+		const show = await cli(["conversions", "show", String(id)]);
+		expect(show.stdout).toMatch(/status\s+completed/);
+		expect(show.stdout).toMatch(/pitch_shift\s+third_up/);
+		const again = await cli(["conversions", "download", String(id), "--out", "again.wav"]);
+		expect(again.code).toBe(0);
+		expect(await readFile(path.join(workDir, "again.wav"))).toEqual(await readFile(path.join(workDir, "out.wav")));
+	});
+
+	it("creates, lists, tests and reads the deliveries of a webhook subscription", async () => {
+		const created = await cli([
+			"webhooks",
+			"create",
+			"--url",
+			`${receiverUrl}/cli`,
+			"--events",
+			"conversion_completed",
+			"--json",
+		]);
+		expect(created.code).toBe(0);
+		const subscription = JSON.parse(created.stdout) as { id: string; secret: string };
+		expect(subscription.secret).toBeTruthy();
+		const human = await cli(["webhooks", "create", "--url", `${receiverUrl}/cli-2`]);
+		expect(human.stdout).toMatch(/Signing secret: \S+/);
+		expect(human.stdout).toMatch(/not shown again/);
+
+		const list = await cli(["webhooks", "list"]);
+		expect(list.stdout).toContain(subscription.id);
+		expect(list.stdout).toMatch(/ACTIVE\s+FAILURES\s+EVENTS\s+URL/);
+
+		const test = await cli(["webhooks", "test", subscription.id]);
+		expect(test.code).toBe(0);
+		await receiver.waitFor("/cli", 1);
+		const delivery = receiver.received.find((r) => r.path === "/cli");
+		expect(
+			await verifyWebhook({
+				secret: subscription.secret,
+				headers: delivery?.headers ?? {},
+				body: String(delivery?.body),
+			}),
+		).toMatchObject({ ok: true });
+		expect(test.stdout).toContain(JSON.parse(String(delivery?.body)).id);
+
+		const deliveries = await cli(["webhooks", "deliveries", subscription.id, "--limit", "5"]);
+		expect(deliveries.code).toBe(0);
+		expect(deliveries.stdout).toBe("No deliveries yet.\n"); // test deliveries are not logged (spec section 4)
+		const deleted = await cli(["webhooks", "delete", subscription.id]);
+		expect(deleted.code).toBe(0);
+	});
+
+	it("explains what is wrong and exits non-zero", async () => {
+		const unknownVoice = await cli(["convert", "input.mp3", "--voice", "Nobody"]);
+		expect(unknownVoice.code).toBe(2);
+		expect(unknownVoice.stderr).toMatch(/No voice named "Nobody". Available: .*"CLI Alto"/);
+
+		const ambiguous = await cli(["convert", "input.mp3", "--voice", "CLI"]);
+		expect(ambiguous.stderr).toMatch(/matches several voices/);
+
+		const badPitch = await cli(["convert", "input.mp3", "--voice", "CLI Alto", "--pitch", "up"]);
+		expect(badPitch.code).toBe(2);
+		expect(badPitch.stderr).toMatch(/--pitch must be one of: same_octave, third_down/);
+
+		const missing = await cli(["convert", "nope.wav", "--voice", "CLI Alto"]);
+		expect(missing).toMatchObject({ code: 2, stderr: "No such file: nope.wav\n" });
+
+		const unknownOption = await cli(["voices", "--colour"]);
+		expect(unknownOption.code).toBe(2);
+		expect(unknownOption.stderr).toMatch(/--colour/);
+
+		const wrongSecret = await cli(["voices"], { VOICE_API_CLIENT_SECRET: "not-the-secret" });
+		expect(wrongSecret.code).toBe(1);
+		expect(wrongSecret.stderr).toMatch(/HTTP 401, invalid_client/);
+		expect(wrongSecret.stderr).toMatch(/Check the client id, secret and base URL/);
+
+		const notFound = await cli(["conversions", "show", crypto.randomUUID()]);
+		expect(notFound.code).toBe(1);
+		expect(notFound.stderr).toMatch(/HTTP 404, not_found/);
+
+		const help = await cli(["--help"]);
+		expect(help.code).toBe(0);
+		expect(help.stdout).toMatch(/convert <file> --voice NAME/);
+	});
+
+	it("takes credentials from flags, then the environment, then the local demo client", () => {
+		const none = path.join(ROOT, "no-such-demo-credentials.json");
+		expect(() => resolveConnection({}, {}, none)).toThrow(UsageError);
+		expect(() => resolveConnection({ "client-id": "a" }, {}, none)).toThrow(/Both a client id and a client secret/);
+		const env = { VOICE_API_URL: "https://env.example", VOICE_API_CLIENT_ID: "env-id", VOICE_API_CLIENT_SECRET: "s" };
+		expect(resolveConnection({}, env, none)).toMatchObject({ baseUrl: "https://env.example", source: "environment" });
+		expect(
+			resolveConnection(
+				{ "client-id": "flag-id", "client-secret": "f", "base-url": "https://flag.example" },
+				env,
+				none,
+			),
+		).toMatchObject({ clientId: "flag-id", baseUrl: "https://flag.example", source: "flags" });
+		expect(existsSync(none)).toBe(false);
+	});
+});
