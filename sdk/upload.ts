@@ -59,8 +59,11 @@ export interface PreparedBody {
  */
 export function prepareBody(source: UploadSource, onProgress?: ProgressListener): PreparedBody {
 	const total = sizeOf(source);
-	if (!onProgress && source instanceof Blob) return { body: source, init: {} };
-	if (!onProgress && (source instanceof ArrayBuffer || ArrayBuffer.isView(source))) {
+	// Browsers stream request bodies only over HTTP/2, and not all of them at all: there a Blob goes as it is, and
+	// progress is reported when the upload ends (use XMLHttpRequest's upload events for a live bar in a page).
+	const inBrowser = typeof (globalThis as { document?: unknown }).document !== "undefined";
+	if ((!onProgress || inBrowser) && source instanceof Blob) return { body: source, init: {} };
+	if ((!onProgress || inBrowser) && (source instanceof ArrayBuffer || ArrayBuffer.isView(source))) {
 		return { body: bytesOf(source) as Uint8Array<ArrayBuffer>, init: {} };
 	}
 	let loaded = 0;
