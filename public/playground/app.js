@@ -1,9 +1,31 @@
 // The playground talks to the public API exactly as any client would: token, voices, upload, conversion, polling.
 const $ = (id) => document.getElementById(id);
-const state = { token: null, voiceId: null };
+const state = { token: null, voice: null, resultUrl: null };
+
+/** What each conversion status means to someone watching (the spec's state machine). */
+const STATUS_TEXT = {
+	pending_preprocessing: "checking the uploaded audio",
+	queued: "waiting for a runner",
+	processing: "converting",
+};
 
 function showError(message) {
 	$("error").textContent = message || "";
+}
+
+function showStatus(status, startedAt) {
+	const seconds = `${((Date.now() - startedAt) / 1000).toFixed(1)} s`;
+	const text = {
+		completed: `completed in ${seconds}`,
+		failed: `failed after ${seconds}`,
+	}[status];
+	$("status").textContent = `Status: ${text ?? `${status} — ${STATUS_TEXT[status] ?? "…"} (${seconds})`}`;
+}
+
+/** A message fit to show: the API's `message`, else the HTTP status; never a stack trace. */
+async function failureMessage(response, what) {
+	const body = await response.json().catch(() => ({}));
+	return body.message || `${what} failed (${response.status} ${response.statusText})`;
 }
 
 async function api(path, init = {}) {
@@ -15,39 +37,45 @@ async function api(path, init = {}) {
 			...init.headers,
 		},
 	});
-	const body = await response.json().catch(() => ({}));
-	if (!response.ok) throw new Error(body.message || `${init.method || "GET"} ${path} failed (${response.status})`);
-	return body.data;
+	if (!response.ok) throw new Error(await failureMessage(response, `${init.method || "GET"} ${path}`));
+	return (await response.json()).data;
 }
 
 async function signIn(event) {
 	event.preventDefault();
 	showError("");
+	$("sign-in").disabled = true;
 	$("token-status").textContent = "Requesting token…";
-	const response = await fetch("/oauth2/token", {
-		method: "POST",
-		headers: { "Content-Type": "application/x-www-form-urlencoded" },
-		body: new URLSearchParams({
-			grant_type: "client_credentials",
-			client_id: $("client-id").value.trim(),
-			client_secret: $("client-secret").value.trim(),
-			scope: "voice-conversion-api/base",
-		}),
-	});
-	const body = await response.json().catch(() => ({}));
-	if (!response.ok) {
+	try {
+		const response = await fetch("/oauth2/token", {
+			method: "POST",
+			headers: { "Content-Type": "application/x-www-form-urlencoded" },
+			body: new URLSearchParams({
+				grant_type: "client_credentials",
+				client_id: $("client-id").value.trim(),
+				client_secret: $("client-secret").value.trim(),
+				scope: "voice-conversion-api/base",
+			}),
+		});
+		if (!response.ok) throw new Error(await failureMessage(response, "Token request"));
+		state.token = (await response.json()).access_token;
+		$("token-status").textContent = "Signed in ✓";
+		await loadVoices();
+	} catch (error) {
 		$("token-status").textContent = "";
-		return showError(body.message || `Token request failed (${response.status})`);
+		showError(error.message);
+	} finally {
+		$("sign-in").disabled = false;
 	}
-	state.token = body.access_token;
-	$("token-status").textContent = "Signed in ✓";
-	await loadVoices();
 }
 
 async function loadVoices() {
 	const voices = await api("/api/v1/voices");
 	const container = $("voices");
 	container.replaceChildren();
+	state.voice = null;
+	$("convert-step").hidden = true;
+	$("no-voices").hidden = voices.length > 0;
 	for (const voice of voices) {
 		const card = document.createElement("div");
 		card.className = "voice";
@@ -72,19 +100,30 @@ async function loadVoices() {
 			audio.controls = true;
 			audio.preload = "none";
 			audio.src = voice.song_url;
+			audio.setAttribute("aria-label", `Sample of ${voice.name}`);
 			card.append(audio);
 		}
 		const select = () => {
 			for (const other of container.children) other.setAttribute("aria-checked", "false");
 			card.setAttribute("aria-checked", "true");
-			state.voiceId = voice.id;
+			state.voice = voice;
 			$("convert-step").hidden = false;
 		};
 		card.addEventListener("click", select);
-		card.addEventListener("keydown", (e) => (e.key === "Enter" || e.key === " ") && select());
+		card.addEventListener("keydown", (e) => {
+			if (e.target !== card || (e.key !== "Enter" && e.key !== " ")) return;
+			e.preventDefault(); // Space would scroll the page.
+			select();
+		});
 		container.append(card);
 	}
 	$("voices-step").hidden = false;
+}
+
+function showUploadProgress(loaded, total) {
+	const percent = total ? Math.round((loaded / total) * 100) : 0;
+	$("upload-progress").value = percent;
+	$("upload-label").textContent = `${percent}% of ${(total / 1e6).toFixed(1)} MB`;
 }
 
 /** PUT with XMLHttpRequest: fetch has no upload progress events. */
@@ -93,21 +132,21 @@ function upload(url, file, contentType) {
 		const xhr = new XMLHttpRequest();
 		xhr.open("PUT", url);
 		xhr.setRequestHeader("Content-Type", contentType);
-		xhr.upload.onprogress = (e) => {
-			if (!e.lengthComputable) return;
-			const percent = Math.round((e.loaded / e.total) * 100);
-			$("upload-progress").value = percent;
-			$("upload-label").textContent = `${percent}% of ${(e.total / 1e6).toFixed(1)} MB`;
-		};
+		xhr.upload.onprogress = (e) => showUploadProgress(e.loaded, e.lengthComputable ? e.total : file.size);
 		xhr.onload = () => {
-			if (xhr.status === 200) return resolve();
-			let message = `Upload failed (${xhr.status})`;
-			try {
-				message = JSON.parse(xhr.responseText).message || message;
-			} catch {}
-			reject(new Error(message));
+			if (xhr.status !== 200) {
+				let message = `Upload failed (${xhr.status})`;
+				try {
+					message = JSON.parse(xhr.responseText).message || message;
+				} catch {}
+				return reject(new Error(message));
+			}
+			// A small body may finish before any progress event reports its end.
+			showUploadProgress(file.size, file.size);
+			resolve();
 		};
 		xhr.onerror = () => reject(new Error("Upload failed: network error"));
+		showUploadProgress(0, file.size);
 		xhr.send(file);
 	});
 }
@@ -124,11 +163,14 @@ async function convert(event) {
 	event.preventDefault();
 	showError("");
 	const file = $("file").files[0];
-	if (!file || !state.voiceId) return;
+	if (!file || !state.voice) return;
 	$("convert").disabled = true;
 	$("result-step").hidden = true;
+	$("upload-progress").value = 0;
+	$("upload-label").textContent = "";
 	try {
 		const mimeType = mimeTypeOf(file);
+		$("status").textContent = "Registering the upload…";
 		const audioFile = await api("/api/v1/audio-files", {
 			method: "POST",
 			body: JSON.stringify({ file_name: file.name, mime_type: mimeType }),
@@ -139,24 +181,23 @@ async function convert(event) {
 			method: "POST",
 			body: JSON.stringify({
 				audio_file_id: audioFile.id,
-				voice_model_id: state.voiceId,
+				voice_model_id: state.voice.id,
 				pitch_shift: $("pitch").value,
 				use_preview: $("preview").checked,
 			}),
 		});
+		const startedAt = Date.now();
 		let current = conversion;
-		for (
-			let delay = 500;
-			current.status !== "completed" && current.status !== "failed";
-			delay = Math.min(delay * 1.5, 4000)
-		) {
-			$("status").textContent = `Status: ${current.status}`;
+		// Short first waits so that fast conversions show each step; then back off to spare the API.
+		for (let delay = 250; current.status !== "completed" && current.status !== "failed"; ) {
+			showStatus(current.status, startedAt);
 			await sleep(delay);
+			delay = Math.min(delay * 1.5, 2000);
 			current = await api(`/api/v1/voice-conversions/${conversion.id}`);
 		}
-		$("status").textContent = `Status: ${current.status}`;
+		showStatus(current.status, startedAt);
 		if (current.status === "failed") throw new Error(`Conversion failed: ${current.error_message}`);
-		await showResult(current.output_url);
+		await showResult(current.output_url, downloadName(file.name, state.voice.name, $("pitch").value));
 	} catch (error) {
 		showError(error.message);
 	} finally {
@@ -164,33 +205,69 @@ async function convert(event) {
 	}
 }
 
-async function showResult(url) {
-	const bytes = await (await fetch(url)).arrayBuffer();
-	const blob = new Blob([bytes], { type: "audio/wav" });
-	const objectUrl = URL.createObjectURL(blob);
-	$("result-audio").src = objectUrl;
-	$("download").href = objectUrl;
-	const audio = await new AudioContext().decodeAudioData(bytes.slice(0));
-	$("result-info").textContent =
-		`${audio.duration.toFixed(2)} s · ${audio.sampleRate} Hz · ${audio.numberOfChannels} ch`;
-	drawWaveform(audio.getChannelData(0));
+function downloadName(sourceName, voiceName, pitch) {
+	const stem = sourceName.replace(/\.[^.]*$/, "") || "recording";
+	return `${stem}-${voiceName}-${pitch}.wav`.replace(/[^\w.-]+/g, "_");
+}
+
+/** Sample rate and channel count from a WAV's `fmt ` chunk (decodeAudioData resamples, so it cannot tell). */
+function wavFormat(bytes) {
+	const view = new DataView(bytes);
+	const id = (at) => String.fromCharCode(...new Uint8Array(bytes, at, 4));
+	let at = 12;
+	while (at + 8 <= bytes.byteLength) {
+		const size = view.getUint32(at + 4, true);
+		if (id(at) === "fmt ")
+			return { channels: view.getUint16(at + 10, true), sampleRate: view.getUint32(at + 12, true) };
+		at += 8 + size + (size % 2);
+	}
+	return null;
+}
+
+async function showResult(url, fileName) {
+	const response = await fetch(url);
+	if (!response.ok) throw new Error(await failureMessage(response, "Downloading the result"));
+	const bytes = await response.arrayBuffer();
+	if (state.resultUrl) URL.revokeObjectURL(state.resultUrl);
+	state.resultUrl = URL.createObjectURL(new Blob([bytes], { type: "audio/wav" }));
+	$("result-audio").src = state.resultUrl;
+	$("download").href = state.resultUrl;
+	$("download").download = fileName;
+	// An offline context decodes without an audio device and without the autoplay policy's user-gesture rule.
+	const audio = await new OfflineAudioContext(1, 1, 44_100).decodeAudioData(bytes.slice(0));
+	const format = wavFormat(bytes);
+	$("result-info").textContent = [
+		`${audio.duration.toFixed(2)} s`,
+		format && `${format.sampleRate} Hz`,
+		format && `${format.channels} ch`,
+		`${(bytes.byteLength / 1e6).toFixed(1)} MB`,
+	]
+		.filter(Boolean)
+		.join(" · ");
 	$("result-step").hidden = false;
+	drawWaveform(audio.getChannelData(0));
 }
 
 function drawWaveform(samples) {
 	const canvas = $("waveform");
+	// Draw at the canvas's displayed size in device pixels, so the waveform is sharp rather than stretched.
+	const scale = window.devicePixelRatio || 1;
+	canvas.width = Math.max(1, Math.round(canvas.clientWidth * scale));
+	canvas.height = Math.max(1, Math.round(canvas.clientHeight * scale));
 	const ctx = canvas.getContext("2d");
 	const { width, height } = canvas;
 	ctx.clearRect(0, 0, width, height);
-	ctx.fillStyle = getComputedStyle(document.documentElement).getPropertyValue("--accent") || "#3b5bdb";
-	const step = Math.max(1, Math.floor(samples.length / width));
+	ctx.fillStyle = getComputedStyle(canvas).getPropertyValue("--accent").trim() || "#3b5bdb";
+	const step = samples.length / width;
 	for (let x = 0; x < width; x++) {
 		let min = 1;
 		let max = -1;
-		for (let i = x * step; i < Math.min(samples.length, (x + 1) * step); i++) {
+		const end = Math.min(samples.length, Math.floor((x + 1) * step));
+		for (let i = Math.floor(x * step); i < end; i++) {
 			min = Math.min(min, samples[i]);
 			max = Math.max(max, samples[i]);
 		}
+		if (max < min) continue;
 		const top = ((1 - max) / 2) * height;
 		ctx.fillRect(x, top, 1, Math.max(1, ((max - min) / 2) * height));
 	}
@@ -198,7 +275,8 @@ function drawWaveform(samples) {
 }
 
 async function prefill() {
-	// Local development only: the Worker offers the demo client's credentials when it was started with them.
+	// Local development only: the Worker offers the demo client's credentials when it was started with them,
+	// and answers 404 everywhere else (a 404 here is expected, not an error).
 	const response = await fetch("/playground/defaults.json").catch(() => null);
 	if (!response?.ok) return;
 	const defaults = await response.json();
@@ -206,6 +284,6 @@ async function prefill() {
 	if (defaults.client_secret) $("client-secret").value = defaults.client_secret;
 }
 
-$("credentials-form").addEventListener("submit", (e) => signIn(e).catch((err) => showError(err.message)));
+$("credentials-form").addEventListener("submit", signIn);
 $("convert-form").addEventListener("submit", convert);
 prefill();

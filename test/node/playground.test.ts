@@ -1,0 +1,337 @@
+/**
+ * The web playground in a real browser: Debian's Chromium, headless, driven by playwright-core (which never
+ * downloads a browser), against the local stack and the real runner process. A user signs in with the prefilled
+ * credentials, browses a voice with its portrait and sample, uploads a generated recording, converts it with a
+ * pitch shift and preview, then plays, looks at and downloads the result. The run leaves a full-page screenshot
+ * in `test-results/playground.png`.
+ */
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "../../scripts/lib/demo-voices.ts";
+import { createAccount, createClient, createVoice, voiceObjectKeys } from "../../src/admin/provisioning.ts";
+import { type Credentials, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
+import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
+import { makeWav } from "../support/wav-generator.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+const SCREENSHOT = path.join(ROOT, "test-results", "playground.png");
+const SOURCE_SECONDS = 3;
+
+let stack: LocalStack;
+let runner: RunnerProcess;
+let client: Credentials;
+let browser: Browser;
+let tempDir: string;
+let voiceId: string;
+const demoVoice = DEMO_VOICES[0];
+
+/** A voice as `npm run dev` seeds it: a demo voice's generated PNG portrait and WAV sample in R2. */
+async function addVoiceWithAssets(): Promise<string> {
+	if (!demoVoice) throw new Error("no demo voice");
+	const id = crypto.randomUUID();
+	const keys = voiceObjectKeys(id);
+	await stack.env.BUCKET.put(keys.image("png"), new Uint8Array(demoVoiceImage(demoVoice)), {
+		httpMetadata: { contentType: "image/png" },
+	});
+	await stack.env.BUCKET.put(keys.sample("wav"), new Uint8Array(demoVoiceSample(demoVoice)), {
+		httpMetadata: { contentType: "audio/wav" },
+	});
+	const plan = createVoice(id, {
+		name: `Playground ${demoVoice.name}`,
+		engine: "dsp",
+		tags: demoVoice.tags,
+		params: demoVoice.params,
+		imageKey: keys.image("png"),
+		sampleKey: keys.sample("wav"),
+	});
+	await stack.runSql(plan.statements);
+	return id;
+}
+
+interface PageWatch {
+	page: Page;
+	context: BrowserContext;
+	pageErrors: string[];
+	consoleErrors: string[];
+	requests: string[];
+}
+
+/** A fresh browser context and page, with what the page logs, throws and requests kept for assertions. */
+async function openPlayground(): Promise<PageWatch> {
+	const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1100, height: 900 } });
+	const page = await context.newPage();
+	const watch: PageWatch = { page, context, pageErrors: [], consoleErrors: [], requests: [] };
+	page.on("pageerror", (error) => watch.pageErrors.push(String(error.stack ?? error)));
+	page.on("console", (message) => {
+		if (message.type() === "error") watch.consoleErrors.push(`${message.text()} (${message.location().url})`);
+	});
+	page.on("request", (request) => watch.requests.push(request.url()));
+	await page.goto(`${stack.url}/playground/`);
+	// Prefill is asynchronous (it fetches /playground/defaults.json).
+	await page.waitForFunction(() => (document.getElementById("client-secret") as HTMLInputElement).value !== "");
+	return watch;
+}
+
+/** Nothing leaves the stack's origin: no CDN, font or analytics fetches (blob: addresses carry the page origin). */
+function expectOnlyStackOrigin(requests: string[]) {
+	expect(requests.length).toBeGreaterThan(0);
+	for (const url of requests) expect(new URL(url).origin, url).toBe(stack.url);
+}
+
+/** Duration and format of a WAV, read from its header. */
+function wavInfo(bytes: Uint8Array): { seconds: number; sampleRate: number; channels: number } {
+	const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+	const ascii = (at: number) => String.fromCharCode(...bytes.subarray(at, at + 4));
+	expect(ascii(0)).toBe("RIFF");
+	expect(ascii(8)).toBe("WAVE");
+	let offset = 12;
+	let format = { byteRate: 0, sampleRate: 0, channels: 0 };
+	while (offset + 8 <= bytes.length) {
+		const id = ascii(offset);
+		const size = view.getUint32(offset + 4, true);
+		if (id === "fmt ") {
+			format = {
+				channels: view.getUint16(offset + 10, true),
+				sampleRate: view.getUint32(offset + 12, true),
+				byteRate: view.getUint32(offset + 16, true),
+			};
+		}
+		if (id === "data") return { seconds: size / format.byteRate, ...format };
+		offset += 8 + size + (size % 2);
+	}
+	throw new Error("no data chunk");
+}
+
+/** Signs in with the prefilled credentials and selects the test voice; returns its card. */
+async function signInAndSelectVoice(page: Page) {
+	await page.click("#sign-in");
+	await expect.poll(() => page.textContent("#token-status")).toMatch(/signed in/i);
+	const card = page.locator(`.voice[data-voice-id="${voiceId}"]`);
+	await card.waitFor();
+	return card;
+}
+
+/** Picks a file and the options, converts, and waits until the page shows an outcome (or an error). */
+async function convertInPage(page: Page, file: { name: string; bytes: Uint8Array }) {
+	const sourcePath = path.join(tempDir, file.name);
+	await writeFile(sourcePath, file.bytes);
+	await page.setInputFiles("#file", sourcePath);
+	await page.selectOption("#pitch", "third_up");
+	await page.check("#preview");
+	// Every status text the page shows, in order, to see it follow the conversion live.
+	await page.evaluate(() => {
+		const status = document.getElementById("status") as HTMLElement;
+		const seen: string[] = [];
+		(window as unknown as { statusHistory: string[] }).statusHistory = seen;
+		new MutationObserver(() => seen.push(status.textContent ?? "")).observe(status, {
+			childList: true,
+			characterData: true,
+			subtree: true,
+		});
+	});
+	await page.click("#convert");
+	await page.waitForFunction(
+		() =>
+			/completed|failed/.test(document.getElementById("status")?.textContent ?? "") ||
+			document.getElementById("error")?.textContent,
+		undefined,
+		{ timeout: 60_000 },
+	);
+	return page.evaluate(() => (window as unknown as { statusHistory: string[] }).statusHistory);
+}
+
+beforeAll(async () => {
+	if (!existsSync(CHROMIUM)) {
+		throw new Error(
+			`${CHROMIUM} is missing: the playground test drives Debian's Chromium. Install it with \`apt-get install chromium\` (.ci/run does).`,
+		);
+	}
+	tempDir = await mkdtemp(path.join(os.tmpdir(), "playground-test-"));
+	// The Worker reads the prefill credentials from variables fixed at start, so the API client is planned first
+	// (the same admin plans as the CLI) and its rows are written once the stack's D1 is up.
+	const account = createAccount(`playground ${crypto.randomUUID().slice(0, 8)}`);
+	const apiClient = await createClient(account.output.account_id, { name: "playground", kind: "api" });
+	stack = await startLocalStack({
+		vars: {
+			PLAYGROUND_CLIENT_ID: apiClient.output.client_id,
+			PLAYGROUND_CLIENT_SECRET: apiClient.output.client_secret,
+		},
+	});
+	await stack.runSql([...account.statements, ...apiClient.statements]);
+	client = {
+		accountId: account.output.account_id,
+		clientId: apiClient.output.client_id,
+		clientSecret: apiClient.output.client_secret,
+		scope: apiClient.output.scope,
+	};
+	runner = startRunner(stack.url, await stack.provision("runner", client.accountId));
+	voiceId = await addVoiceWithAssets();
+	browser = await chromium.launch({
+		executablePath: CHROMIUM,
+		args: [
+			"--headless",
+			"--no-sandbox",
+			"--disable-gpu",
+			"--disable-background-networking",
+			"--disable-component-update",
+			"--disable-default-apps",
+			"--no-first-run",
+			"--disable-dev-shm-usage",
+			"--mute-audio",
+		],
+	});
+}, 180_000);
+
+afterAll(async () => {
+	await browser?.close();
+	await runner?.stop();
+	await stack?.close();
+	if (tempDir) await rm(tempDir, { recursive: true, force: true });
+});
+
+describe("playground in headless Chromium", () => {
+	it("signs in, browses a voice, uploads, converts, plays, draws and downloads the result", async () => {
+		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
+		try {
+			expect(await page.inputValue("#client-id")).toBe(client.clientId);
+			expect(await page.inputValue("#client-secret")).toBe(client.clientSecret);
+			// The voice card: its portrait decoded, its sample served as audio and playable.
+			const card = await signInAndSelectVoice(page);
+			expect(await card.textContent()).toContain(`Playground ${demoVoice?.name}`);
+			const image = card.locator("img");
+			await expect
+				.poll(() => image.evaluate((img: HTMLImageElement) => (img.complete ? img.naturalWidth : 0)))
+				.toBe(256);
+			const sample = card.locator("audio");
+			const sampleUrl = await sample.getAttribute("src");
+			expect(sampleUrl).toBeTruthy();
+			const served = await page.evaluate(async (url) => {
+				const response = await fetch(url);
+				const bytes = new Uint8Array(await response.arrayBuffer());
+				return {
+					status: response.status,
+					type: response.headers.get("content-type"),
+					magic: String.fromCharCode(...bytes.subarray(0, 4)),
+				};
+			}, String(sampleUrl));
+			expect(served).toEqual({ status: 200, type: "audio/wav", magic: "RIFF" });
+			const sampleSeconds = await sample.evaluate(
+				(audio: HTMLAudioElement) =>
+					new Promise<number>((resolve, reject) => {
+						audio.addEventListener("loadedmetadata", () => resolve(audio.duration), { once: true });
+						audio.addEventListener("error", () => reject(new Error(`sample error ${audio.error?.code}`)), {
+							once: true,
+						});
+						audio.preload = "metadata";
+						audio.load();
+					}),
+			);
+			expect(sampleSeconds).toBeCloseTo(4, 1);
+
+			await card.click();
+			expect(await card.getAttribute("aria-checked")).toBe("true");
+			await page.locator("#convert-step").waitFor();
+
+			const sampleRate = 44_100;
+			const frames = sampleRate * SOURCE_SECONDS;
+			const history = await convertInPage(page, {
+				name: "take-1.wav",
+				bytes: makeWav({ sampleRate, channels: 1, frames, encoding: "pcm", bits: 16 }),
+			});
+			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
+			expect(await page.textContent("#status")).toMatch(/completed/);
+			expect(history.some((text) => /upload/i.test(text))).toBe(true);
+			// The status the API answered at creation shows before the first poll, then each new one.
+			expect(history.some((text) => /^Status: (pending_preprocessing|queued|processing) /.test(text))).toBe(true);
+			expect(history.at(-1)).toMatch(/^Status: completed/);
+			expect(await page.locator("#upload-progress").evaluate((p: HTMLProgressElement) => p.value)).toBe(100);
+			expect(await page.textContent("#upload-label")).toMatch(/100%/);
+
+			// The result: playable audio, a drawn waveform, a WAV download of the source's length (it is under 10 s).
+			await page.locator("#result-step").waitFor();
+			const resultSeconds = await page.locator("#result-audio").evaluate(
+				(audio: HTMLAudioElement) =>
+					new Promise<number>((resolve, reject) => {
+						if (audio.readyState >= 1) return resolve(audio.duration);
+						audio.addEventListener("loadedmetadata", () => resolve(audio.duration), { once: true });
+						audio.addEventListener("error", () => reject(new Error(`result error ${audio.error?.code}`)), {
+							once: true,
+						});
+					}),
+			);
+			expect(resultSeconds).toBeGreaterThan(0);
+			expect(resultSeconds).toBeCloseTo(SOURCE_SECONDS, 1);
+			const canvas = page.locator("#waveform");
+			expect(await canvas.getAttribute("data-drawn")).toBe("true");
+			const paintedPixels = await canvas.evaluate((c: HTMLCanvasElement) => {
+				const { data } = (c.getContext("2d") as CanvasRenderingContext2D).getImageData(0, 0, c.width, c.height);
+				let painted = 0;
+				for (let i = 3; i < data.length; i += 4) if ((data[i] ?? 0) > 0) painted++;
+				return painted;
+			});
+			expect(paintedPixels).toBeGreaterThan(1000);
+
+			const [download] = await Promise.all([page.waitForEvent("download"), page.click("#download")]);
+			expect(download.suggestedFilename()).toBe(`take-1-Playground_${demoVoice?.name}-third_up.wav`);
+			const wav = wavInfo(new Uint8Array(await readFile(await download.path())));
+			expect(Math.abs(wav.seconds - SOURCE_SECONDS)).toBeLessThan(0.01);
+			expect(await page.textContent("#result-info")).toContain(
+				`${SOURCE_SECONDS.toFixed(2)} s · ${wav.sampleRate} Hz · ${wav.channels} ch`,
+			);
+
+			await mkdir(path.dirname(SCREENSHOT), { recursive: true });
+			await page.screenshot({ path: SCREENSHOT, fullPage: true });
+			expect((await stat(SCREENSHOT)).size).toBeGreaterThan(0);
+
+			expect(pageErrors).toEqual([]);
+			expect(consoleErrors).toEqual([]);
+			expectOnlyStackOrigin(requests);
+		} finally {
+			await context.close();
+		}
+	});
+
+	it("shows why a conversion failed when the upload is not audio", async () => {
+		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
+		try {
+			await (await signInAndSelectVoice(page)).click();
+			const history = await convertInPage(page, {
+				name: "notes.wav",
+				bytes: new TextEncoder().encode("this is not audio at all, just text"),
+			});
+			expect(history.at(-1)).toMatch(/^Status: failed/);
+			expect(await page.textContent("#error")).toMatch(/^Conversion failed: .*(format|corrupt)/i);
+			expect(await page.locator("#result-step").isHidden()).toBe(true);
+			expect(await page.isEnabled("#convert")).toBe(true);
+			expect(pageErrors).toEqual([]);
+			expect(consoleErrors).toEqual([]);
+			expectOnlyStackOrigin(requests);
+		} finally {
+			await context.close();
+		}
+	});
+
+	it("shows a readable error for a wrong client secret", async () => {
+		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
+		try {
+			await page.fill("#client-secret", "not-the-secret");
+			await page.click("#sign-in");
+			await page.waitForFunction(() => document.getElementById("error")?.textContent);
+			const message = String(await page.textContent("#error"));
+			expect(message).toMatch(/client authentication failed/i);
+			expect(message).not.toMatch(/\n\s+at |TypeError|undefined|\[object/);
+			expect(await page.locator("#voices-step").isHidden()).toBe(true);
+			expect(await page.textContent("#token-status")).toBe("");
+			expect(pageErrors).toEqual([]);
+			// The only console line is Chromium's own note about the refused token request.
+			for (const line of consoleErrors) expect(line).toMatch(/401.*\/oauth2\/token/);
+			expectOnlyStackOrigin(requests);
+		} finally {
+			await context.close();
+		}
+	});
+});
