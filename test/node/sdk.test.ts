@@ -205,7 +205,9 @@ describe("SDK conversion workflow", () => {
 
 	it("lists and iterates conversions, and returns the same conversion for a repeated idempotency key", async () => {
 		const sdk = client();
-		const file = await sdk.uploadAudio(new Blob([toneWav(1) as Uint8Array<ArrayBuffer>], { type: "audio/wav" }), { fileName: "short.wav" });
+		const file = await sdk.uploadAudio(new Blob([toneWav(1) as Uint8Array<ArrayBuffer>], { type: "audio/wav" }), {
+			fileName: "short.wav",
+		});
 		const key = crypto.randomUUID();
 		const input = { audio_file_id: file.id, voice_model_id: voiceId, use_preview: true } as const;
 		const first = await sdk.conversions.create(input, { idempotencyKey: key });
