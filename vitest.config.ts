@@ -29,6 +29,8 @@ export default defineConfig(async () => {
 									ALLOW_LOCAL_WEBHOOK_URLS: "false",
 									PLAYGROUND_CLIENT_ID: "",
 									PLAYGROUND_CLIENT_SECRET: "",
+									// R2's smallest part, so the multipart output path is tested with parts of a few MiB.
+									OUTPUT_PART_BYTES: String(5 * 1024 ** 2),
 								},
 							},
 						}),

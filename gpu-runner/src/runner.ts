@@ -48,15 +48,17 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 		clientSecret: config.clientSecret,
 	});
 	const affinity = new VoiceAffinity();
+	const api = new RunnerApiClient({ apiBaseUrl: config.apiBaseUrl, tokens });
 	loop = new LeaseLoop(
 		{ runnerId: config.runnerId, capacity: config.capacity, leaseWaitSeconds: config.leaseWaitSeconds },
 		{
-			api: new RunnerApiClient({ apiBaseUrl: config.apiBaseUrl, tokens }),
+			api,
 			engines,
 			processJob: createJobProcessor({
 				artifacts: new ArtifactCache(join(config.cacheDir, "artifacts")),
 				workDir: config.workDir,
 				affinity,
+				uploads: api,
 			}),
 			metrics,
 			logger,

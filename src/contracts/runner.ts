@@ -73,6 +73,11 @@ export const Lease = z.object({
 		/** Signed PUT for the output WAV; send `Content-Type: audio/wav`. */
 		url: z.url(),
 		content_type: z.literal("audio/wav"),
+		/**
+		 * Outputs larger than this go up in parts of exactly this size (the last may be smaller) through the output
+		 * upload endpoints below, so that no request body exceeds the zone's limit. Older Workers omit it.
+		 */
+		part_size_bytes: z.number().int().positive().optional(),
 	}),
 	semitones: z.number().int().min(-12).max(12),
 	use_preview: z.boolean(),
@@ -125,6 +130,26 @@ export type FailRequest = z.infer<typeof FailRequest>;
 
 /** POST /internal/v1/leases/{lease_id}/release — give the job back unfinished (shutdown); no attempt is charged. */
 export const ReleaseRequest = z.object({ reason: z.string().max(500).default("runner shutting down") });
+
+/**
+ * Output uploads in parts (R2 multipart), for outputs over `output.part_size_bytes`:
+ * 1. POST /internal/v1/leases/{lease_id}/output-uploads → `{ upload_id, part_size_bytes }`
+ * 2. PUT  /internal/v1/leases/{lease_id}/output-uploads/{upload_id}/parts/{part_number} (1-based), raw bytes with
+ *    `Content-Length`; every part but the last exactly `part_size_bytes` → `{ part_number, etag }`
+ * 3. POST /internal/v1/leases/{lease_id}/output-uploads/{upload_id}/complete with every part → `{ size_bytes }`
+ * then complete the lease as usual. DELETE /internal/v1/leases/{lease_id}/output-uploads/{upload_id} abandons one.
+ */
+export const OutputUpload = z.object({ upload_id: z.string().min(1), part_size_bytes: z.number().int().positive() });
+export type OutputUpload = z.infer<typeof OutputUpload>;
+
+export const UploadedPart = z.object({
+	part_number: z.number().int().min(1).max(10_000),
+	etag: z.string().min(1).max(200),
+});
+export type UploadedPart = z.infer<typeof UploadedPart>;
+
+export const CompleteOutputUploadRequest = z.object({ parts: z.array(UploadedPart).min(1).max(10_000) });
+export const CompletedOutputUpload = z.object({ size_bytes: z.number().int().nonnegative() });
 
 /** Error `code`s the runner acts on. */
 export const RUNNER_ERROR_CODES = {

@@ -10,3 +10,16 @@ export const OUTPUT_CONTENT_TYPE = "audio/wav";
  */
 export const outputObjectKey = (accountId: string, conversionId: string, leaseId: string) =>
 	`outputs/${accountId}/${conversionId}/${leaseId}.wav`;
+
+/** R2's smallest part (every part but the last must be at least this big). */
+export const MIN_OUTPUT_PART_BYTES = 5 * 1024 ** 2;
+/** Under the smallest zone request-body limit (100 MB), whichever way MB is read. */
+export const MAX_OUTPUT_PART_BYTES = 95_000_000;
+export const DEFAULT_OUTPUT_PART_BYTES = 64 * 1024 ** 2;
+
+/** The part size runners use for outputs larger than it: `OUTPUT_PART_BYTES`, kept within R2's and the zone's limits. */
+export function outputPartBytes(env: Pick<Env, "OUTPUT_PART_BYTES">): number {
+	const configured = Number(env.OUTPUT_PART_BYTES);
+	if (!Number.isInteger(configured) || configured <= 0) return DEFAULT_OUTPUT_PART_BYTES;
+	return Math.min(MAX_OUTPUT_PART_BYTES, Math.max(MIN_OUTPUT_PART_BYTES, configured));
+}

@@ -11,6 +11,7 @@ import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
 import { startReceiver } from "../support/webhook-receiver.ts";
 
+const PART_BYTES = 5 * 1024 ** 2;
 let stack: LocalStack;
 let runner: RunnerProcess;
 let token: string;
@@ -76,7 +77,8 @@ function wavDurationSeconds(bytes: Uint8Array): number {
 }
 
 beforeAll(async () => {
-	stack = await startLocalStack({ vars: { ALLOW_LOCAL_WEBHOOK_URLS: "true" } });
+	// Outputs over 5 MiB (R2's smallest part) go up in parts, so a one-minute full conversion takes that path.
+	stack = await startLocalStack({ vars: { ALLOW_LOCAL_WEBHOOK_URLS: "true", OUTPUT_PART_BYTES: String(PART_BYTES) } });
 	const client: Credentials = await stack.provision("api");
 	const runnerClient = await stack.provision("runner", client.accountId);
 	token = await stack.token(client);
@@ -139,6 +141,31 @@ describe("end to end", () => {
 			voice_model_name: "E2E Alto",
 			completed_at: done.completed_at,
 		});
+	});
+
+	it("uploads an output larger than the part size in parts and serves it whole", async () => {
+		const sampleRate = 44_100;
+		const seconds = 75; // 6.6 MB of 16-bit mono WAV: two parts of at most 5 MiB
+		const { file, upload } = await uploadAudio(
+			makeWav({ sampleRate, channels: 1, frames: sampleRate * seconds, encoding: "pcm", bits: 16 }),
+		);
+		expect((await upload()).status).toBe(200);
+		const created = await api<{ id: string }>("/api/v1/voice-conversions", {
+			method: "POST",
+			body: { audio_file_id: file.id, voice_model_id: voiceId, pitch_shift: "fifth_up" },
+		});
+		const done = await waitForTerminal(created.id);
+		expect(done.status).toBe("completed");
+		const key = await stack.env.DB.prepare("SELECT output_key FROM voice_conversions WHERE id = ?")
+			.bind(created.id)
+			.first<string>("output_key");
+		const stored = await stack.env.BUCKET.head(String(key));
+		expect(stored?.size).toBeGreaterThan(PART_BYTES);
+		// R2 gives an object assembled from parts an etag ending in "-<number of parts>".
+		expect(stored?.etag).toMatch(/-2$/);
+		const wav = new Uint8Array(await (await fetch(String(done.output_url))).arrayBuffer());
+		expect(wav.length).toBe(stored?.size);
+		expect(Math.abs(wavDurationSeconds(wav) - seconds)).toBeLessThan(0.01);
 	});
 
 	it("fails a conversion whose source is corrupt, with a readable reason and a conversion.failed webhook", async () => {

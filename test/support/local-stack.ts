@@ -35,7 +35,7 @@ interface StackEnv {
 			value: Uint8Array | string,
 			options?: { httpMetadata?: { contentType?: string } },
 		): Promise<unknown>;
-		head(key: string): Promise<{ size: number } | null>;
+		head(key: string): Promise<{ size: number; etag: string } | null>;
 		delete(key: string): Promise<void>;
 	};
 	WEBHOOK_EVENTS_QUEUE: {

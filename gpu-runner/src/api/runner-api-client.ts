@@ -9,7 +9,11 @@ import {
 	HeartbeatResponse,
 	Lease,
 	type LeaseRequest,
+	OutputUpload,
+	UploadedPart,
 } from "../../../src/contracts/runner.ts";
+import type { OutputUploads } from "../audio/output-upload.ts";
+import { putFileRange } from "../audio/transfer.ts";
 import { ApiError } from "./api-error.ts";
 import type { TokenSource } from "./token-provider.ts";
 
@@ -43,7 +47,7 @@ export interface RunnerApiClientOptions {
 	fetch?: typeof fetch;
 }
 
-export class RunnerApiClient implements RunnerApi {
+export class RunnerApiClient implements RunnerApi, OutputUploads {
 	#options: RunnerApiClientOptions;
 
 	constructor(options: RunnerApiClientOptions) {
@@ -90,15 +94,87 @@ export class RunnerApiClient implements RunnerApi {
 		await this.#call("release", `/internal/v1/leases/${encodeURIComponent(leaseId)}/release`, { reason });
 	}
 
-	async #call(operation: string, path: string, body: unknown, signal?: AbortSignal): Promise<unknown> {
+	async startOutputUpload(leaseId: string, signal: AbortSignal): Promise<OutputUpload> {
+		const data = await this.#call("start output upload", outputUploadsPath(leaseId), {}, withTimeout(signal));
+		const parsed = OutputUpload.safeParse(data);
+		if (!parsed.success) throw new ApiError("start output upload", 200, "bad_response", "no upload_id in response");
+		return parsed.data;
+	}
+
+	async uploadOutputPart(
+		leaseId: string,
+		uploadId: string,
+		part: { number: number; path: string; start: number; length: number },
+		signal: AbortSignal,
+	): Promise<UploadedPart> {
+		const url = `${this.#options.apiBaseUrl}${outputUploadsPath(leaseId)}/${encodeURIComponent(uploadId)}/parts/${part.number}`;
+		for (let attempt = 1; ; attempt++) {
+			const token = await this.#options.tokens.get();
+			const answer = await putFileRange(
+				url,
+				part.path,
+				part,
+				{ authorization: `Bearer ${token}`, "content-type": "application/octet-stream", accept: "application/json" },
+				signal,
+			);
+			let json: unknown;
+			try {
+				json = JSON.parse(answer.body);
+			} catch {
+				json = undefined;
+			}
+			if (answer.status === 401 && attempt === 1) {
+				this.#options.tokens.invalidate();
+				continue;
+			}
+			if (answer.status < 200 || answer.status >= 300)
+				throw ApiError.fromResponse("upload output part", answer.status, json);
+			const parsed = Envelope.extend({ data: UploadedPart }).safeParse(json);
+			if (!parsed.success)
+				throw new ApiError("upload output part", answer.status, "bad_response", "no etag in response");
+			return parsed.data.data;
+		}
+	}
+
+	async completeOutputUpload(
+		leaseId: string,
+		uploadId: string,
+		parts: UploadedPart[],
+		signal: AbortSignal,
+	): Promise<void> {
+		await this.#call(
+			"complete output upload",
+			`${outputUploadsPath(leaseId)}/${encodeURIComponent(uploadId)}/complete`,
+			{ parts },
+			withTimeout(signal),
+		);
+	}
+
+	async abortOutputUpload(leaseId: string, uploadId: string): Promise<void> {
+		await this.#call(
+			"abort output upload",
+			`${outputUploadsPath(leaseId)}/${encodeURIComponent(uploadId)}`,
+			undefined,
+			undefined,
+			"DELETE",
+		);
+	}
+
+	async #call(
+		operation: string,
+		path: string,
+		body: unknown,
+		signal?: AbortSignal,
+		method: "POST" | "DELETE" = "POST",
+	): Promise<unknown> {
 		for (let attempt = 1; ; attempt++) {
 			const token = await this.#options.tokens.get();
 			let response: Response;
 			try {
 				response = await (this.#options.fetch ?? fetch)(`${this.#options.apiBaseUrl}${path}`, {
-					method: "POST",
+					method,
 					headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json" },
-					body: JSON.stringify(body),
+					body: body === undefined ? undefined : JSON.stringify(body),
 					signal: signal ?? AbortSignal.timeout(REQUEST_TIMEOUT_MS),
 				});
 			} catch (error) {
@@ -119,3 +195,7 @@ export class RunnerApiClient implements RunnerApi {
 		}
 	}
 }
+
+const withTimeout = (signal: AbortSignal) => AbortSignal.any([signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]);
+
+const outputUploadsPath = (leaseId: string) => `/internal/v1/leases/${encodeURIComponent(leaseId)}/output-uploads`;

@@ -5,6 +5,7 @@
 import { createReadStream } from "node:fs";
 import http from "node:http";
 import https from "node:https";
+import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { PermanentJobError } from "../job-errors.ts";
 
@@ -56,17 +57,29 @@ export async function* downloadSource(url: string, signal: AbortSignal): AsyncGe
 	}
 }
 
+/** What came back from a PUT of a file: the status and the (small) response body. */
+export interface PutAnswer {
+	status: number;
+	body: string;
+}
+
 /**
- * PUT a local file to the signed output address with its exact Content-Length. node:http rather than fetch:
+ * PUT `length` bytes of a local file from `start`, with that exact Content-Length. node:http rather than fetch:
  * undici's fetch reads a streamed request body ahead of the socket (a 100 MB upload held ~90 MB in memory,
  * whether the body came from `Readable.toWeb` or a pull-based stream), while `pipeline` into an http request
- * waits for the socket to drain.
+ * waits for the socket to drain. Network failures become a TransferError; every HTTP answer is returned.
  */
-export async function uploadWav(url: string, path: string, sizeBytes: number, signal: AbortSignal): Promise<void> {
+export async function putFileRange(
+	url: string,
+	path: string,
+	range: { start: number; length: number },
+	headers: Record<string, string>,
+	signal: AbortSignal,
+): Promise<PutAnswer> {
 	const target = new URL(url);
 	const request = (target.protocol === "https:" ? https : http).request(target, {
 		method: "PUT",
-		headers: { "content-type": "audio/wav", "content-length": sizeBytes },
+		headers: { ...headers, "content-length": range.length },
 		signal,
 	});
 	const response = new Promise<http.IncomingMessage>((resolve, reject) => {
@@ -74,14 +87,36 @@ export async function uploadWav(url: string, path: string, sizeBytes: number, si
 		request.once("error", reject);
 	});
 	try {
-		await pipeline(createReadStream(path), request);
+		const body =
+			range.length === 0
+				? Readable.from([])
+				: createReadStream(path, { start: range.start, end: range.start + range.length - 1 });
+		await pipeline(body, request);
 		const answer = await response;
-		answer.resume(); // drain and discard the body
-		if ((answer.statusCode ?? 0) < 200 || (answer.statusCode ?? 0) >= 300) {
-			throw new TransferError(`output upload answered HTTP ${answer.statusCode}`);
+		const chunks: Buffer[] = [];
+		let kept = 0;
+		for await (const chunk of answer as AsyncIterable<Buffer>) {
+			// Answers are small JSON; never hold more than 64 KiB of one.
+			if (kept < 65_536) chunks.push(chunk);
+			kept += chunk.length;
 		}
+		return { status: answer.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") };
 	} catch (error) {
-		if (signal.aborted || error instanceof TransferError) throw error;
-		throw new TransferError("output upload failed", { cause: error });
+		if (signal.aborted) throw error;
+		throw new TransferError("upload failed", { cause: error });
+	}
+}
+
+/** PUT a local file to the signed output address (outputs up to the lease's part size). */
+export async function uploadWav(url: string, path: string, sizeBytes: number, signal: AbortSignal): Promise<void> {
+	const answer = await putFileRange(
+		url,
+		path,
+		{ start: 0, length: sizeBytes },
+		{ "content-type": "audio/wav" },
+		signal,
+	);
+	if (answer.status < 200 || answer.status >= 300) {
+		throw new TransferError(`output upload answered HTTP ${answer.status}`);
 	}
 }

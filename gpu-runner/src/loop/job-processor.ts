@@ -2,6 +2,7 @@
 import { mkdir } from "node:fs/promises";
 import type { Lease } from "../../../src/contracts/runner.ts";
 import type { ArtifactCache } from "../artifacts/artifact-cache.ts";
+import { type OutputUploads, uploadOutput } from "../audio/output-upload.ts";
 import type { Engine } from "../engines/engine.ts";
 import { type ConversionResult, convertSource } from "../pipeline/convert-source.ts";
 import type { VoiceAffinity } from "./voice-affinity.ts";
@@ -19,6 +20,8 @@ export function createJobProcessor(options: {
 	artifacts: ArtifactCache;
 	workDir: string;
 	affinity?: VoiceAffinity;
+	/** The runner API's output uploads, for outputs too large for one request. */
+	uploads?: OutputUploads;
 }): JobProcessor {
 	return async (lease, { engine, signal, onProgress }) => {
 		const artifactPaths = await options.artifacts.ensureAll(lease.voice.artifacts, signal);
@@ -29,6 +32,8 @@ export function createJobProcessor(options: {
 		return convertSource({
 			sourceUrl: lease.source.url,
 			outputUrl: lease.output.url,
+			uploadOutput: (path, sizeBytes, uploadSignal) =>
+				uploadOutput({ lease, uploads: options.uploads }, path, sizeBytes, uploadSignal),
 			engine,
 			voice: lease.voice,
 			semitones: lease.semitones,

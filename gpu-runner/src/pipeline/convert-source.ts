@@ -19,6 +19,8 @@ import { corruptedSource } from "../job-errors.ts";
 export interface ConversionRequest {
 	sourceUrl: string;
 	outputUrl: string;
+	/** How the finished WAV is sent; default: one PUT to `outputUrl`. */
+	uploadOutput?: (path: string, sizeBytes: number, signal: AbortSignal) => Promise<void>;
 	engine: Engine;
 	voice: VoiceDescriptor;
 	semitones: number;
@@ -78,7 +80,8 @@ export async function convertSource(request: ConversionRequest): Promise<Convers
 		const expectedFrames = Math.round((sourceFrames * output.sampleRate) / source.sampleRate);
 		const file = await writer.finish(expectedFrames);
 		signal.throwIfAborted();
-		await uploadWav(request.outputUrl, path, file.sizeBytes, signal);
+		if (request.uploadOutput) await request.uploadOutput(path, file.sizeBytes, signal);
+		else await uploadWav(request.outputUrl, path, file.sizeBytes, signal);
 		const processingSeconds = (performance.now() - started) / 1000;
 		const sourceSeconds = sourceFrames / source.sampleRate;
 		return {

@@ -3,7 +3,7 @@ import type { GrantedLease } from "../../../durable-objects/job-broker.ts";
 import { HEARTBEAT_INTERVAL_SECONDS } from "../../../durable-objects/job-broker-logic.ts";
 import type { EngineName, Lease } from "../../contracts/runner.ts";
 import { PITCH_SHIFT_SEMITONES, type PitchShift, PREVIEW_SECONDS } from "../../contracts/voice-conversions.ts";
-import { MAX_OUTPUT_BYTES, OUTPUT_CONTENT_TYPE, outputObjectKey } from "../../conversions/outputs.ts";
+import { MAX_OUTPUT_BYTES, OUTPUT_CONTENT_TYPE, outputObjectKey, outputPartBytes } from "../../conversions/outputs.ts";
 import type { VoiceArtifact } from "../../db/schema.ts";
 import { signStorageUrl } from "../../storage/signed-url.ts";
 
@@ -87,6 +87,7 @@ export async function buildLease(
 				maxBytes: MAX_OUTPUT_BYTES,
 			}),
 			content_type: OUTPUT_CONTENT_TYPE,
+			part_size_bytes: outputPartBytes(env),
 		},
 		semitones: PITCH_SHIFT_SEMITONES[row.pitch_shift as PitchShift] ?? 0,
 		use_preview: row.use_preview === 1,

@@ -3,6 +3,7 @@ import { completeLeaseRoute } from "./complete-lease.ts";
 import { failLeaseRoute } from "./fail-lease.ts";
 import { heartbeatLeaseRoute } from "./heartbeat-lease.ts";
 import { leaseJobsRoute } from "./lease-jobs.ts";
+import { outputUploadRoutes } from "./output-uploads.ts";
 import { releaseLeaseRoute } from "./release-lease.ts";
 
 export const runnerRoutes = [
@@ -11,4 +12,5 @@ export const runnerRoutes = [
 	completeLeaseRoute,
 	failLeaseRoute,
 	releaseLeaseRoute,
+	...outputUploadRoutes,
 ];

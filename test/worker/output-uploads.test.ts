@@ -1,0 +1,140 @@
+/**
+ * Output uploads in parts (runner API): a runner sends a large output as R2 multipart parts, each under the
+ * zone's request-body limit, then completes the lease; the client downloads the assembled WAV. Parts are 5 MiB here
+ * (`OUTPUT_PART_BYTES` in vitest.config.ts), R2's smallest.
+ */
+import { env } from "cloudflare:workers";
+import { beforeEach, describe, expect, it } from "vitest";
+import { deliveredConversion, json, resetBroker } from "./conversion-fixtures.ts";
+import { call } from "./helpers.ts";
+
+const PART = 5 * 1024 ** 2;
+
+beforeEach(resetBroker);
+
+/** Bytes that differ at every offset, so a misplaced or repeated part shows in the download. */
+function pattern(length: number, seed: number): Uint8Array {
+	const bytes = new Uint8Array(length);
+	for (let i = 0; i < length; i++) bytes[i] = (i * 31 + seed * 7 + (i >> 8)) & 0xff;
+	return bytes;
+}
+
+const sha256 = async (bytes: Uint8Array) =>
+	Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)), (b) => b.toString(16).padStart(2, "0")).join(
+		"",
+	);
+
+async function leased() {
+	const { alice, worker, created } = await deliveredConversion();
+	const lease = await worker.leaseOne();
+	const base = `/internal/v1/leases/${lease.lease_id}/output-uploads`;
+	const start = async () => {
+		const response = await worker.post(base, {});
+		expect(response.status).toBe(200);
+		return (await json<{ data: { upload_id: string; part_size_bytes: number } }>(response)).data;
+	};
+	const putPart = (uploadId: string, n: number, bytes: Uint8Array, headers: Record<string, string> = {}) =>
+		worker.api(`${base}/${encodeURIComponent(uploadId)}/parts/${n}`, {
+			method: "PUT",
+			headers: { "Content-Type": "application/octet-stream", "Content-Length": String(bytes.length), ...headers },
+			body: bytes,
+		});
+	const complete = (uploadId: string, parts: { part_number: number; etag: string }[]) =>
+		worker.post(`${base}/${encodeURIComponent(uploadId)}/complete`, { parts });
+	return { alice, worker, created, lease, base, start, putPart, complete };
+}
+
+describe("output uploads in parts", () => {
+	it("assembles parts into the output, completes the conversion and serves the whole WAV", async () => {
+		const { alice, worker, created, lease, start, putPart, complete } = await leased();
+		expect(lease.output.part_size_bytes).toBe(PART);
+		const upload = await start();
+		expect(upload.part_size_bytes).toBe(PART);
+
+		const parts = [pattern(PART, 1), pattern(PART, 2), pattern(12_345, 3)];
+		// Sent out of order, as concurrent part uploads may arrive.
+		const etags: { part_number: number; etag: string }[] = [];
+		for (const n of [2, 1, 3]) {
+			const response = await putPart(upload.upload_id, n, parts[n - 1] as Uint8Array);
+			expect(response.status).toBe(200);
+			etags.push((await json<{ data: { part_number: number; etag: string } }>(response)).data);
+		}
+		const assembled = await complete(upload.upload_id, etags);
+		expect(assembled.status).toBe(200);
+		const total = 2 * PART + 12_345;
+		expect((await json<{ data: { size_bytes: number } }>(assembled)).data.size_bytes).toBe(total);
+
+		const completed = await worker.post(`/internal/v1/leases/${lease.lease_id}/complete`, {
+			output: { size_bytes: total, duration_seconds: 60, sample_rate: 44_100, channels: 2 },
+		});
+		expect(completed.status).toBe(200);
+		const conversion = await alice.get(created.id);
+		expect(conversion.status).toBe("completed");
+		const download = await call(String(conversion.output_url));
+		const bytes = new Uint8Array(await download.arrayBuffer());
+		expect(bytes.length).toBe(total);
+		// Compared by digest: element-wise equality of 10 MiB arrays is slow.
+		const expected = new Uint8Array(total);
+		expected.set(parts[0] as Uint8Array, 0);
+		expected.set(parts[1] as Uint8Array, PART);
+		expected.set(parts[2] as Uint8Array, 2 * PART);
+		expect(await sha256(bytes)).toBe(await sha256(expected));
+	});
+
+	it("refuses parts over the part size, without a length, or empty, and uploads for lost leases", async () => {
+		const { worker, lease, base, start, putPart } = await leased();
+		const upload = await start();
+		expect((await putPart(upload.upload_id, 1, new Uint8Array(PART + 1))).status).toBe(413);
+		expect((await putPart(upload.upload_id, 1, new Uint8Array(0))).status).toBe(400);
+		const chunked = await worker.api(`${base}/${upload.upload_id}/parts/1`, {
+			method: "PUT",
+			body: new ReadableStream({
+				start(controller) {
+					controller.enqueue(new Uint8Array(10));
+					controller.close();
+				},
+			}),
+		});
+		expect(chunked.status).toBe(411);
+		expect((await putPart(upload.upload_id, 0, new Uint8Array(10))).status).toBe(404);
+
+		expect((await worker.release(lease.lease_id)).status).toBe(200);
+		const late = await putPart(upload.upload_id, 1, new Uint8Array(10));
+		expect(late.status).toBe(409);
+		expect((await json<{ code: string }>(late)).code).toBe("lease_lost");
+		expect((await worker.post(base, {})).status).toBe(409);
+	});
+
+	it("reports a completion with a missing or wrong part, and an unknown upload id, clearly", async () => {
+		const { start, putPart, complete } = await leased();
+		const upload = await start();
+		const first = await json<{ data: { part_number: number; etag: string } }>(
+			await putPart(upload.upload_id, 1, pattern(PART, 1)),
+		);
+		const second = await json<{ data: { part_number: number; etag: string } }>(
+			await putPart(upload.upload_id, 2, pattern(100, 2)),
+		);
+		const wrongEtag = await complete(upload.upload_id, [first.data, { part_number: 2, etag: "not-the-etag" }]);
+		expect(wrongEtag.status).toBe(400);
+		expect((await json<{ code: string }>(wrongEtag)).code).toBe("invalid_parts");
+
+		const unknown = await putPart("no-such-upload", 1, new Uint8Array(10));
+		expect(unknown.status).toBe(404);
+		expect((await json<{ code: string }>(unknown)).code).toBe("upload_not_found");
+
+		expect((await complete(upload.upload_id, [first.data, second.data])).status).toBe(200);
+	});
+
+	it("abandons an upload so that nothing of it is kept", async () => {
+		const { worker, base, start, putPart, complete } = await leased();
+		const upload = await start();
+		const part = await json<{ data: { part_number: number; etag: string } }>(
+			await putPart(upload.upload_id, 1, pattern(100, 1)),
+		);
+		const aborted = await worker.api(`${base}/${upload.upload_id}`, { method: "DELETE" });
+		expect(aborted.status).toBe(200);
+		expect((await complete(upload.upload_id, [part.data])).status).toBe(404);
+		const listed = await env.BUCKET.list({ prefix: "outputs/" });
+		expect(listed.objects.filter((o) => o.key.includes(upload.upload_id))).toEqual([]);
+	});
+});
