@@ -436,12 +436,14 @@ export class VoiceConversionClient {
 		const retrySafe = method !== "POST" || options.idempotencyKey !== undefined;
 		let refreshedToken = false;
 		for (let attempt = 0; ; attempt++) {
-			const token = await this.tokens.get(options.signal);
-			const headers: Record<string, string> = { Authorization: `Bearer ${token}`, Accept: "application/json" };
-			if (options.json !== undefined) headers["Content-Type"] = "application/json";
-			if (options.idempotencyKey) headers["Idempotency-Key"] = options.idempotencyKey;
+			let token: string | undefined;
 			let error: VoiceConversionError;
 			try {
+				// Inside the try: a token request that fails in transit is retried like the call itself.
+				token = await this.tokens.get(options.signal);
+				const headers: Record<string, string> = { Authorization: `Bearer ${token}`, Accept: "application/json" };
+				if (options.json !== undefined) headers["Content-Type"] = "application/json";
+				if (options.idempotencyKey) headers["Idempotency-Key"] = options.idempotencyKey;
 				const response = await this.#fetch(url, {
 					method,
 					headers,
@@ -450,22 +452,20 @@ export class VoiceConversionClient {
 				});
 				if (response.ok) {
 					const body = (await response.json().catch(() => null)) as Record<string, unknown> | null;
-					if (!body || typeof body !== "object") {
-						throw new VoiceConversionError({
-							status: response.status,
-							code: SDK_ERROR_CODES.unexpectedResponse,
-							message: `${method} ${url.pathname} answered ${response.status} without a JSON body`,
-						});
-					}
-					return body;
+					if (body && typeof body === "object") return body;
+					error = new VoiceConversionError({
+						status: response.status,
+						code: SDK_ERROR_CODES.unexpectedResponse,
+						message: `${method} ${url.pathname} answered ${response.status} without a JSON body`,
+					});
+				} else {
+					error = await errorFromResponse(response, `${method} ${url.pathname}`);
 				}
-				error = await errorFromResponse(response, `${method} ${url.pathname}`);
 			} catch (cause) {
-				if (cause instanceof VoiceConversionError) throw cause;
-				error = networkError(cause, `${method} ${url.pathname}`);
+				error = cause instanceof VoiceConversionError ? cause : networkError(cause, `${method} ${url.pathname}`);
 				if (error.code === SDK_ERROR_CODES.aborted) throw error;
 			}
-			if (error.status === 401 && !refreshedToken) {
+			if (error.status === 401 && token !== undefined && !refreshedToken) {
 				// A token can be refused before its expiry (signing key rotated, clock skew): try one fresh token.
 				this.tokens.invalidate(token);
 				refreshedToken = true;

@@ -45,9 +45,13 @@ export class VoiceConversionError extends Error {
 		this.retryAfterSeconds = init.retryAfterSeconds;
 	}
 
-	/** True for failures worth repeating unchanged: no answer at all, 408, 429 and 5xx other than 501. */
+	/**
+	 * True for failures worth repeating unchanged: no answer at all, 408, 429, 5xx other than 501, and a 409 saying
+	 * the first request with the same idempotency key is still being processed.
+	 */
 	get retryable(): boolean {
 		if (this.status === null) return this.code === SDK_ERROR_CODES.network || this.code === SDK_ERROR_CODES.timeout;
+		if (this.status === 409) return this.code === "idempotency_request_in_progress";
 		return this.status === 408 || this.status === 429 || (this.status >= 500 && this.status !== 501);
 	}
 

@@ -89,6 +89,38 @@ describe("SDK tokens", () => {
 		expect(sdk.tokens.requests).toBe(2);
 	});
 
+	it("replaces a token the service refuses, and retries a read that failed in transit", async () => {
+		let refuseNext = true;
+		let dropNext = 0;
+		const sdk = client({
+			fetch: async (input, init) => {
+				const url = input instanceof Request ? input.url : String(input);
+				if (url.includes("/api/v1/") && dropNext > 0) {
+					dropNext--;
+					throw new TypeError("fetch failed: connection reset");
+				}
+				if (url.includes("/api/v1/") && refuseNext) {
+					refuseNext = false;
+					// As if the signing key had been rotated: the service answers 401 to the cached token.
+					return fetch(input, { ...init, headers: { ...init?.headers, Authorization: "Bearer expired.token.value" } });
+				}
+				return fetch(input, init);
+			},
+		});
+		expect((await sdk.voices.list()).map((v) => v.id)).toContain(voiceId);
+		expect(sdk.tokens.requests).toBe(2);
+
+		dropNext = 2;
+		expect((await sdk.voices.list()).map((v) => v.id)).toContain(voiceId);
+		expect(dropNext).toBe(0);
+		dropNext = 3; // more failures than the two retries
+		expect(await caught(sdk.voices.list())).toMatchObject({
+			status: null,
+			code: SDK_ERROR_CODES.network,
+			retryable: true,
+		});
+	});
+
 	it("reports wrong credentials as a 401 that is not worth retrying", async () => {
 		const error = await caught(client({ clientSecret: "wrong-secret" }).voices.list());
 		expect(error).toBeInstanceOf(VoiceConversionError);
