@@ -10,10 +10,10 @@
  *
  * Run: `npx node bench/upload.bench.ts` (Node 22 strips the types). Linux only for the memory figures.
  */
-import { readdirSync, readFileSync } from "node:fs";
 import { request } from "node:http";
 import { createTestHarness } from "wrangler";
 import { startLocalStack } from "../test/support/local-stack.ts";
+import { rssBytes, workerdPids } from "./workerd-rss.ts";
 
 const BODY_BYTES = Number(process.env.BENCH_UPLOAD_BYTES ?? 95_000_000);
 const ROUNDS = 3;
@@ -36,38 +36,6 @@ function wavBody(size: number): Buffer {
 	body.writeUInt32LE(size - 44, 40);
 	for (let i = 44; i < size; i += 4096) body.writeUInt32LE((i * 2654435761) >>> 0, i);
 	return body;
-}
-
-/** workerd processes descended from this one. */
-function workerdPids(): number[] {
-	const parents = new Map<number, number>();
-	const names = new Map<number, string>();
-	for (const entry of readdirSync("/proc")) {
-		if (!/^\d+$/.test(entry)) continue;
-		try {
-			const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-			const close = stat.lastIndexOf(")");
-			names.set(Number(entry), stat.slice(stat.indexOf("(") + 1, close));
-			parents.set(Number(entry), Number(stat.slice(close + 2).split(" ")[1]));
-		} catch {}
-	}
-	const descends = (pid: number): boolean => {
-		for (let p = parents.get(pid), hops = 0; p && hops < 16; p = parents.get(p), hops++)
-			if (p === process.pid) return true;
-		return false;
-	};
-	return [...names].filter(([pid, name]) => name.includes("workerd") && descends(pid)).map(([pid]) => pid);
-}
-
-function rssBytes(pids: number[]): number {
-	let total = 0;
-	for (const pid of pids) {
-		try {
-			const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-			total += Number(match?.[1] ?? 0) * 1024;
-		} catch {}
-	}
-	return total;
 }
 
 /** Runs `work` while sampling workerd's RSS; returns seconds, idle RSS before and the peak during. */
