@@ -51,3 +51,30 @@ export async function readJsonBody(request: Request): Promise<unknown> {
 		throw badRequest("Request body is not valid JSON");
 	}
 }
+
+/** The `Content-Length` of an upload; 411 when it is missing or not a plain number (chunked bodies are refused). */
+export function declaredLength(request: Request): number {
+	const declared = request.headers.get("Content-Length");
+	if (declared === null || !/^\d+$/.test(declared)) {
+		throw new ApiError(411, "length_required", "Content-Length is required for uploads");
+	}
+	return Number(declared);
+}
+
+/**
+ * Streams an upload body into `store` (an R2 put or part upload) as a stream of known length, never buffering it.
+ * FixedLengthStream also refuses a body longer or shorter than declared: then, or when `store` fails, the result
+ * says so with the error, and the caller cleans up and answers.
+ */
+export async function storeWithLength<T>(
+	request: Request,
+	length: number,
+	store: (body: ReadableStream) => Promise<T>,
+): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
+	const fixed = new FixedLengthStream(length);
+	const piping = (request.body ?? new ReadableStream({ start: (c) => c.close() })).pipeTo(fixed.writable);
+	const [stored, piped] = await Promise.allSettled([store(fixed.readable), piping]);
+	if (stored.status === "rejected") return { ok: false, error: stored.reason };
+	if (piped.status === "rejected") return { ok: false, error: piped.reason };
+	return { ok: true, value: stored.value };
+}

@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { ApiError } from "../http/errors.ts";
-import { mediaType } from "../http/request-body.ts";
+import { declaredLength, mediaType, storeWithLength } from "../http/request-body.ts";
 import { defineRoute } from "../http/route.ts";
 import { STORAGE_PATH_PREFIX, verifyStorageUrl } from "./signed-url.ts";
 import { uploadHookFor } from "./upload-hooks.ts";
@@ -80,25 +80,17 @@ async function upload(request: Request, env: Env, url: URL): Promise<Response> {
 			`Content-Type must be ${grant.contentType}, the type this upload was registered with`,
 		);
 	}
-	const declared = request.headers.get("Content-Length");
-	if (declared === null || !/^\d+$/.test(declared)) {
-		throw new ApiError(411, "length_required", "Content-Length is required for uploads");
-	}
-	const length = Number(declared);
+	const length = declaredLength(request);
 	if (grant.maxBytes !== undefined && length >= grant.maxBytes) {
 		throw new ApiError(413, "payload_too_large", `Uploads must be smaller than ${grant.maxBytes} bytes`);
 	}
 	const hook = uploadHookFor(grant.key);
 	await hook?.beforePut?.(env, grant.key);
 
-	// R2 needs a stream of known length; FixedLengthStream also refuses a body longer or shorter than declared.
-	const fixed = new FixedLengthStream(length);
-	const piping = (request.body ?? new ReadableStream({ start: (c) => c.close() })).pipeTo(fixed.writable);
-	const [stored, piped] = await Promise.allSettled([
-		env.BUCKET.put(grant.key, fixed.readable, { httpMetadata: { contentType: grant.contentType } }),
-		piping,
-	]);
-	if (stored.status === "rejected" || piped.status === "rejected" || !stored.value) {
+	const stored = await storeWithLength(request, length, (body) =>
+		env.BUCKET.put(grant.key, body, { httpMetadata: { contentType: grant.contentType } }),
+	);
+	if (!stored.ok || !stored.value) {
 		await env.BUCKET.delete(grant.key);
 		throw new ApiError(
 			400,

@@ -15,6 +15,7 @@ import {
 import { jobBroker } from "../../conversions/job-broker-client.ts";
 import { MAX_OUTPUT_BYTES, OUTPUT_CONTENT_TYPE, outputObjectKey, outputPartBytes } from "../../conversions/outputs.ts";
 import { ApiError } from "../../http/errors.ts";
+import { declaredLength, storeWithLength } from "../../http/request-body.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { LeaseParams, leaseLost, runnerResponses } from "./lease-params.ts";
@@ -79,23 +80,16 @@ export const uploadOutputPartRoute = defineRoute({
 	},
 	async handler({ env, params, request }) {
 		const key = await activeOutputKey(env, params.lease_id);
-		const declared = request.headers.get("Content-Length");
-		if (declared === null || !/^\d+$/.test(declared)) {
-			throw new ApiError(411, "length_required", "Content-Length is required for output parts");
-		}
-		const length = Number(declared);
+		const length = declaredLength(request);
 		const partSize = outputPartBytes(env);
 		if (length > partSize) {
 			throw new ApiError(413, "payload_too_large", `Output parts must be at most ${partSize} bytes`);
 		}
 		if (length === 0) throw new ApiError(400, "empty_part", "An output part must not be empty");
 		const upload = env.BUCKET.resumeMultipartUpload(key, params.upload_id);
-		// R2 needs a stream of known length; FixedLengthStream also refuses a body longer or shorter than declared.
-		const fixed = new FixedLengthStream(length);
-		const piping = (request.body ?? new ReadableStream({ start: (c) => c.close() })).pipeTo(fixed.writable);
-		const [stored, piped] = await Promise.allSettled([upload.uploadPart(params.part_number, fixed.readable), piping]);
-		if (stored.status === "rejected" && isNoSuchUpload(stored.reason)) throw uploadNotFound();
-		if (stored.status === "rejected" || piped.status === "rejected") {
+		const stored = await storeWithLength(request, length, (body) => upload.uploadPart(params.part_number, body));
+		if (!stored.ok && isNoSuchUpload(stored.error)) throw uploadNotFound();
+		if (!stored.ok) {
 			throw new ApiError(400, "upload_incomplete", "The part's body did not match its Content-Length; send it again");
 		}
 		return ok({ part_number: stored.value.partNumber, etag: stored.value.etag });
