@@ -6,6 +6,7 @@
 import { and, desc, eq, inArray, isNull, lt, notExists, or } from "drizzle-orm";
 import { database } from "../db/client.ts";
 import { audioFiles, voiceConversions } from "../db/schema.ts";
+import type { PageCursor } from "../http/page-cursor.ts";
 import { audioFileObjectKey, UPLOAD_URL_SECONDS } from "./limits.ts";
 import type { AudioFileRow } from "./present-audio-file.ts";
 import { timeOrderedId } from "./time-ordered-id.ts";
@@ -52,11 +53,6 @@ export async function insertAudioFile(
 
 export async function findAudioFile(env: Env, accountId: string, id: string): Promise<AudioFileRow | undefined> {
 	return database(env).query.audioFiles.findFirst({ where: owned(accountId, id) });
-}
-
-export interface PageCursor {
-	createdAt: string;
-	id: string;
 }
 
 /** One page, newest first; `next` is where the following page starts, or null on the last page. */

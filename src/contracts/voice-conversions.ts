@@ -39,23 +39,6 @@ export const CreateConversionBody = z.object({
 });
 export type CreateConversionBody = z.infer<typeof CreateConversionBody>;
 
-/** `data.conversion` of the `conversion.completed` / `conversion.failed` events: never carries `output_url`. */
-export const ConversionEventData = z.object({
-	id: Id,
-	status: z.enum(["completed", "failed"]),
-	audio_file_id: Id,
-	audio_file_name: z.string(),
-	voice_model_id: Id,
-	voice_model_name: z.string(),
-	pitch_shift: z.enum(PITCH_SHIFTS),
-	use_preview: z.boolean(),
-	queued_at: Timestamp.nullable(),
-	processing_started_at: Timestamp.nullable(),
-	completed_at: Timestamp.nullable(),
-	error_message: z.string().optional(),
-});
-export type ConversionEventData = z.infer<typeof ConversionEventData>;
-
 export const VoiceConversion = z.object({
 	id: Id,
 	audio_file_id: Id,
@@ -75,6 +58,31 @@ export const VoiceConversion = z.object({
 	error_message: z.string().nullable(),
 });
 export type VoiceConversion = z.infer<typeof VoiceConversion>;
+
+/** Section 6 `data.conversion`: exactly these fields of the conversion (an allow-list: never `output_url`). */
+export const CONVERSION_EVENT_FIELDS = [
+	"id",
+	"status",
+	"audio_file_id",
+	"audio_file_name",
+	"voice_model_id",
+	"voice_model_name",
+	"pitch_shift",
+	"use_preview",
+	"queued_at",
+	"processing_started_at",
+	"completed_at",
+] as const;
+
+const pickMask = <K extends string>(keys: readonly K[]) =>
+	Object.fromEntries(keys.map((key) => [key, true])) as { [P in K]: true };
+
+/** `data.conversion` of the `conversion.completed` / `conversion.failed` events, plus `error_message` on failure. */
+export const ConversionEventData = VoiceConversion.pick(pickMask(CONVERSION_EVENT_FIELDS)).extend({
+	status: z.enum(["completed", "failed"]),
+	error_message: z.string().optional(),
+});
+export type ConversionEventData = z.infer<typeof ConversionEventData>;
 
 export const ListConversionsQuery = z.object({
 	status: z

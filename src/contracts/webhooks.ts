@@ -112,20 +112,7 @@ export const RedeliveryAccepted = z.object({
 	webhook_id: Id,
 });
 
-/** Section 6 `data.conversion`: exactly these fields; never `output_url`. */
-export const CONVERSION_EVENT_FIELDS = [
-	"id",
-	"status",
-	"audio_file_id",
-	"audio_file_name",
-	"voice_model_id",
-	"voice_model_name",
-	"pitch_shift",
-	"use_preview",
-	"queued_at",
-	"processing_started_at",
-	"completed_at",
-] as const;
+export { CONVERSION_EVENT_FIELDS } from "./voice-conversions.ts";
 
 /** The body every delivery carries. */
 export interface WebhookPayload {

@@ -9,6 +9,7 @@ import { verifyWebhook } from "../../src/webhooks/verify-webhook.ts";
 import { type Credentials, type LocalStack, startLocalStack } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
+import { readWav } from "../support/wav-reader.ts";
 import { startReceiver } from "../support/webhook-receiver.ts";
 
 const PART_BYTES = 5 * 1024 ** 2;
@@ -59,23 +60,6 @@ function sourceWav(): Uint8Array {
 	return makeWav({ sampleRate, channels: 1, frames: sampleRate * 3, encoding: "pcm", bits: 16 });
 }
 
-function wavDurationSeconds(bytes: Uint8Array): number {
-	const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-	const ascii = (at: number) => String.fromCharCode(...bytes.subarray(at, at + 4));
-	expect(ascii(0)).toBe("RIFF");
-	expect(ascii(8)).toBe("WAVE");
-	let offset = 12;
-	let byteRate = 0;
-	while (offset + 8 <= bytes.length) {
-		const id = ascii(offset);
-		const size = view.getUint32(offset + 4, true);
-		if (id === "fmt ") byteRate = view.getUint32(offset + 16, true);
-		if (id === "data") return size / byteRate;
-		offset += 8 + size + (size % 2);
-	}
-	throw new Error("no data chunk");
-}
-
 beforeAll(async () => {
 	// Outputs over 5 MiB (R2's smallest part) go up in parts, so a one-minute full conversion takes that path.
 	stack = await startLocalStack({ vars: { ALLOW_LOCAL_WEBHOOK_URLS: "true", OUTPUT_PART_BYTES: String(PART_BYTES) } });
@@ -122,7 +106,7 @@ describe("end to end", () => {
 			expect(done[field]).toEqual(expect.any(String));
 
 		const wav = new Uint8Array(await (await fetch(String(done.output_url))).arrayBuffer());
-		expect(Math.abs(wavDurationSeconds(wav) - 3)).toBeLessThan(0.01);
+		expect(Math.abs(readWav(wav).durationSeconds - 3)).toBeLessThan(0.01);
 
 		await receiver.waitFor("/hooks", 1, 30_000);
 		const delivery = receiver.received.find((r) => JSON.parse(r.body).data?.conversion?.id === created.id);
@@ -165,7 +149,7 @@ describe("end to end", () => {
 		expect(stored?.etag).toMatch(/-2$/);
 		const wav = new Uint8Array(await (await fetch(String(done.output_url))).arrayBuffer());
 		expect(wav.length).toBe(stored?.size);
-		expect(Math.abs(wavDurationSeconds(wav) - seconds)).toBeLessThan(0.01);
+		expect(Math.abs(readWav(wav).durationSeconds - seconds)).toBeLessThan(0.01);
 	});
 
 	it("fails a conversion whose source is corrupt, with a readable reason and a conversion.failed webhook", async () => {

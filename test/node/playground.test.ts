@@ -16,6 +16,7 @@ import { createAccount, createClient, createVoice, voiceObjectKeys } from "../..
 import { type Credentials, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
+import { readWav } from "../support/wav-reader.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const SCREENSHOT = path.join(ROOT, "test-results", "playground.png");
@@ -80,30 +81,6 @@ async function openPlayground(): Promise<PageWatch> {
 function expectOnlyStackOrigin(requests: string[]) {
 	expect(requests.length).toBeGreaterThan(0);
 	for (const url of requests) expect(new URL(url).origin, url).toBe(stack.url);
-}
-
-/** Duration and format of a WAV, read from its header. */
-function wavInfo(bytes: Uint8Array): { seconds: number; sampleRate: number; channels: number } {
-	const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-	const ascii = (at: number) => String.fromCharCode(...bytes.subarray(at, at + 4));
-	expect(ascii(0)).toBe("RIFF");
-	expect(ascii(8)).toBe("WAVE");
-	let offset = 12;
-	let format = { byteRate: 0, sampleRate: 0, channels: 0 };
-	while (offset + 8 <= bytes.length) {
-		const id = ascii(offset);
-		const size = view.getUint32(offset + 4, true);
-		if (id === "fmt ") {
-			format = {
-				channels: view.getUint16(offset + 10, true),
-				sampleRate: view.getUint32(offset + 12, true),
-				byteRate: view.getUint32(offset + 16, true),
-			};
-		}
-		if (id === "data") return { seconds: size / format.byteRate, ...format };
-		offset += 8 + size + (size % 2);
-	}
-	throw new Error("no data chunk");
 }
 
 /** Signs in with the prefilled credentials and selects the test voice; returns its card. */
@@ -277,8 +254,8 @@ describe("playground in headless Chromium", () => {
 
 			const [download] = await Promise.all([page.waitForEvent("download"), page.click("#download")]);
 			expect(download.suggestedFilename()).toBe(`take-1-Playground_${demoVoice?.name}-third_up.wav`);
-			const wav = wavInfo(new Uint8Array(await readFile(await download.path())));
-			expect(Math.abs(wav.seconds - SOURCE_SECONDS)).toBeLessThan(0.01);
+			const wav = readWav(new Uint8Array(await readFile(await download.path())));
+			expect(Math.abs(wav.durationSeconds - SOURCE_SECONDS)).toBeLessThan(0.01);
 			expect(await page.textContent("#result-info")).toContain(
 				`${SOURCE_SECONDS.toFixed(2)} s · ${wav.sampleRate} Hz · ${wav.channels} ch`,
 			);

@@ -7,6 +7,7 @@ import { corruptedSource, unsupportedFormat } from "../job-errors.ts";
 import { ByteQueue } from "./byte-queue.ts";
 import { decodeFlac, decodeMp3 } from "./compressed-decoders.ts";
 import type { AudioBlock } from "./pcm.ts";
+import { replayThen } from "./replay.ts";
 import { decodeWav } from "./wav-decoder.ts";
 
 export type SourceFormat = "wav" | "flac" | "mp3";
@@ -43,19 +44,8 @@ export async function* decodeSource(bytes: AsyncIterable<Uint8Array>): AsyncGene
 	if (sniffed === undefined) throw corruptedSource("the bytes are not WAV, FLAC or MP3");
 	if (typeof sniffed === "object") throw unsupportedFormat(sniffed.unsupported);
 
-	// Replay the sniffed chunks, then continue with the rest of the stream.
-	async function* replay(): AsyncGenerator<Uint8Array> {
-		try {
-			yield* buffered;
-			for (;;) {
-				const next = await iterator.next();
-				if (next.done) return;
-				yield next.value;
-			}
-		} finally {
-			await iterator.return?.();
-		}
-	}
+	// The sniffed chunks, then the rest of the stream.
+	const replay = () => replayThen(buffered, iterator);
 	switch (sniffed) {
 		case "wav":
 			yield* decodeWav(replay());

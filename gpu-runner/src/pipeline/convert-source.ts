@@ -11,6 +11,7 @@ import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
 import { decodeSource } from "../audio/decode-source.ts";
 import { convertToFormat } from "../audio/format-conversion.ts";
 import { type AudioBlock, countFrames, framesFor, type PcmFormat, takeFrames } from "../audio/pcm.ts";
+import { replayThen } from "../audio/replay.ts";
 import { downloadSource, uploadWav } from "../audio/transfer.ts";
 import { WavFileWriter } from "../audio/wav-file-writer.ts";
 import type { Engine } from "../engines/engine.ts";
@@ -106,17 +107,5 @@ async function peekFirst(
 	const iterator = blocks[Symbol.asyncIterator]();
 	const head = await iterator.next();
 	if (head.done) return { first: undefined, rest: (async function* () {})() };
-	async function* rest(): AsyncGenerator<AudioBlock> {
-		try {
-			yield head.value;
-			for (;;) {
-				const next = await iterator.next();
-				if (next.done) return;
-				yield next.value;
-			}
-		} finally {
-			await iterator.return?.();
-		}
-	}
-	return { first: head.value, rest: rest() };
+	return { first: head.value, rest: replayThen([head.value], iterator) };
 }

@@ -1,27 +1,9 @@
 import { ConversionPage, ListConversionsQuery } from "../../contracts/voice-conversions.ts";
 import { CONVERSION_SELECT, type ConversionRow } from "../../conversions/conversion-row.ts";
 import { presentConversion } from "../../conversions/present-conversion.ts";
-import { badRequest } from "../../http/errors.ts";
+import { decodePageCursor, encodePageCursor } from "../../http/page-cursor.ts";
 import { defineRoute } from "../../http/route.ts";
-import { fromBase64Url, toBase64Url, utf8 } from "../../lib/encoding.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
-
-/** Opaque cursor: the (created_at, id) of the last row of the previous page; pages go newest first. */
-function encodeCursor(row: ConversionRow): string {
-	return toBase64Url(utf8(JSON.stringify([row.created_at, row.id])));
-}
-
-function decodeCursor(cursor: string): [string, string] {
-	try {
-		const value = JSON.parse(new TextDecoder().decode(fromBase64Url(cursor)));
-		if (Array.isArray(value) && value.length === 2 && value.every((v) => typeof v === "string")) {
-			return value as [string, string];
-		}
-	} catch {}
-	throw badRequest("Invalid cursor: pass the next_cursor of a previous page", [
-		{ field: "query.cursor", message: "not a cursor returned by this endpoint" },
-	]);
-}
 
 export const listConversionsRoute = defineRoute({
 	method: "GET",
@@ -42,7 +24,7 @@ export const listConversionsRoute = defineRoute({
 			bindings.push(query.status);
 		}
 		if (query.cursor) {
-			const [createdAt, id] = decodeCursor(query.cursor);
+			const { createdAt, id } = decodePageCursor(query.cursor);
 			where.push("(c.created_at < ? OR (c.created_at = ? AND c.id < ?))");
 			bindings.push(createdAt, createdAt, id);
 		}
@@ -58,7 +40,8 @@ export const listConversionsRoute = defineRoute({
 			{
 				success: true,
 				data: await Promise.all(page.map((row) => presentConversion(env, origin, row))),
-				next_cursor: results.length > query.limit && last ? encodeCursor(last) : null,
+				next_cursor:
+					results.length > query.limit && last ? encodePageCursor({ createdAt: last.created_at, id: last.id }) : null,
 			},
 			{ headers: { "Cache-Control": "no-store" } },
 		);
