@@ -3,6 +3,8 @@ export type RvcErrorCode =
 	| "missing_artifact"
 	/** A supplied model does not have RVC's tensor names, types or shapes, or cannot be loaded. */
 	| "invalid_model"
+	/** A voice's feature `index` is not a faiss IVF…,Flat or Flat index, is damaged, or does not fit the voice. */
+	| "invalid_index"
 	/** The voice's `params` are missing or out of range. */
 	| "invalid_params"
 	/** The audio handed to the engine is not in the engine's input format. */

@@ -1,0 +1,167 @@
+/**
+ * The faiss index reader and search against files and search results written by faiss itself
+ * (fixtures/make-index-fixtures.py, Debian's faiss 1.7.3): every supported kind parses, search returns faiss's
+ * ids and distances for the same queries, and every refusal names its reason.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describeFaissIndexFile, readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
+import { IndexSearcher, MISSING_SCORE } from "../../src/engines/rvc/index-search.ts";
+
+const FIXTURES = join(import.meta.dirname, "fixtures", "index");
+const RVC_INDEX = "added_IVF20_Flat_nprobe_1_tiny_v2.index";
+
+interface Reference {
+	dim: number;
+	k: number;
+	queries: number[][];
+	indexes: Record<string, { ntotal: number; distances: number[][]; ids: number[][] }>;
+}
+const reference = JSON.parse(readFileSync(join(FIXTURES, "reference.json"), "utf8")) as Reference;
+const queries = Float32Array.from(reference.queries.flat());
+const scratch = mkdtempSync(join(tmpdir(), "faiss-index-test-"));
+
+/** Writes `bytes` to a scratch file and returns its path. */
+function scratchFile(name: string, bytes: Uint8Array): string {
+	const path = join(scratch, name);
+	writeFileSync(path, bytes);
+	return path;
+}
+
+let searcher: IndexSearcher;
+beforeAll(async () => {
+	searcher = await IndexSearcher.create({ intraOpNumThreads: 1 });
+});
+afterAll(async () => {
+	await searcher.release();
+});
+
+describe("reading faiss indexes", () => {
+	it.each([
+		[RVC_INDEX, { kind: "ivf_flat", fourcc: "IwFl", metric: "l2", dim: 16, ntotal: 780, nlist: 20, nprobe: 1 }],
+		[
+			"ivf-sparse-hashtable-nprobe3.index",
+			{ kind: "ivf_flat", fourcc: "IwFl", metric: "l2", dim: 16, ntotal: 300, nlist: 32, nprobe: 3 },
+		],
+		[
+			"ivf-ip-directmap.index",
+			{ kind: "ivf_flat", fourcc: "IwFl", metric: "inner_product", dim: 16, ntotal: 400, nlist: 8, nprobe: 2 },
+		],
+		["flat-l2.index", { kind: "flat", fourcc: "IxF2", metric: "l2", dim: 16, ntotal: 300, nlist: 0, nprobe: 0 }],
+		[
+			"flat-ip.index",
+			{ kind: "flat", fourcc: "IxFI", metric: "inner_product", dim: 16, ntotal: 300, nlist: 0, nprobe: 0 },
+		],
+	])("describes %s", async (name, expected) => {
+		expect(await describeFaissIndexFile(join(FIXTURES, name))).toEqual(expected);
+	});
+
+	it("keeps every IVF vector once, grouped by list, with its id", async () => {
+		const index = await readFaissIndex(join(FIXTURES, "ivf-sparse-hashtable-nprobe3.index"));
+		const starts = index.listStarts as Uint32Array;
+		expect(starts.length).toBe(33);
+		expect(starts[32]).toBe(300);
+		// faiss wrote "sprs" lists: most lists are empty.
+		const empty = Array.from({ length: 32 }, (_, l) => (starts[l + 1] as number) - (starts[l] as number)).filter(
+			(n) => n === 0,
+		).length;
+		expect(empty).toBeGreaterThan(16);
+		// add_with_ids gave ids 1000, 1003, ...: each appears exactly once.
+		const ids = [...(index.ids as Float64Array)].sort((a, b) => a - b);
+		expect(ids).toEqual(Array.from({ length: 300 }, (_, i) => 1000 + 3 * i));
+		expect(index.vectors.length).toBe(300 * 16);
+	});
+
+	it("accepts a flat index whose data size is a byte count", async () => {
+		const bytes = new Uint8Array(readFileSync(join(FIXTURES, "flat-l2.index")));
+		const view = new DataView(bytes.buffer);
+		// fourcc 4 + d 4 + ntotal 8 + dummies 16 + is_trained 1 + metric 4 = the size prefix at 37.
+		expect(view.getBigInt64(37, true)).toBe(300n * 16n);
+		view.setBigInt64(37, 300n * 16n * 4n, true);
+		const index = await readFaissIndex(scratchFile("flat-bytes.index", bytes));
+		const original = await readFaissIndex(join(FIXTURES, "flat-l2.index"));
+		expect(index.vectors).toEqual(original.vectors);
+	});
+});
+
+describe("search matches faiss", () => {
+	it.each(Object.keys(reference.indexes))("%s: same neighbours and distances for k = 8", async (name) => {
+		const expected = reference.indexes[name] as Reference["indexes"][string];
+		const index = await readFaissIndex(join(FIXTURES, name));
+		const count = reference.queries.length;
+		const found = await searcher.search(index, queries, count, reference.k);
+		for (let q = 0; q < count; q++) {
+			const ids = [...found.ids.subarray(q * 8, q * 8 + 8)];
+			const scores = [...found.scores.subarray(q * 8, q * 8 + 8)];
+			const want = expected.distances[q] as number[];
+			for (let j = 0; j < 8; j++) {
+				const tolerance = 1e-4 * Math.max(1, Math.abs(want[j] as number));
+				expect(Math.abs((scores[j] as number) - (want[j] as number)), `query ${q} rank ${j}`).toBeLessThan(tolerance);
+			}
+			// Same ids, in faiss's order except among equal distances.
+			if (new Set(want).size === want.length) expect(ids, `query ${q}`).toEqual(expected.ids[q]);
+			else expect([...ids].sort(), `query ${q}`).toEqual([...(expected.ids[q] as number[])].sort());
+		}
+	});
+
+	it("finds stored vectors at distance 0", async () => {
+		const index = await readFaissIndex(join(FIXTURES, RVC_INDEX));
+		const row = 123;
+		const found = await searcher.search(index, index.vectors.slice(row * 16, row * 16 + 16), 1, 8);
+		expect(found.scores[0]).toBe(0);
+		expect(found.rows[0]).toBe(row);
+	});
+
+	it("reports missing neighbours as faiss does when the probed lists hold fewer than k", async () => {
+		const index = await readFaissIndex(join(FIXTURES, "flat-l2.index"));
+		const found = await searcher.search(index, queries.subarray(0, 16), 1, 301);
+		expect(found.ids[299]).toBeGreaterThanOrEqual(0);
+		expect(found.ids[300]).toBe(-1);
+		expect(found.rows[300]).toBe(-1);
+		expect(found.scores[300]).toBe(Math.fround(MISSING_SCORE));
+	});
+});
+
+describe("refusals", () => {
+	it.each([
+		["hnsw.index", /HNSW with flat storage \(HNSW…,Flat\) \(faiss fourcc IHNf\); only IVF…,Flat/],
+		["ivf-pq.index", /IVF with product quantisation \(IVF…,PQ…\) \(faiss fourcc IwPQ\)/],
+		["truncated.index", /truncated: .* but only \d+ bytes follow|truncated: .* the file ends at 56739/],
+	])("%s", async (name, message) => {
+		await expect(readFaissIndex(join(FIXTURES, name))).rejects.toMatchObject({ code: "invalid_index", message });
+	});
+
+	it("refuses a file cut anywhere, without reading past its end", async () => {
+		const bytes = readFileSync(join(FIXTURES, "ivf-sparse-hashtable-nprobe3.index"));
+		for (const length of [0, 3, 4, 20, 41, 60, 100, 1200, 1300, 1400, bytes.length - 8, bytes.length - 1]) {
+			await expect(
+				readFaissIndex(scratchFile(`cut-${length}.index`, bytes.subarray(0, length))),
+				`cut at ${length}`,
+			).rejects.toMatchObject({ code: "invalid_index", message: expect.stringMatching(/truncated/) });
+		}
+	});
+
+	it("refuses files that are not faiss indexes, trailing bytes, and inconsistent counts", async () => {
+		const flat = new Uint8Array(readFileSync(join(FIXTURES, "flat-l2.index")));
+		await expect(readFaissIndex(scratchFile("wav.index", Buffer.from("RIFF....WAVEfmt ")))).rejects.toThrow(
+			/unknown faiss fourcc "RIFF"/,
+		);
+		await expect(readFaissIndex(scratchFile("binary.index", Uint8Array.of(0, 1, 2, 3, 4)))).rejects.toThrow(
+			/does not start with a faiss index fourcc \(bytes 00 01 02 03\)/,
+		);
+		await expect(readFaissIndex(scratchFile("trailing.index", Buffer.concat([flat, Buffer.alloc(5)])))).rejects.toThrow(
+			/5 bytes follow the end of the index/,
+		);
+		const wrongCount = flat.slice();
+		new DataView(wrongCount.buffer).setBigInt64(37, 4799n, true);
+		await expect(readFaissIndex(scratchFile("count.index", wrongCount))).rejects.toThrow(
+			/IxF2 says 4799 for its vector data, expected 4800 floats for 300 vectors of 16/,
+		);
+		const l1 = flat.slice();
+		new DataView(l1.buffer).setInt32(33, 2, true);
+		await expect(readFaissIndex(scratchFile("l1.index", l1))).rejects.toThrow(/uses the L1 metric/);
+		await expect(readFaissIndex(join(scratch, "absent.index"))).rejects.toThrow(/cannot be opened/);
+	});
+});
