@@ -7,7 +7,6 @@ import {
 	type CompleteRequest,
 	type FailRequest,
 	HeartbeatResponse,
-	Lease,
 	type LeaseRequest,
 	OutputUpload,
 	UploadedPart,
@@ -15,6 +14,7 @@ import {
 import type { OutputUploads } from "../audio/output-upload.ts";
 import { putFileRange } from "../audio/transfer.ts";
 import { ApiError } from "./api-error.ts";
+import { RunnerLease } from "./runner-lease.ts";
 import type { TokenSource } from "./token-provider.ts";
 
 /** A lease the Worker sent that does not match the contract: it must still be answered, by id. */
@@ -24,7 +24,7 @@ export interface MalformedLease {
 }
 
 export interface LeaseBatch {
-	leases: Lease[];
+	leases: RunnerLease[];
 	malformed: MalformedLease[];
 }
 
@@ -62,7 +62,7 @@ export class RunnerApiClient implements RunnerApi, OutputUploads {
 		if (!list.success) throw new ApiError("lease", 200, "bad_response", "lease response has no leases array");
 		const batch: LeaseBatch = { leases: [], malformed: [] };
 		for (const raw of list.data.leases) {
-			const parsed = Lease.safeParse(raw);
+			const parsed = RunnerLease.safeParse(raw);
 			if (parsed.success) batch.leases.push(parsed.data);
 			else {
 				const id = (raw as { lease_id?: unknown } | null)?.lease_id;

@@ -27,6 +27,11 @@ export interface EngineJob {
 	artifactPaths: ReadonlyMap<string, string>;
 	/** Format of the blocks `convert` will receive (the engine's `inputFormat` for this job). */
 	input: PcmFormat;
+	/**
+	 * Per-job overrides of the voice's settings (the lease's `voice_settings`, e.g. `index_rate`), unvalidated:
+	 * the engine checks them and fails the job permanently on anything it cannot honour.
+	 */
+	voiceSettings?: Readonly<Record<string, unknown>>;
 }
 
 export interface EngineInfo {

@@ -1,6 +1,6 @@
 /** The default way a lease becomes an output: fetch the voice's artifacts, then run the conversion pipeline. */
 import { mkdir } from "node:fs/promises";
-import type { Lease } from "../../../src/contracts/runner.ts";
+import type { RunnerLease } from "../api/runner-lease.ts";
 import type { ArtifactCache } from "../artifacts/artifact-cache.ts";
 import { type OutputUploads, uploadOutput } from "../audio/output-upload.ts";
 import type { Engine } from "../engines/engine.ts";
@@ -14,7 +14,7 @@ export interface JobContext {
 	onProgress: (fraction: number) => void;
 }
 
-export type JobProcessor = (lease: Lease, context: JobContext) => Promise<ConversionResult>;
+export type JobProcessor = (lease: RunnerLease, context: JobContext) => Promise<ConversionResult>;
 
 export function createJobProcessor(options: {
 	artifacts: ArtifactCache;
@@ -37,6 +37,7 @@ export function createJobProcessor(options: {
 			engine,
 			voice: lease.voice,
 			semitones: lease.semitones,
+			...(lease.voice_settings ? { voiceSettings: lease.voice_settings } : {}),
 			previewSeconds,
 			artifactPaths,
 			workDir: options.workDir,

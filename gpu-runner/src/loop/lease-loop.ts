@@ -12,9 +12,10 @@
  * the grace period, then aborts what is left and releases those leases (no attempt charged). The process's
  * second signal is handled in main.ts by exiting at once.
  */
-import type { EngineName, Lease } from "../../../src/contracts/runner.ts";
+import type { EngineName } from "../../../src/contracts/runner.ts";
 import type { ApiError } from "../api/api-error.ts";
 import type { RunnerApi } from "../api/runner-api-client.ts";
+import type { RunnerLease } from "../api/runner-lease.ts";
 import type { LoadedEngine } from "../engines/registry.ts";
 import { PermanentJobError } from "../job-errors.ts";
 import { describeError, type Logger } from "../logger.ts";
@@ -57,7 +58,7 @@ class LeaseLostAbort extends Error {
 }
 
 interface ActiveJob {
-	lease: Lease;
+	lease: RunnerLease;
 	controller: AbortController;
 	progress: number | undefined;
 	settled: Promise<void>;
@@ -185,7 +186,7 @@ export class LeaseLoop {
 		void report.finally(() => this.#pendingReports.delete(report));
 	}
 
-	#startJob(lease: Lease): void {
+	#startJob(lease: RunnerLease): void {
 		const controller = new AbortController();
 		const job: ActiveJob = { lease, controller, progress: undefined, settled: Promise.resolve() };
 		this.#active.set(lease.lease_id, job);

@@ -25,6 +25,8 @@ export interface ConversionRequest {
 	engine: Engine;
 	voice: VoiceDescriptor;
 	semitones: number;
+	/** The conversion's overrides of the voice's settings, for the engine to check and apply. */
+	voiceSettings?: Readonly<Record<string, unknown>>;
 	/** Convert only this many seconds from the start (previews); undefined converts everything. */
 	previewSeconds?: number;
 	artifactPaths: ReadonlyMap<string, string>;
@@ -73,7 +75,13 @@ export async function convertSource(request: ConversionRequest): Promise<Convers
 	const path = join(request.workDir, `output-${randomUUID()}.wav`);
 	const writer = await WavFileWriter.create(path, output.sampleRate, output.channels);
 	try {
-		const job = { voice, semitones: request.semitones, artifactPaths: request.artifactPaths, input };
+		const job = {
+			voice,
+			semitones: request.semitones,
+			artifactPaths: request.artifactPaths,
+			input,
+			...(request.voiceSettings ? { voiceSettings: request.voiceSettings } : {}),
+		};
 		for await (const block of engine.convert(convertToFormat(counted, input), job, signal)) {
 			await writer.write(block);
 		}

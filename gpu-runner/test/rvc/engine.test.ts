@@ -26,6 +26,9 @@ function voice(params: Record<string, unknown> = {}): VoiceDescriptor {
 			chunk_search_seconds: 0.5,
 			context_seconds: 0.3,
 			crossfade_seconds: 0.02,
+			// The synthesizer's own loudness, so outputs can be compared with the tiny models' formulas; RVC's
+			// default 0.25 is tested in controls.test.ts.
+			rms_mix_rate: 1,
 			...params,
 		},
 		artifacts: [],

@@ -223,8 +223,9 @@ export interface SynthesizerInputs {
 	/** `[frames, featureDim]` row-major. */
 	phone: Float32Array;
 	frames: number;
-	pitch: BigInt64Array;
-	pitchf: Float32Array;
+	/** Absent for models without f0. */
+	pitch?: BigInt64Array;
+	pitchf?: Float32Array;
 	speakerId: number;
 	/** `[noiseChannels, frames]` row-major. */
 	rnd: Float32Array;
@@ -246,19 +247,22 @@ export class SynthesizerModel {
 	readonly declaredFeatureDim: number | undefined;
 	/** Channels of the `rnd` noise (192 in RVC's synthesizers). */
 	readonly noiseChannels: number;
+	/** False for RVC's f0 = 0 models (`_nono`): no `pitch` and `pitchf` inputs, so no f0 and no key shift. */
+	readonly takesPitch: boolean;
 
 	constructor(model: OnnxModel) {
 		this.model = model;
 		const names = model.session.inputNames;
-		const missing = SynthesizerModel.INPUTS.map(([name]) => name).filter((name) => !names.includes(name));
+		this.takesPitch = names.includes("pitch") || names.includes("pitchf");
+		const inputs = SynthesizerModel.INPUTS.filter(([name]) => this.takesPitch || !name.startsWith("pitch"));
+		const missing = inputs.map(([name]) => name).filter((name) => !names.includes(name));
 		if (missing.length > 0) {
 			throw model.fail(
-				`is missing input(s) ${missing.join(", ")}; found [${names.join(", ")}], expected RVC's phone, phone_lengths, pitch, pitchf, ds, rnd (an f0 synthesizer export)`,
+				`is missing input(s) ${missing.join(", ")}; found [${names.join(", ")}], expected RVC's phone, phone_lengths, pitch, pitchf, ds, rnd (or, for a model without f0, phone, phone_lengths, ds, rnd)`,
 			);
 		}
 		const shapes = new Map<string, ReadonlyArray<number | string>>();
-		for (const [name, type, rank] of SynthesizerModel.INPUTS)
-			shapes.set(name, model.declared("input", name, type, rank));
+		for (const [name, type, rank] of inputs) shapes.set(name, model.declared("input", name, type, rank));
 		const output = model.session.outputMetadata[0];
 		if (output === undefined) throw model.fail("has no output");
 		model.declared("output", output.name, "float32");
@@ -276,8 +280,12 @@ export class SynthesizerModel {
 		const result = await this.model.run({
 			phone: new ort.Tensor("float32", inputs.phone, [1, frames, dim]),
 			phone_lengths: new ort.Tensor("int64", BigInt64Array.of(BigInt(frames)), [1]),
-			pitch: new ort.Tensor("int64", inputs.pitch, [1, frames]),
-			pitchf: new ort.Tensor("float32", inputs.pitchf, [1, frames]),
+			...(this.takesPitch && inputs.pitch !== undefined && inputs.pitchf !== undefined
+				? {
+						pitch: new ort.Tensor("int64", inputs.pitch, [1, frames]),
+						pitchf: new ort.Tensor("float32", inputs.pitchf, [1, frames]),
+					}
+				: {}),
 			ds: new ort.Tensor("int64", BigInt64Array.of(BigInt(inputs.speakerId)), [1]),
 			rnd: new ort.Tensor("float32", inputs.rnd, [1, this.noiseChannels, frames]),
 		});
@@ -297,9 +305,13 @@ export class SynthesizerModel {
 
 export interface LoadedModels {
 	contentvec: ContentVecModel;
-	rmvpe: RmvpeModel;
+	/** Absent when the job needs no RMVPE (another f0 method, or a model without f0). */
+	rmvpe: RmvpeModel | undefined;
 	synthesizer: SynthesizerModel;
 }
+
+/** Model files by role; `rmvpe` is optional. */
+export type ModelPaths = Record<"contentvec" | "synthesizer", string> & { rmvpe?: string };
 
 interface CacheEntry {
 	role: ModelRole;
@@ -366,13 +378,15 @@ export class ModelCache {
 		}
 	}
 
-	/** Loads (or reuses) the three models and checks they fit together; call `release` when done with them. */
-	async acquire(paths: Record<ModelRole, string>): Promise<{ models: LoadedModels; release: () => void }> {
-		const roles: ModelRole[] = ["contentvec", "rmvpe", "synthesizer"];
-		const settled = await Promise.allSettled(roles.map((role) => this.#acquire(role, paths[role])));
+	/** Loads (or reuses) the models and checks they fit together; call `release` when done with them. */
+	async acquire(paths: ModelPaths): Promise<{ models: LoadedModels; release: () => void }> {
+		const roles: ModelRole[] =
+			paths.rmvpe === undefined ? ["contentvec", "synthesizer"] : ["contentvec", "rmvpe", "synthesizer"];
+		const settled = await Promise.allSettled(roles.map((role) => this.#acquire(role, paths[role] as string)));
 		const release = (): void => {
 			settled.forEach((s, i) => {
-				if (s.status === "fulfilled") this.#releaseUse(roles[i] as ModelRole, paths[roles[i] as ModelRole]);
+				const role = roles[i] as ModelRole;
+				if (s.status === "fulfilled") this.#releaseUse(role, paths[role] as string);
 			});
 		};
 		const failure = settled.find((s) => s.status === "rejected");
@@ -380,16 +394,13 @@ export class ModelCache {
 			release();
 			throw failure.reason;
 		}
-		const [contentvec, rmvpe, synthesizer] = settled.map((s) => (s as PromiseFulfilledResult<OnnxModel>).value) as [
-			OnnxModel,
-			OnnxModel,
-			OnnxModel,
-		];
+		const loaded = new Map(settled.map((s, i) => [roles[i], (s as PromiseFulfilledResult<OnnxModel>).value]));
 		try {
+			const rmvpe = loaded.get("rmvpe");
 			const models = {
-				contentvec: new ContentVecModel(contentvec),
-				rmvpe: new RmvpeModel(rmvpe),
-				synthesizer: new SynthesizerModel(synthesizer),
+				contentvec: new ContentVecModel(loaded.get("contentvec") as OnnxModel),
+				rmvpe: rmvpe === undefined ? undefined : new RmvpeModel(rmvpe),
+				synthesizer: new SynthesizerModel(loaded.get("synthesizer") as OnnxModel),
 			};
 			const a = models.contentvec.declaredFeatureDim;
 			const b = models.synthesizer.declaredFeatureDim;

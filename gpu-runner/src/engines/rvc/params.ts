@@ -13,8 +13,20 @@
  * | `chunk_search_seconds` | 5 | look this far either side of the aim for the quietest point |
  * | `context_seconds` | 1 | audio converted on each side of a segment and dropped (RVC's x_pad) |
  * | `crossfade_seconds` | 0.04 | overlap over which neighbouring segments are crossfaded |
+ * | `index_rate` | 0.75 | with an `index` artifact: share of each ContentVec frame replaced by the weighted mean of its 8 nearest training vectors (0 keeps the features, 1 replaces them); unused without an index |
+ * | `protect` | 0.33 | 0..0.5: where the frame is unvoiced (pitchf < 1 Hz) only this share of the index blend is kept, the rest is the original features (keeps consonants and breaths); 0.5 turns it off |
+ * | `rms_mix_rate` | 0.25 | 0..1: 1 keeps the synthesizer's loudness envelope, 0 imposes the source's (RVC's 1 s RMS frames, hop 0.5 s) |
+ * | `f0_method` | `rmvpe` | `rmvpe` (needs the `rmvpe` artifact) or `yin` (built in, no model file) |
+ * | `formant_shift` | 0 | only 0: the synthesizer fixes the timbre and RVC has no formant control, so other values are refused |
+ *
+ * A job may override `index_rate`, `protect`, `rms_mix_rate`, `formant_shift` and `f0_method` with its
+ * `voice_settings` (`applyVoiceSettings`); out-of-range values fail the job permanently.
  */
+import { PermanentJobError } from "../../job-errors.ts";
 import { RvcEngineError } from "./errors.ts";
+
+export const F0_METHODS = ["rmvpe", "yin"] as const;
+export type F0Method = (typeof F0_METHODS)[number];
 
 export interface RvcParams {
 	sampleRate: number;
@@ -26,7 +38,13 @@ export interface RvcParams {
 	chunkSearchSeconds: number;
 	contextSeconds: number;
 	crossfadeSeconds: number;
+	indexRate: number;
+	protect: number;
+	rmsMixRate: number;
+	f0Method: F0Method;
 }
+
+type NumericParam = Exclude<keyof RvcParams, "f0Method">;
 
 type Rule = {
 	key: string;
@@ -36,7 +54,7 @@ type Rule = {
 	default?: number;
 };
 
-const RULES: Record<keyof RvcParams, Rule> = {
+const RULES: Record<NumericParam, Rule> = {
 	sampleRate: { key: "sample_rate", min: 8000, max: 96_000, integer: true },
 	speakerId: {
 		key: "speaker_id",
@@ -62,13 +80,50 @@ const RULES: Record<keyof RvcParams, Rule> = {
 	},
 	contextSeconds: { key: "context_seconds", min: 0.1, max: 10, default: 1 },
 	crossfadeSeconds: { key: "crossfade_seconds", min: 0, max: 1, default: 0.04 },
+	indexRate: { key: "index_rate", min: 0, max: 1, default: 0.75 },
+	protect: { key: "protect", min: 0, max: 0.5, default: 0.33 },
+	rmsMixRate: { key: "rms_mix_rate", min: 0, max: 1, default: 0.25 },
 };
+
+/** What a job's `voice_settings` may override, by key. */
+const VOICE_SETTINGS: Record<string, NumericParam | "f0Method" | "formantShift"> = {
+	index_rate: "indexRate",
+	protect: "protect",
+	rms_mix_rate: "rmsMixRate",
+	f0_method: "f0Method",
+	formant_shift: "formantShift",
+};
+
+function ruleProblem(rule: Rule, raw: unknown): string | undefined {
+	if (
+		typeof raw !== "number" ||
+		!Number.isFinite(raw) ||
+		raw < rule.min ||
+		raw > rule.max ||
+		(rule.integer && !Number.isInteger(raw))
+	) {
+		return `${rule.key} must be ${rule.integer ? "an integer" : "a number"} in ${rule.min}..${rule.max}, got ${JSON.stringify(raw)}`;
+	}
+	return undefined;
+}
+
+function f0MethodProblem(raw: unknown): string | undefined {
+	return F0_METHODS.includes(raw as F0Method)
+		? undefined
+		: `f0_method must be one of ${F0_METHODS.join(", ")}, got ${JSON.stringify(raw)}`;
+}
+
+function formantShiftProblem(raw: unknown): string | undefined {
+	return raw === 0
+		? undefined
+		: `formant_shift must be 0 for rvc voices, got ${JSON.stringify(raw)}: the voice model fixes the timbre and RVC has no formant control (the dsp engine shifts formants)`;
+}
 
 /** Validates `params`; `defaults` replaces built-in defaults (the engine shortens chunks on the CPU). */
 export function parseRvcParams(params: Record<string, unknown>, defaults: Partial<RvcParams> = {}): RvcParams {
 	const problems: string[] = [];
 	const out = {} as RvcParams;
-	for (const [field, rule] of Object.entries(RULES) as [keyof RvcParams, Rule][]) {
+	for (const [field, rule] of Object.entries(RULES) as [NumericParam, Rule][]) {
 		const raw = params[rule.key];
 		if (raw === undefined) {
 			const fallback = defaults[field] ?? rule.default;
@@ -76,19 +131,17 @@ export function parseRvcParams(params: Record<string, unknown>, defaults: Partia
 			else out[field] = fallback;
 			continue;
 		}
-		if (
-			typeof raw !== "number" ||
-			!Number.isFinite(raw) ||
-			raw < rule.min ||
-			raw > rule.max ||
-			(rule.integer && !Number.isInteger(raw))
-		) {
-			problems.push(
-				`${rule.key} must be ${rule.integer ? "an integer" : "a number"} in ${rule.min}..${rule.max}, got ${JSON.stringify(raw)}`,
-			);
-			continue;
-		}
-		out[field] = raw;
+		const problem = ruleProblem(rule, raw);
+		if (problem !== undefined) problems.push(problem);
+		else out[field] = raw as number;
+	}
+	const method = params.f0_method ?? defaults.f0Method ?? "rmvpe";
+	const methodProblem = f0MethodProblem(method);
+	if (methodProblem !== undefined) problems.push(methodProblem);
+	else out.f0Method = method as F0Method;
+	if (params.formant_shift !== undefined) {
+		const problem = formantShiftProblem(params.formant_shift);
+		if (problem !== undefined) problems.push(problem);
 	}
 	if (out.sampleRate !== undefined && out.sampleRate % 100 !== 0) {
 		problems.push(
@@ -111,5 +164,38 @@ export function parseRvcParams(params: Record<string, unknown>, defaults: Partia
 	}
 	if (problems.length > 0)
 		throw new RvcEngineError("invalid_params", `invalid rvc voice params: ${problems.join("; ")}`);
+	return out;
+}
+
+/**
+ * The voice's params with a job's `voice_settings` applied. Anything unknown or out of range fails the job
+ * permanently (a retry would get the same settings), naming every offending field.
+ */
+export function applyVoiceSettings(
+	params: RvcParams,
+	settings: Readonly<Record<string, unknown>> | undefined,
+): RvcParams {
+	if (settings === undefined) return params;
+	const problems: string[] = [];
+	const out = { ...params };
+	for (const [key, raw] of Object.entries(settings)) {
+		const field = VOICE_SETTINGS[key];
+		let problem: string | undefined;
+		if (field === undefined) {
+			problem = `${key} is not a voice setting (allowed: ${Object.keys(VOICE_SETTINGS).join(", ")})`;
+		} else if (field === "f0Method") {
+			problem = f0MethodProblem(raw);
+			if (problem === undefined) out.f0Method = raw as F0Method;
+		} else if (field === "formantShift") {
+			problem = formantShiftProblem(raw);
+		} else {
+			problem = ruleProblem(RULES[field], raw);
+			if (problem === undefined) out[field] = raw as number;
+		}
+		if (problem !== undefined) problems.push(`voice_settings.${problem}`);
+	}
+	if (problems.length > 0) {
+		throw new PermanentJobError("internal", `invalid voice_settings for an rvc voice: ${problems.join("; ")}`);
+	}
 	return out;
 }

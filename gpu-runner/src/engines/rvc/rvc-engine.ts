@@ -6,18 +6,25 @@
  *                   f0 x 2^(semitones/12) ──> pitchf; mel-scale quantisation 1..255 ──> pitch
  *   synthesizer(phone, phone_lengths, pitch, pitchf, ds, rnd) ──> audio at sample_rate, sample_rate/100 per frame
  *
+ * With an `index` artifact, each ContentVec frame is first blended with its nearest training vectors
+ * (`feature-retrieval.ts`, `index_rate`), and unvoiced frames keep part of the original (`protect`); the output
+ * takes part of the source's loudness envelope (`rms_mix_rate`). f0 comes from RMVPE or the built-in YIN
+ * (`f0_method`); a synthesizer without pitch inputs (RVC's f0 = 0 models) gets no f0 and no key shift.
+ *
  * Long input is cut at quiet points and joined with crossfades (`chunker.ts`), so memory stays bounded.
  *
- * Artifacts (`job.artifactPaths`): `contentvec`, `rmvpe`, `synthesizer` (ONNX files). Voice params: see
- * `params.ts`; `sample_rate` is required.
+ * Artifacts (`job.artifactPaths`): `contentvec`, `synthesizer` (ONNX files), `rmvpe` (ONNX, needed for the
+ * `rmvpe` f0 method on models with f0), optional `index` (faiss). Voice params: see `params.ts`; `sample_rate`
+ * is required; a job's `voiceSettings` override some of them.
  *
  * Compared with RVC's pipeline (details in README.md): the 48 Hz input high-pass runs once, forwards (RVC's
- * filtfilt needs the whole file); not done are feature retrieval from a faiss `index` (and so `protect`, which
- * only acts with an index), `rms_mix_rate`, and peak normalisation of the whole output (it needs the whole
- * file; the WAV encoder clips instead).
+ * filtfilt needs the whole file); `rms_mix_rate` is applied per converted window rather than over the whole
+ * file; not done is peak normalisation of the whole output (it needs the whole file; the WAV encoder clips
+ * instead).
  */
 import { randomInt } from "node:crypto";
 import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
+import { PermanentJobError } from "../../job-errors.ts";
 import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
 import { type ChunkWindow, convertInChunks, makeChunkPlan } from "./chunker.ts";
 import { RvcEngineError } from "./errors.ts";
@@ -28,15 +35,21 @@ import {
 	type ProviderSelection,
 	selectExecutionProvider,
 } from "./execution-provider.ts";
+import type { FeatureIndex } from "./faiss-index.ts";
+import { protectUnvoiced, retrieveFeatures } from "./feature-retrieval.ts";
 import { ButterworthHighPass } from "./high-pass.ts";
+import { IndexCache } from "./index-cache.ts";
+import { IndexSearcher } from "./index-search.ts";
+import { mixLoudness } from "./loudness-mix.ts";
 import { LogMelSpectrogram, RMVPE_HOP, RMVPE_SAMPLE_RATE } from "./mel.ts";
-import { type LoadedModels, ModelCache, type ModelRole } from "./models.ts";
-import { parseRvcParams, type RvcParams } from "./params.ts";
+import { type LoadedModels, ModelCache, type ModelPaths } from "./models.ts";
+import { applyVoiceSettings, parseRvcParams, type RvcParams } from "./params.ts";
 import { decodeSalience, shiftAndQuantise } from "./pitch.ts";
 import { NormalNoise } from "./random.ts";
+import { trackPitchYin } from "./yin-pitch.ts";
 
-/** Artifact names an `rvc` voice must carry. */
-export const RVC_ARTIFACTS: readonly ModelRole[] = ["contentvec", "rmvpe", "synthesizer"];
+/** Artifact names an `rvc` voice may carry: `rmvpe` is needed only for f0_method rmvpe, `index` is optional. */
+export const RVC_ARTIFACTS = ["contentvec", "rmvpe", "synthesizer", "index"] as const;
 
 export interface RvcChunkStats {
 	index: number;
@@ -47,6 +60,9 @@ export interface RvcChunkStats {
 	voicedFrames: number;
 	milliseconds: {
 		contentvec: number;
+		/** Feature retrieval from the index (0 without one). */
+		retrieval: number;
+		/** Log-mel and RMVPE, or YIN (0 for models without f0). */
 		mel: number;
 		rmvpe: number;
 		synthesizer: number;
@@ -60,6 +76,8 @@ export interface RvcEngineOptions {
 	intraOpNumThreads?: number;
 	/** Loaded model sessions kept across jobs (default 6: two voices). */
 	maxCachedModels?: number;
+	/** Feature indexes kept in memory across jobs (default 2; each costs about its file size). */
+	maxCachedIndexes?: number;
 	/** Seed for the synthesizer's noise; by default a random seed per job. Set it for reproducible output. */
 	noiseSeed?: number;
 	/** Called after each chunk, for metrics and the benchmark. */
@@ -74,20 +92,76 @@ export const CPU_CHUNK_SECONDS = 10;
 
 const INPUT_FORMAT: PcmFormat = { sampleRate: RMVPE_SAMPLE_RATE, channels: 1 };
 
-function artifactPaths(job: EngineJob): Record<ModelRole, string> {
-	const missing = RVC_ARTIFACTS.filter((name) => !job.artifactPaths.has(name));
+function missingArtifacts(job: EngineJob, names: readonly string[], why: string): RvcEngineError {
+	const present = [...job.artifactPaths.keys()].join(", ") || "none";
+	return new RvcEngineError(
+		"missing_artifact",
+		`rvc voice ${job.voice.id} lacks artifact(s) ${names.join(", ")} (has: ${present}); ${why}`,
+	);
+}
+
+/** The model files this job loads: RMVPE only where its f0 method is rmvpe. */
+function modelPaths(job: EngineJob, params: RvcParams): ModelPaths {
+	const rmvpe = params.f0Method === "rmvpe" ? job.artifactPaths.get("rmvpe") : undefined;
+	const missing = ["contentvec", "synthesizer"].filter((name) => !job.artifactPaths.has(name));
 	if (missing.length > 0) {
-		const present = [...job.artifactPaths.keys()].join(", ") || "none";
-		throw new RvcEngineError(
-			"missing_artifact",
-			`rvc voice ${job.voice.id} lacks artifact(s) ${missing.join(", ")} (has: ${present}); an rvc voice needs contentvec, rmvpe and synthesizer ONNX files`,
+		// Whether RMVPE is needed is known once the synthesizer is loaded; name it here too, so one message lists all.
+		if (params.f0Method === "rmvpe" && rmvpe === undefined) missing.splice(1, 0, "rmvpe");
+		throw missingArtifacts(
+			job,
+			missing,
+			"an rvc voice needs contentvec and synthesizer ONNX files, and rmvpe for f0_method rmvpe on a model with f0",
 		);
 	}
 	return {
 		contentvec: job.artifactPaths.get("contentvec") as string,
-		rmvpe: job.artifactPaths.get("rmvpe") as string,
 		synthesizer: job.artifactPaths.get("synthesizer") as string,
+		...(rmvpe !== undefined ? { rmvpe } : {}),
 	};
+}
+
+/** Pitch inputs for the synthesizer, from the job's f0 method. */
+async function estimatePitch(
+	samples: Float32Array,
+	frames: number,
+	models: LoadedModels,
+	params: RvcParams,
+	mel: LogMelSpectrogram,
+): Promise<{ f0: Float32Array; melMs: number; rmvpeMs: number }> {
+	if (params.f0Method === "yin") {
+		const started = performance.now();
+		return {
+			f0: trackPitchYin(samples, frames, RMVPE_SAMPLE_RATE, RMVPE_HOP),
+			melMs: performance.now() - started,
+			rmvpeMs: 0,
+		};
+	}
+	const rmvpe = models.rmvpe as NonNullable<LoadedModels["rmvpe"]>;
+	let started = performance.now();
+	const spectrogram = mel.compute(samples);
+	const melMs = performance.now() - started;
+	started = performance.now();
+	const salience = await rmvpe.salience(spectrogram);
+	// The mel has frames + 1 columns (centred STFT); RVC keeps the first `frames` f0 values (pitch[:p_len]).
+	return { f0: decodeSalience(salience, frames, params.f0Threshold), melMs, rmvpeMs: performance.now() - started };
+}
+
+/** The feature index a job uses, if its voice has one and `index_rate` is above 0. */
+interface Retrieval {
+	index: FeatureIndex;
+	searcher: IndexSearcher;
+}
+
+/** ContentVec's 50 frames/s doubled to the synthesizer's 100 (RVC: F.interpolate(scale_factor=2), nearest). */
+function doubleFrameRate(features: Float32Array, featureFrames: number, dim: number, frames: number): Float32Array {
+	// The doubled count can fall a frame or two short of the audio's; the last frame is repeated so the
+	// output keeps the input's duration.
+	const phone = new Float32Array(frames * dim);
+	for (let f = 0; f < frames; f++) {
+		const source = Math.min(f >> 1, featureFrames - 1);
+		phone.set(features.subarray(source * dim, (source + 1) * dim), f * dim);
+	}
+	return phone;
 }
 
 /** The job's 16 kHz mono samples, high-passed at 48 Hz as RVC does before anything else. */
@@ -105,10 +179,11 @@ async function* monoSamples(input: AsyncIterable<AudioBlock>): AsyncGenerator<Fl
 	}
 }
 
-/** Converts one chunk window with the three models. */
+/** Converts one chunk window, as RVC's `Pipeline.vc` converts one of its segments. */
 async function convertWindow(
 	window: ChunkWindow,
 	models: LoadedModels,
+	retrieval: Retrieval | undefined,
 	params: RvcParams,
 	semitones: number,
 	mel: LogMelSpectrogram,
@@ -123,31 +198,37 @@ async function convertWindow(
 	const timeContentvec = performance.now() - started;
 	if (features.frames < 1)
 		throw new RvcEngineError("invalid_model", `contentvec returned no frames for ${window.samples.length} samples`);
-	// RVC doubles ContentVec's 50 frames/s to the synthesizer's 100 by repeating each frame
-	// (F.interpolate(scale_factor=2), nearest). The doubled count can fall a frame or two short of the
-	// audio's; the last frame is repeated so the output keeps the input's duration.
-	const phone = new Float32Array(frames * features.dim);
-	for (let f = 0; f < frames; f++) {
-		const source = Math.min(f >> 1, features.frames - 1);
-		phone.set(features.data.subarray(source * features.dim, (source + 1) * features.dim), f * features.dim);
-	}
 
 	started = performance.now();
-	const spectrogram = mel.compute(window.samples);
-	const timeMel = performance.now() - started;
-	started = performance.now();
-	const salience = await models.rmvpe.salience(spectrogram);
-	const timeRmvpe = performance.now() - started;
-	// The mel has frames + 1 columns (centred STFT); RVC keeps the first `frames` f0 values (pitch[:p_len]).
-	const f0 = decodeSalience(salience, frames, params.f0Threshold);
-	const { pitch, pitchf } = shiftAndQuantise(f0, semitones + params.transposeSemitones);
+	const blended =
+		retrieval === undefined
+			? features.data
+			: await retrieveFeatures(features.data, features.frames, retrieval.index, retrieval.searcher, params.indexRate);
+	const timeRetrieval = retrieval === undefined ? 0 : performance.now() - started;
+	const phone = doubleFrameRate(blended, features.frames, features.dim, frames);
+
+	const takesPitch = models.synthesizer.takesPitch;
+	const estimate = takesPitch ? await estimatePitch(window.samples, frames, models, params, mel) : undefined;
+	const f0 = estimate?.f0;
+	const shifted = f0 === undefined ? undefined : shiftAndQuantise(f0, semitones + params.transposeSemitones);
+	// protect only changes anything where retrieval changed the features.
+	if (shifted !== undefined && retrieval !== undefined && params.protect < 0.5) {
+		protectUnvoiced(
+			phone,
+			doubleFrameRate(features.data, features.frames, features.dim, frames),
+			shifted.pitchf,
+			params.protect,
+		);
+	}
 
 	started = performance.now();
 	const rnd = noise.fill(models.synthesizer.noiseChannels * frames, params.noiseScale);
 	const audio = await models.synthesizer.synthesize(
-		{ phone, frames, pitch, pitchf, speakerId: params.speakerId, rnd },
+		{ phone, frames, ...shifted, speakerId: params.speakerId, rnd },
 		samplesPerFrame,
 	);
+	const output = audio.subarray(0, frames * samplesPerFrame);
+	mixLoudness(window.samples, RMVPE_SAMPLE_RATE, output, params.sampleRate, params.rmsMixRate);
 	const timeSynthesizer = performance.now() - started;
 
 	onChunk?.({
@@ -155,21 +236,24 @@ async function convertWindow(
 		segmentSamples: window.segmentEnd - window.segmentStart,
 		windowSamples: window.samples.length,
 		frames,
-		voicedFrames: f0.reduce((n, v) => (v > 0 ? n + 1 : n), 0),
+		voicedFrames: f0 === undefined ? 0 : f0.reduce((n, v) => (v > 0 ? n + 1 : n), 0),
 		milliseconds: {
 			contentvec: timeContentvec,
-			mel: timeMel,
-			rmvpe: timeRmvpe,
+			retrieval: timeRetrieval,
+			mel: estimate?.melMs ?? 0,
+			rmvpe: estimate?.rmvpeMs ?? 0,
 			synthesizer: timeSynthesizer,
 		},
 	});
-	return audio;
+	return output;
 }
 
 export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	const order = options.executionProviders ?? EXECUTION_PROVIDERS;
 	let selection: ProviderSelection | undefined;
 	let cache: ModelCache | undefined;
+	let indexes: IndexCache | undefined;
+	let searcher: IndexSearcher | undefined;
 	const mel = new LogMelSpectrogram();
 
 	return {
@@ -193,6 +277,10 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				},
 				options.maxCachedModels ?? 6,
 			);
+			indexes = new IndexCache(options.maxCachedIndexes ?? 2);
+			searcher = await IndexSearcher.create(
+				options.intraOpNumThreads !== undefined ? { intraOpNumThreads: options.intraOpNumThreads } : {},
+			);
 			return {
 				name: "rvc",
 				executionProvider: selection.provider,
@@ -212,21 +300,32 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 		},
 
 		async *convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock> {
-			if (cache === undefined)
+			if (cache === undefined || indexes === undefined || searcher === undefined)
 				throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
 			// On the CPU a 30 s chunk takes a minute or more and several GB; shorter chunks keep memory down and
 			// let an abort (checked between chunks) take effect sooner.
-			const params = parseRvcParams(
-				job.voice.params,
-				selection?.provider === "cpu" ? { chunkSeconds: CPU_CHUNK_SECONDS } : {},
+			const params = applyVoiceSettings(
+				parseRvcParams(job.voice.params, selection?.provider === "cpu" ? { chunkSeconds: CPU_CHUNK_SECONDS } : {}),
+				job.voiceSettings,
 			);
+			const indexPath = job.artifactPaths.get("index");
+			if (
+				indexPath === undefined &&
+				job.voiceSettings?.index_rate !== undefined &&
+				job.voiceSettings.index_rate !== 0
+			) {
+				throw new PermanentJobError(
+					"internal",
+					`invalid voice_settings for rvc voice ${job.voice.id}: voice_settings.index_rate needs a voice with a feature index, and this one has none`,
+				);
+			}
 			if (job.input.sampleRate !== RMVPE_SAMPLE_RATE || job.input.channels !== 1) {
 				throw new RvcEngineError(
 					"invalid_input",
 					`rvc engine takes 16000 Hz mono input, the job says ${job.input.sampleRate} Hz x ${job.input.channels}`,
 				);
 			}
-			const paths = artifactPaths(job);
+			const paths = modelPaths(job, params);
 			const plan = makeChunkPlan({
 				inputRate: RMVPE_SAMPLE_RATE,
 				outputRate: params.sampleRate,
@@ -238,22 +337,48 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				crossfadeSeconds: params.crossfadeSeconds,
 			});
 			const { models, release } = await cache.acquire(paths);
+			let releaseIndex = (): void => {};
 			try {
+				if (models.synthesizer.takesPitch && params.f0Method === "rmvpe" && models.rmvpe === undefined) {
+					throw missingArtifacts(
+						job,
+						["rmvpe"],
+						'its synthesizer takes pitch and f0_method is "rmvpe"; add the rmvpe ONNX file or use f0_method "yin"',
+					);
+				}
+				let retrieval: Retrieval | undefined;
+				if (indexPath !== undefined && params.indexRate > 0) {
+					const loaded = await indexes.acquire(indexPath);
+					releaseIndex = loaded.release;
+					const width = models.synthesizer.declaredFeatureDim ?? models.contentvec.declaredFeatureDim;
+					if (width !== undefined && width !== loaded.index.dim) {
+						throw new RvcEngineError(
+							"invalid_index",
+							`feature index ${indexPath} holds ${loaded.index.dim}-wide vectors but the voice's models use ${width}-wide features (v1 voices 256, v2 768)`,
+						);
+					}
+					retrieval = { index: loaded.index, searcher };
+				}
 				const noise = new NormalNoise(options.noiseSeed ?? randomInt(2 ** 31));
 				const convert = (window: ChunkWindow): Promise<Float32Array> =>
-					convertWindow(window, models, params, job.semitones, mel, noise, options.onChunk);
+					convertWindow(window, models, retrieval, params, job.semitones, mel, noise, options.onChunk);
 				for await (const samples of convertInChunks(monoSamples(input), plan, convert, signal)) {
 					yield { sampleRate: params.sampleRate, channels: [samples] };
 				}
 			} finally {
+				releaseIndex();
 				release();
 			}
 		},
 
 		async dispose(): Promise<void> {
 			const current = cache;
+			const currentSearcher = searcher;
 			cache = undefined;
-			await current?.dispose();
+			searcher = undefined;
+			indexes?.clear();
+			indexes = undefined;
+			await Promise.all([current?.dispose(), currentSearcher?.release()]);
 		},
 	};
 }
