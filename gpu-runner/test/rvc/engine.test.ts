@@ -2,11 +2,13 @@
  * The rvc engine end to end on tiny ONNX models built here with RVC's tensor names, types and shapes
  * (see support/tiny-models.ts), and its error messages for wrong inputs, params and models.
  */
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
 import type { AudioBlock, Engine, EngineJob } from "../../src/engines/engine.ts";
 import { ButterworthHighPass } from "../../src/engines/rvc/high-pass.ts";
 import { createRvcEngine, type RvcChunkStats } from "../../src/engines/rvc/index.ts";
+import { PermanentJobError } from "../../src/job-errors.ts";
 import { buildTinyContentVec, buildTinyRmvpe, buildTinySynthesizer, writeModels } from "./support/tiny-models.ts";
 
 const IN_RATE = 16000;
@@ -252,6 +254,111 @@ describe("rvc engine with tiny models", () => {
 		const other = new Map(artifactPaths).set("contentvec", paths.get("contentvec") as string);
 		const { samples } = await collect(run(speechLike(1), job({ artifactPaths: other })));
 		expect(samples.length).toBe(OUT_RATE);
+	});
+
+	describe("RVC's controls", () => {
+		const INDEXES = join(import.meta.dirname, "fixtures", "index");
+		let echo: Map<string, string>;
+		beforeAll(() => {
+			// 16-wide features (the fixtures' width): each the mean of the frame's samples; the synthesizer outputs
+			// phone[:, frame, 0], so every output sample shows the feature the synthesizer was given.
+			const paths = writeModels({
+				contentvec: buildTinyContentVec({ meanFeatures: true, featureDim: 16 }),
+				synthesizer: buildTinySynthesizer({ sampleRate: OUT_RATE, echoPhone: true, featureDim: 16 }),
+			});
+			echo = new Map(artifactPaths)
+				.set("contentvec", paths.get("contentvec") as string)
+				.set("synthesizer", paths.get("synthesizer") as string);
+		});
+		/** Voiced 0-1 s and 1.6-3 s, silent (unvoiced) in between. */
+		const withPause = () => speechLike(3, (t) => t >= 1 && t < 1.6);
+		const span = (x: Float32Array, from: number, to: number) => x.subarray(from * OUT_RATE, to * OUT_RATE);
+
+		it("index_rate 1 replaces every feature by the index's; protect 0.5 leaves unvoiced frames replaced too", async () => {
+			// Every vector of constant-flat.index is 0.25 in every dimension.
+			const paths = new Map(echo).set("index", join(INDEXES, "constant-flat.index"));
+			const { samples } = await collect(
+				run(withPause(), job({ artifactPaths: paths, voiceSettings: { index_rate: 1, protect: 0.5 } })),
+			);
+			expect(samples.length).toBe(3 * OUT_RATE);
+			expect(samples.every((v) => Math.abs(v - 0.25) < 1e-5)).toBe(true);
+		});
+
+		it("index_rate 0 leaves the features as without an index", async () => {
+			const paths = new Map(echo).set("index", join(INDEXES, "constant-flat.index"));
+			const without = await collect(run(withPause(), job({ artifactPaths: echo })));
+			const zero = await collect(run(withPause(), job({ artifactPaths: paths, voiceSettings: { index_rate: 0 } })));
+			expect(zero.samples.every((v, i) => v === without.samples[i])).toBe(true);
+			expect(without.samples.some((v) => Math.abs(v - 0.25) > 0.1)).toBe(true);
+		});
+
+		it("protect keeps the original features on unvoiced frames only", async () => {
+			const paths = new Map(echo).set("index", join(INDEXES, "constant-flat.index"));
+			const original = (await collect(run(withPause(), job({ artifactPaths: echo })))).samples;
+			for (const protect of [0, 0.33]) {
+				const { samples } = await collect(
+					run(withPause(), job({ artifactPaths: paths, voiceSettings: { index_rate: 1, protect } })),
+				);
+				// Voiced: the index's vector. Unvoiced (the pause, away from its edges): protect x index + (1 - protect) x original.
+				expect(span(samples, 0.2, 0.8).every((v) => Math.abs(v - 0.25) < 1e-5)).toBe(true);
+				expect(span(samples, 2, 2.8).every((v) => Math.abs(v - 0.25) < 1e-5)).toBe(true);
+				const pause = span(samples, 1.15, 1.45);
+				const before = span(original, 1.15, 1.45);
+				expect(
+					pause.every((v, i) => Math.abs(v - (protect * 0.25 + (1 - protect) * (before[i] as number))) < 1e-5),
+				).toBe(true);
+			}
+		});
+
+		it("refuses an index whose width does not fit the voice", async () => {
+			const paths = new Map(artifactPaths).set("index", join(INDEXES, "flat-l2.index"));
+			await expect(collect(run(speechLike(1), job({ artifactPaths: paths })))).rejects.toMatchObject({
+				code: "invalid_index",
+				message: expect.stringMatching(/holds 16-wide vectors but the voice's models use 768-wide features/),
+			});
+		});
+
+		it("tracks f0 with YIN when f0_method is yin, with no rmvpe artifact", async () => {
+			const noRmvpe = new Map(artifactPaths);
+			noRmvpe.delete("rmvpe");
+			const { samples } = await collect(
+				run(speechLike(3), job({ artifactPaths: noRmvpe, semitones: 5, voice: voice({ f0_method: "yin" }) })),
+			);
+			// speechLike is a 150 Hz harmonic tone; the tiny synthesizer sings pitchf.
+			const measured = zeroCrossingFrequency(samples, OUT_RATE, 0.2 * OUT_RATE, 2.8 * OUT_RATE);
+			expect(Math.abs(cents(measured, 150 * 2 ** (5 / 12)))).toBeLessThan(5);
+			await expect(collect(run(speechLike(1), job({ artifactPaths: noRmvpe })))).rejects.toMatchObject({
+				code: "missing_artifact",
+				message: expect.stringMatching(
+					/lacks artifact\(s\) rmvpe .*f0_method is "rmvpe"; add the rmvpe ONNX file or use f0_method "yin"/,
+				),
+			});
+		});
+
+		it("runs a model without f0 with no pitch inputs and no rmvpe, ignoring the key shift", async () => {
+			const paths = writeModels({ synthesizer: buildTinySynthesizer({ sampleRate: OUT_RATE, pitchInputs: false }) });
+			const noF0 = new Map([
+				["contentvec", artifactPaths.get("contentvec") as string],
+				["synthesizer", paths.get("synthesizer") as string],
+			]);
+			stats.length = 0;
+			const shifted = await collect(run(speechLike(2.5), job({ artifactPaths: noF0, semitones: 7 })));
+			expect(shifted.samples.length).toBe(2.5 * OUT_RATE);
+			expect(stats.every((s) => s.voicedFrames === 0 && s.milliseconds.rmvpe === 0)).toBe(true);
+			const plain = await collect(run(speechLike(2.5), job({ artifactPaths: noF0, semitones: 0 })));
+			expect(shifted.samples.every((v, i) => v === plain.samples[i])).toBe(true);
+			expect(shifted.samples.some((v) => v !== 0)).toBe(true);
+		});
+
+		it("fails a job permanently on voice settings it cannot honour", async () => {
+			const refuse = (voiceSettings: Record<string, unknown>, message: RegExp) =>
+				expect(collect(run(speechLike(1), job({ voiceSettings })))).rejects.toSatisfy(
+					(error: Error) => error instanceof PermanentJobError && message.test(error.message),
+				);
+			await refuse({ protect: 0.7 }, /voice_settings.protect must be a number in 0..0.5, got 0.7/);
+			await refuse({ formant_shift: -3 }, /voice_settings.formant_shift must be 0 for rvc voices/);
+			await refuse({ index_rate: 0.5 }, /voice_settings.index_rate needs a voice with a feature index/);
+		});
 	});
 
 	describe("clear errors", () => {

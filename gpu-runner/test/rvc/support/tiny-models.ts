@@ -78,11 +78,17 @@ export interface TinySynthesizerOptions {
 	featureDim?: number;
 	/** Output `phone[:, frame, 0]` held for each frame's samples instead of the sine (the rest times 0). */
 	echoPhone?: boolean;
+	/**
+	 * false: an RVC f0 = 0 model, without `pitch` and `pitchf` inputs; its output is `phone[:, frame, 0]` held
+	 * for each frame's samples plus the 1e-3-scaled term of the other inputs.
+	 */
+	pitchInputs?: boolean;
 	/** Rename inputs to build a wrong model, e.g. { pitchf: "f0" }. */
 	rename?: Partial<Record<"phone" | "phone_lengths" | "pitch" | "pitchf" | "ds" | "rnd", string>>;
 }
 
 export function buildTinySynthesizer(options: TinySynthesizerOptions): Uint8Array {
+	if (options.pitchInputs === false) return buildTinySynthesizerWithoutPitch(options);
 	const dim = options.featureDim ?? 768;
 	const upp = options.sampleRate / 100;
 	const name = (n: keyof NonNullable<TinySynthesizerOptions["rename"]>): string => options.rename?.[n] ?? n;
@@ -139,6 +145,34 @@ export function buildTinySynthesizer(options: TinySynthesizerOptions): Uint8Arra
 				g.node("Mul", [g.node("Add", [sine, upsample(term)]), g.scalar("unused", 0)]),
 			])
 		: g.node("Add", [sine, g.node("Mul", [upsample(term), g.scalar("small", 1e-3)])]);
+	g.node("Unsqueeze", [audio, g.int64s("axes", [1])], {}, ["audio"]);
+	g.output("audio", "float32", [1, 1, "samples"]);
+	return g.toModel();
+}
+
+function buildTinySynthesizerWithoutPitch(options: TinySynthesizerOptions): Uint8Array {
+	const dim = options.featureDim ?? 768;
+	const upp = options.sampleRate / 100;
+	const g = new OnnxGraphBuilder();
+	const phone = g.input("phone", "float32", [1, "frames", dim]);
+	const lengths = g.input("phone_lengths", "int64", [1]);
+	const ds = g.input("ds", "int64", [1]);
+	const rnd = g.input("rnd", "float32", [1, 192, "frames"]);
+	const upsample = (x: string): string =>
+		g.node("Reshape", [g.node("Expand", [x, g.int64s("per_frame", [1, 1, upp])]), g.int64s("flat", [1, -1])]);
+	const first = g.node("MatMul", [
+		phone,
+		g.floats(
+			"first",
+			[dim, 1],
+			Float32Array.from({ length: dim }, (_, i) => (i === 0 ? 1 : 0)),
+		),
+	]);
+	const fromSpeaker = g.node("Gather", [g.floats("speaker_table", [4], [0.1, 0.2, 0.3, 0.4]), ds]);
+	const fromNoise = g.node("Transpose", [g.node("ReduceMean", [rnd], { axes: [1], keepdims: 1 })], { perm: [0, 2, 1] });
+	const fromLengths = g.node("Mul", [g.node("Cast", [lengths], { to: 1 }), g.scalar("ignore", 0)]);
+	const term = g.node("Add", [g.node("Add", [fromSpeaker, fromNoise]), fromLengths]);
+	const audio = g.node("Add", [upsample(first), g.node("Mul", [upsample(term), g.scalar("small", 1e-3)])]);
 	g.node("Unsqueeze", [audio, g.int64s("axes", [1])], {}, ["audio"]);
 	g.output("audio", "float32", [1, 1, "samples"]);
 	return g.toModel();
