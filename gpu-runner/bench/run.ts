@@ -3,6 +3,8 @@
  * 1. dsp engine real-time factor on one thread (child pinned with taskset when available).
  * 2. Peak RSS of the runner converting a generated 60-minute MP3 (BENCH_MP3_MINUTES to change), end to end
  *    through its real pipeline, with the source served and the output received over local HTTP.
+ * 3. When the rvc engine is present: its real-time factor per stage (bench/rvc-bench.ts) and the cost of its
+ *    feature retrieval per audio second on RVC-sized indexes (bench/index-search-bench.ts).
  * The MP3 is generated at bench time (sox + lame from apt) in a temporary folder and deleted afterwards.
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process";
@@ -49,6 +51,11 @@ const rvcBench = join(here, "rvc-bench.ts");
 if (existsSync(rvcBench)) {
 	console.log("\n== rvc engine (bench/rvc-bench.ts) ==");
 	execFileSync(process.execPath, [...nodeArgs, rvcBench], { cwd: packageRoot, stdio: "inherit" });
+	console.log("\n== rvc feature retrieval (bench/index-search-bench.ts) ==");
+	execFileSync(process.execPath, [...nodeArgs, join(here, "index-search-bench.ts")], {
+		cwd: packageRoot,
+		stdio: "inherit",
+	});
 }
 
 const minutes = Number(process.env.BENCH_MP3_MINUTES ?? 60);
