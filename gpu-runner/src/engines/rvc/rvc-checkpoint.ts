@@ -1,0 +1,474 @@
+/**
+ * Reads an RVC inference checkpoint (`.pth`, as RVC's `train/process_ckpt.py` writes it) without running
+ * anything from it: a `torch.save` zip whose `data.pkl` is a protocol-2 pickle of
+ * `{weight: {name: tensor}, config: [18 items], info, sr, f0, version}` and whose `data/<key>` entries hold
+ * the raw tensor storages. The pickle is read by a strict reader that allows only the globals torch uses for
+ * this (`collections.OrderedDict`, `torch._utils._rebuild_tensor_v2` and the Half/Float/BFloat16 storage
+ * types); anything else is refused by name.
+ *
+ * The result has every tensor as float32 with weight norm folded (`weight = g * v / ||v||`, the norm over all
+ * dimensions but the first), checked against the shapes the config implies. Failures are
+ * `RvcCheckpointError`s, permanent, with a `problem` code and a message naming what is wrong.
+ */
+import { RvcEngineError } from "./errors.ts";
+import { type PickleCallable, PickleError, PickleTuple, readPickle } from "./pickle-reader.ts";
+import {
+	parseSynthesizerConfig,
+	type SynthesizerConfig,
+	SynthesizerConfigError,
+	samplesPerFrame,
+	synthesizerTensors,
+} from "./synthesizer-config.ts";
+import { ZipArchive, ZipArchiveError } from "./zip-archive.ts";
+
+export type CheckpointProblem =
+	/** The zip ends early (no end record, or an entry runs past the end). */
+	| "truncated_archive"
+	/** Not a torch zip with a pickled RVC inference dict (`weight`, `config`, ...). */
+	| "not_a_checkpoint"
+	/** The pickle imports or calls something outside the allow-list, or uses an opcode outside the reader's set. */
+	| "forbidden_pickle"
+	| "unknown_version"
+	| "invalid_config"
+	/** The config's sizes (or `sr`, `version`) disagree with the tensors. */
+	| "config_mismatch"
+	| "missing_tensor"
+	| "misshapen_tensor"
+	| "unsupported_dtype";
+
+export class RvcCheckpointError extends RvcEngineError {
+	readonly problem: CheckpointProblem;
+
+	constructor(problem: CheckpointProblem, message: string, options: { cause?: unknown } = {}) {
+		super("invalid_model", message, { permanent: true, ...options });
+		this.name = "RvcCheckpointError";
+		this.problem = problem;
+	}
+}
+
+export interface Tensor {
+	dims: number[];
+	data: Float32Array;
+}
+
+export type RvcVersion = "v1" | "v2";
+export type StorageDtype = "float16" | "float32" | "bfloat16";
+
+export interface RvcCheckpoint {
+	version: RvcVersion;
+	/** RVC's `f0`: true for pitch-guided models (inputs `pitch`, `pitchf`, NSF decoder). */
+	f0: boolean;
+	/** `sr` as stored ("40k"), if present. */
+	sr: string | undefined;
+	config: SynthesizerConfig;
+	/** ContentVec feature width: 256 for v1, 768 for v2. */
+	featureDim: number;
+	/** Rows of `emb_g.weight`: the speakers `ds` may select. */
+	speakers: number;
+	info: string | undefined;
+	/** Element type of the stored tensors (fp16 for RVC's own exports). */
+	dtype: StorageDtype;
+	/** Tensors of the inference path, float32, weight norm folded, by RVC's parameter names. */
+	weights: Map<string, Tensor>;
+	parameters: number;
+}
+
+export const FEATURE_DIMS: Record<RvcVersion, number> = { v1: 256, v2: 768 };
+
+const STORAGE_TYPES: Record<string, { dtype: StorageDtype; bytes: number }> = {
+	"torch.HalfStorage": { dtype: "float16", bytes: 2 },
+	"torch.FloatStorage": { dtype: "float32", bytes: 4 },
+	"torch.BFloat16Storage": { dtype: "bfloat16", bytes: 2 },
+};
+
+class StorageType {
+	readonly name: string;
+	constructor(name: string) {
+		this.name = name;
+	}
+}
+
+class StorageRef {
+	readonly type: StorageType;
+	readonly key: string;
+	readonly numel: number;
+	constructor(type: StorageType, key: string, numel: number) {
+		this.type = type;
+		this.key = key;
+		this.numel = numel;
+	}
+}
+
+class TensorRef {
+	readonly storage: StorageRef;
+	readonly offset: number;
+	readonly dims: number[];
+	readonly strides: number[];
+	constructor(storage: StorageRef, offset: number, dims: number[], strides: number[]) {
+		this.storage = storage;
+		this.offset = offset;
+		this.dims = dims;
+		this.strides = strides;
+	}
+}
+
+function integers(value: unknown): number[] | undefined {
+	if (!(value instanceof PickleTuple)) return undefined;
+	return value.items.every((v) => typeof v === "number" && Number.isInteger(v) && v >= 0)
+		? (value.items as number[])
+		: undefined;
+}
+
+const ORDERED_DICT: PickleCallable = {
+	name: "collections.OrderedDict",
+	call: (args) => {
+		if (args.length !== 0) throw new PickleError("forbidden_global", "collections.OrderedDict called with arguments");
+		return new Map();
+	},
+};
+
+const REBUILD_TENSOR: PickleCallable = {
+	name: "torch._utils._rebuild_tensor_v2",
+	call: (args) => {
+		const [storage, offset, size, stride] = args;
+		const dims = integers(size);
+		const strides = integers(stride);
+		if (
+			!(storage instanceof StorageRef) ||
+			typeof offset !== "number" ||
+			dims === undefined ||
+			strides === undefined ||
+			dims.length !== strides.length ||
+			args.length < 6
+		)
+			throw new PickleError("malformed", "torch._utils._rebuild_tensor_v2 called with unexpected arguments");
+		return new TensorRef(storage, offset, dims, strides);
+	},
+};
+
+const ALLOWED_GLOBALS: ReadonlyMap<string, unknown> = new Map<string, unknown>([
+	["collections.OrderedDict", ORDERED_DICT],
+	["torch._utils._rebuild_tensor_v2", REBUILD_TENSOR],
+	...Object.keys(STORAGE_TYPES).map((name): [string, unknown] => [name, new StorageType(name)]),
+]);
+
+function persistentStorage(id: unknown): StorageRef {
+	// ('storage', storage_type, key, location, numel), torch.save's persistent id for a storage.
+	const items = id instanceof PickleTuple ? id.items : [];
+	const [tag, type, key, , numel] = items;
+	if (items.length !== 5 || tag !== "storage" || typeof key !== "string" || typeof numel !== "number")
+		throw new PickleError("malformed", `persistent id ${describe(id)} is not a torch storage reference`);
+	if (!(type instanceof StorageType))
+		throw new PickleError("malformed", `persistent id names storage type ${describe(type)}`);
+	return new StorageRef(type, key, numel);
+}
+
+function describe(value: unknown): string {
+	if (value instanceof PickleTuple) return `(${value.items.map(describe).join(", ")})`;
+	if (value instanceof Map) return "a dict";
+	if (Array.isArray(value)) return "a list";
+	if (value instanceof TensorRef) return `a tensor [${value.dims.join(", ")}]`;
+	return JSON.stringify(value) ?? String(value);
+}
+
+/** IEEE 754 half to float32 through the bit patterns (Float16Array is not in Node 22). */
+function halfToFloat(bits: Uint16Array): Float32Array {
+	const out = new Float32Array(bits.length);
+	const outBits = new Uint32Array(out.buffer);
+	for (let i = 0; i < bits.length; i++) {
+		const h = bits[i] as number;
+		const sign = (h & 0x8000) << 16;
+		const exponent = (h >> 10) & 0x1f;
+		const mantissa = h & 0x3ff;
+		if (exponent === 0) {
+			// Zero or subnormal: mantissa x 2^-24, exact in float32.
+			out[i] = (sign ? -1 : 1) * mantissa * 2 ** -24;
+		} else if (exponent === 0x1f) outBits[i] = sign | 0x7f800000 | (mantissa << 13);
+		else outBits[i] = sign | ((exponent + 112) << 23) | (mantissa << 13);
+	}
+	return out;
+}
+
+class TensorLoader {
+	readonly #archive: ZipArchive;
+	readonly #prefix: string;
+	readonly #storages = new Map<string, Float32Array>();
+	readonly dtypes = new Set<StorageDtype>();
+
+	constructor(archive: ZipArchive, prefix: string) {
+		this.#archive = archive;
+		this.#prefix = prefix;
+	}
+
+	#storage(ref: StorageRef): Float32Array {
+		const cached = this.#storages.get(ref.key);
+		if (cached !== undefined) return cached;
+		const type = STORAGE_TYPES[ref.type.name] as { dtype: StorageDtype; bytes: number };
+		const name = `${this.#prefix}data/${ref.key}`;
+		if (!this.#archive.has(name))
+			throw new RvcCheckpointError("truncated_archive", `checkpoint lacks tensor storage ${name}`);
+		const raw = this.#archive.read(name);
+		if (raw.length !== ref.numel * type.bytes) {
+			throw new RvcCheckpointError(
+				"misshapen_tensor",
+				`tensor storage ${name} holds ${raw.length} bytes, ${ref.numel} ${type.dtype} values need ${ref.numel * type.bytes}`,
+			);
+		}
+		const aligned = new Uint8Array(raw);
+		let values: Float32Array;
+		if (type.dtype === "float32") values = new Float32Array(aligned.buffer);
+		else if (type.dtype === "float16") values = halfToFloat(new Uint16Array(aligned.buffer));
+		else {
+			const bits = new Uint16Array(aligned.buffer);
+			values = new Float32Array(bits.length);
+			const out = new Uint32Array(values.buffer);
+			for (let i = 0; i < bits.length; i++) out[i] = (bits[i] as number) << 16;
+		}
+		this.dtypes.add(type.dtype);
+		this.#storages.set(ref.key, values);
+		return values;
+	}
+
+	/** The tensor as contiguous float32 (it may be a strided view of a shared storage). */
+	load(name: string, ref: TensorRef): Tensor {
+		const storage = this.#storage(ref.storage);
+		const count = ref.dims.reduce((a, b) => a * b, 1);
+		const last = ref.offset + ref.dims.reduce((sum, d, i) => sum + (d - 1) * (ref.strides[i] as number), 0);
+		if (count > 0 && (ref.offset < 0 || last >= storage.length)) {
+			throw new RvcCheckpointError(
+				"misshapen_tensor",
+				`tensor ${name} [${ref.dims.join(", ")}] reaches past its storage of ${storage.length} values`,
+			);
+		}
+		const data = new Float32Array(count);
+		const index = new Array<number>(ref.dims.length).fill(0);
+		for (let i = 0; i < count; i++) {
+			let at = ref.offset;
+			for (let d = 0; d < index.length; d++) at += (index[d] as number) * (ref.strides[d] as number);
+			data[i] = storage[at] as number;
+			for (let d = index.length - 1; d >= 0; d--) {
+				index[d] = (index[d] as number) + 1;
+				if ((index[d] as number) < (ref.dims[d] as number)) break;
+				index[d] = 0;
+			}
+		}
+		return { dims: [...ref.dims], data };
+	}
+}
+
+/** `g * v / ||v||` per output row (dimension 0), as `torch.nn.utils.weight_norm(dim=0)` computes it. */
+export function foldWeightNorm(g: Tensor, v: Tensor): Float32Array {
+	const rows = v.dims[0] as number;
+	const rowSize = v.data.length / rows;
+	const out = new Float32Array(v.data.length);
+	for (let r = 0; r < rows; r++) {
+		let sum = 0;
+		for (let i = r * rowSize; i < (r + 1) * rowSize; i++) sum += (v.data[i] as number) ** 2;
+		const scale = (g.data[r] as number) / Math.sqrt(sum);
+		for (let i = r * rowSize; i < (r + 1) * rowSize; i++) out[i] = (v.data[i] as number) * scale;
+	}
+	return out;
+}
+
+const sameDims = (a: readonly number[], b: readonly number[]) =>
+	a.length === b.length && a.every((d, i) => b[i] === -1 || d === b[i]);
+const shape = (dims: readonly number[]) => `[${dims.join(", ")}]`;
+
+function openArchive(bytes: Uint8Array): { archive: ZipArchive; prefix: string } {
+	let archive: ZipArchive;
+	try {
+		archive = ZipArchive.open(bytes);
+	} catch (error) {
+		if (error instanceof ZipArchiveError) {
+			throw new RvcCheckpointError(
+				error.truncated ? "truncated_archive" : "not_a_checkpoint",
+				`not a readable torch.save archive: ${error.message}`,
+				{ cause: error },
+			);
+		}
+		throw error;
+	}
+	const pickles = archive.names.filter((n) => n === "data.pkl" || /^[^/]+\/data\.pkl$/.test(n));
+	if (pickles.length !== 1) {
+		throw new RvcCheckpointError(
+			"not_a_checkpoint",
+			`not a torch.save archive: expected one <name>/data.pkl, found ${pickles.length} among ${archive.names.length} entries`,
+		);
+	}
+	const prefix = (pickles[0] as string).slice(0, -"data.pkl".length);
+	const byteOrder = `${prefix}byteorder`;
+	if (archive.has(byteOrder) && new TextDecoder().decode(archive.read(byteOrder)).trim() !== "little")
+		throw new RvcCheckpointError("unsupported_dtype", "checkpoint tensors are big-endian; only little-endian is read");
+	return { archive, prefix };
+}
+
+/** Reads and validates a checkpoint held in memory. */
+export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
+	const { archive, prefix } = openArchive(bytes);
+	let root: unknown;
+	try {
+		root = readPickle(archive.read(`${prefix}data.pkl`), {
+			globals: ALLOWED_GLOBALS,
+			persistentLoad: persistentStorage,
+		});
+	} catch (error) {
+		if (error instanceof PickleError) {
+			throw new RvcCheckpointError(
+				error.kind === "malformed" ? "not_a_checkpoint" : "forbidden_pickle",
+				`checkpoint pickle refused: ${error.message}`,
+				{ cause: error },
+			);
+		}
+		if (error instanceof ZipArchiveError)
+			throw new RvcCheckpointError("not_a_checkpoint", `checkpoint pickle unreadable: ${error.message}`, {
+				cause: error,
+			});
+		throw error;
+	}
+	if (!(root instanceof Map))
+		throw new RvcCheckpointError(
+			"not_a_checkpoint",
+			`not an RVC checkpoint: the pickle holds ${describe(root)}, not a dict`,
+		);
+	const weight = root.get("weight");
+	if (!(weight instanceof Map)) {
+		const keys = [...root.keys()].map(String).join(", ");
+		const hint = root.has("model")
+			? " (this is a training checkpoint; extract the small inference model with RVC first)"
+			: "";
+		throw new RvcCheckpointError(
+			"not_a_checkpoint",
+			`not an RVC inference checkpoint: no "weight" dict (keys: ${keys})${hint}`,
+		);
+	}
+	const version = root.get("version") ?? "v1";
+	if (version !== "v1" && version !== "v2")
+		throw new RvcCheckpointError("unknown_version", `unknown RVC version ${describe(version)}; v1 and v2 are read`);
+	const f0Value = root.get("f0") ?? 1;
+	if (f0Value !== 0 && f0Value !== 1 && typeof f0Value !== "boolean")
+		throw new RvcCheckpointError("not_a_checkpoint", `checkpoint f0 is ${describe(f0Value)}, expected 1 or 0`);
+	const f0 = f0Value === 1 || f0Value === true;
+	const rawConfig = root.get("config");
+	if (!Array.isArray(rawConfig))
+		throw new RvcCheckpointError(
+			"not_a_checkpoint",
+			`checkpoint config is ${describe(rawConfig)}, expected RVC's 18-item list`,
+		);
+	let config: SynthesizerConfig;
+	try {
+		config = parseSynthesizerConfig(rawConfig);
+	} catch (error) {
+		if (error instanceof SynthesizerConfigError) throw new RvcCheckpointError("invalid_config", error.message);
+		throw error;
+	}
+	const sr = root.get("sr");
+	const srRates: Record<string, number> = { "32k": 32000, "40k": 40000, "48k": 48000 };
+	if (typeof sr === "string" && srRates[sr] !== undefined && srRates[sr] !== config.sampleRate)
+		throw new RvcCheckpointError(
+			"config_mismatch",
+			`checkpoint sr is ${sr} but config sampling_rate is ${config.sampleRate}`,
+		);
+	if (samplesPerFrame(config) * 100 !== config.sampleRate) {
+		throw new RvcCheckpointError(
+			"config_mismatch",
+			`config upsample_rates [${config.upsampleRates.join(", ")}] give ${samplesPerFrame(config)} samples per 10 ms frame, sampling_rate ${config.sampleRate} needs ${config.sampleRate / 100}`,
+		);
+	}
+	const info = root.get("info");
+
+	const loader = new TensorLoader(archive, prefix);
+	const raw = new Map<string, TensorRef>();
+	for (const [key, value] of weight) {
+		if (typeof key === "string" && value instanceof TensorRef) raw.set(key, value);
+	}
+	const featureDim = FEATURE_DIMS[version];
+	const specs = synthesizerTensors(config, featureDim, f0);
+	const rawDims = (name: string): number[] | undefined => {
+		const ref = raw.get(name) ?? raw.get(name.replace(/\.weight$/, ".weight_v"));
+		return ref?.dims;
+	};
+
+	// Tensors that pin a config size first, so a config that disagrees with the weights says so as a whole.
+	const phone = rawDims("enc_p.emb_phone.weight");
+	if (phone !== undefined && phone[1] !== featureDim)
+		throw new RvcCheckpointError(
+			"config_mismatch",
+			`version ${version} takes ${featureDim}-wide features but enc_p.emb_phone.weight is ${shape(phone)} (${phone[1]}-wide)`,
+		);
+	const anchors: [string, number, number, string][] = [
+		["enc_p.emb_phone.weight", 0, config.hiddenChannels, "hidden_channels"],
+		["enc_p.proj.weight", 0, 2 * config.interChannels, "inter_channels (x2)"],
+		["enc_p.encoder.ffn_layers.0.conv_1.weight", 0, config.filterChannels, "filter_channels"],
+		["enc_p.encoder.ffn_layers.0.conv_1.weight", 2, config.kernelSize, "kernel_size"],
+		["dec.conv_pre.weight", 0, config.upsampleInitialChannel, "upsample_initial_channel"],
+		["emb_g.weight", 1, config.ginChannels, "gin_channels"],
+	];
+	for (const [name, axis, expected, field] of anchors) {
+		const dims = rawDims(name);
+		if (dims !== undefined && dims[axis] !== expected)
+			throw new RvcCheckpointError("config_mismatch", `config ${field} is ${expected} but ${name} is ${shape(dims)}`);
+	}
+	if (
+		raw.has(`enc_p.encoder.attn_layers.${config.layers}.conv_q.weight`) ||
+		raw.has(`dec.ups.${config.upsampleRates.length}.weight_v`)
+	)
+		throw new RvcCheckpointError(
+			"config_mismatch",
+			"checkpoint has more encoder layers or upsampling stages than its config says",
+		);
+	if (f0 && !raw.has("enc_p.emb_pitch.weight") && raw.has("enc_p.emb_phone.weight"))
+		throw new RvcCheckpointError(
+			"config_mismatch",
+			"checkpoint says f0 = 1 but has no pitch embedding (enc_p.emb_pitch.weight)",
+		);
+
+	const weights = new Map<string, Tensor>();
+	let parameters = 0;
+	for (const [name, spec] of specs) {
+		const base = name.slice(0, -".weight".length);
+		let tensor: Tensor;
+		const direct = raw.get(name);
+		if (direct !== undefined || !spec.weightNormed) {
+			if (direct === undefined) throw new RvcCheckpointError("missing_tensor", `checkpoint lacks tensor ${name}`);
+			if (!sameDims(direct.dims, spec.dims))
+				throw new RvcCheckpointError(
+					"misshapen_tensor",
+					`tensor ${name} is ${shape(direct.dims)}, the config implies ${shape(spec.dims)}`,
+				);
+			tensor = loader.load(name, direct);
+		} else {
+			const gRef = raw.get(`${base}.weight_g`);
+			const vRef = raw.get(`${base}.weight_v`);
+			if (gRef === undefined || vRef === undefined)
+				throw new RvcCheckpointError(
+					"missing_tensor",
+					`checkpoint lacks tensor ${gRef === undefined ? `${base}.weight_g` : `${base}.weight_v`}`,
+				);
+			const gDims = [spec.dims[0] as number, ...spec.dims.slice(1).map(() => 1)];
+			if (!sameDims(vRef.dims, spec.dims) || !sameDims(gRef.dims, gDims))
+				throw new RvcCheckpointError(
+					"misshapen_tensor",
+					`tensors ${base}.weight_g ${shape(gRef.dims)} / weight_v ${shape(vRef.dims)}, the config implies ${shape(gDims)} / ${shape(spec.dims)}`,
+				);
+			const v = loader.load(`${base}.weight_v`, vRef);
+			tensor = { dims: v.dims, data: foldWeightNorm(loader.load(`${base}.weight_g`, gRef), v) };
+		}
+		weights.set(name, tensor);
+		parameters += tensor.data.length;
+	}
+	const speakers = (weights.get("emb_g.weight") as Tensor).dims[0] as number;
+	if (speakers < 1) throw new RvcCheckpointError("misshapen_tensor", "emb_g.weight has no speaker rows");
+	const dtypes = [...loader.dtypes];
+	return {
+		version,
+		f0,
+		sr: typeof sr === "string" ? sr : undefined,
+		config: { ...config, speakers },
+		featureDim,
+		speakers,
+		info: typeof info === "string" ? info : undefined,
+		dtype: dtypes.length === 1 ? (dtypes[0] as StorageDtype) : "float32",
+		weights,
+		parameters,
+	};
+}

@@ -1,0 +1,443 @@
+/**
+ * Builds RVC's synthesizer as an ONNX graph from its config and weights (weight norm already folded), with the
+ * inputs of RVC's ONNX export: `phone` f32 [1, F, 256|768], `phone_lengths` i64 [1], `pitch` i64 [1, F] and
+ * `pitchf` f32 [1, F] (f0 models only), `ds` i64 [1], `rnd` f32 [1, inter_channels, F] -> `audio` f32
+ * [1, 1, F x hop]. The graph is RVC's `infer` (`infer/module/models.py`) layer by layer:
+ *
+ * - text encoder: `emb_phone` (+ `emb_pitch`), x sqrt(hidden), leaky ReLU 0.1, post-norm transformer layers
+ *   with relative-position attention (window 10, shared key/value embeddings, RVC's pad-and-reshape skew) and a
+ *   convolutional FFN, everything masked by `phone_lengths`; projection to `m`, `logs`;
+ *   `z_p = (m + exp(logs) x rnd) x mask` (`rnd` is the export's pre-scaled noise; RVC's `infer` draws
+ *   `randn x 0.66666` there).
+ * - flow, reversed: flip, then each mean-only coupling (a gated WaveNet conditioned on the speaker) from the
+ *   last to the first.
+ * - decoder: HiFi-GAN (`Generator`) for f0 = 0 models; for f0 models `GeneratorNSF`, whose harmonic source is
+ *   `sin(2 pi cumsum(f0 / sr)) x 0.1` on voiced samples plus Gaussian noise (0.003 voiced, 0.1 / 3 unvoiced,
+ *   a `RandomNormalLike` node as in RVC's export), merged by `l_linear` and tanh, fed into every stage through
+ *   the `noise_convs`.
+ *
+ * The sine's phase is accumulated in float64 and reduced to one cycle before `sin`: RVC reaches the same value
+ * by wrapping its float32 running sum at whole cycles, which only serves to keep the argument small.
+ */
+import { OnnxGraphBuilder } from "./onnx-writer.ts";
+import type { Tensor } from "./rvc-checkpoint.ts";
+import {
+	ATTENTION_WINDOW,
+	FLOW_COUPLINGS,
+	FLOW_KERNEL,
+	FLOW_WAVENET_LAYERS,
+	type SynthesizerConfig,
+	samplesPerFrame,
+} from "./synthesizer-config.ts";
+
+export interface SynthesizerGraphSpec {
+	config: SynthesizerConfig;
+	/** ContentVec width of `phone`: 256 (v1) or 768 (v2). */
+	featureDim: number;
+	f0: boolean;
+	/** By RVC's parameter names, weight norm folded (`rvc-checkpoint.ts`). */
+	weights: ReadonlyMap<string, Tensor>;
+}
+
+export interface SynthesizerGraphOptions {
+	/**
+	 * The NSF source's Gaussian noise, as RVC runs it (default). Off makes the graph deterministic: RVC's
+	 * `infer` with that noise zero, which the tests compare against PyTorch.
+	 */
+	sourceNoise?: boolean;
+}
+
+export interface BuiltSynthesizer {
+	bytes: Uint8Array;
+	parameters: number;
+	/** Parameters per part: text encoder, flow, decoder. */
+	parts: Record<string, number>;
+}
+
+const LRELU_SLOPE = 0.1;
+const SINE_AMP = 0.1;
+const VOICED_NOISE = 0.003;
+const FLOAT = 1;
+const DOUBLE = 11;
+const INT64_MAX = Number.MAX_SAFE_INTEGER;
+
+class GraphWriter {
+	readonly g = new OnnxGraphBuilder();
+	readonly #weights: ReadonlyMap<string, Tensor>;
+
+	constructor(weights: ReadonlyMap<string, Tensor>) {
+		this.#weights = weights;
+	}
+
+	tensor(name: string): Tensor {
+		const t = this.#weights.get(name);
+		if (t === undefined) throw new Error(`synthesizer weights lack ${name}`);
+		return t;
+	}
+
+	weight(name: string, dims?: number[]): string {
+		const t = this.tensor(name);
+		return this.g.initializer(name, { type: "float32", dims: dims ?? t.dims, data: t.data });
+	}
+
+	/** `[out, in]` or `[out, in, 1]` as a MatMul operand `[in, out]`. */
+	transposedWeight(name: string): string {
+		const t = this.tensor(name);
+		const [out, cin] = t.dims as [number, number];
+		const data = new Float32Array(out * cin);
+		for (let o = 0; o < out; o++) for (let i = 0; i < cin; i++) data[i * out + o] = t.data[o * cin + i] as number;
+		return this.g.initializer(name, { type: "float32", dims: [cin, out], data });
+	}
+
+	node(op: string, inputs: string[], attributes: Parameters<OnnxGraphBuilder["node"]>[2] = {}): string {
+		return this.g.node(op, inputs, attributes);
+	}
+
+	scalar(value: number): string {
+		return this.g.scalar("c", value);
+	}
+
+	ints(values: number[]): string {
+		return this.g.int64s("i", values);
+	}
+
+	/** Linear layer (or 1x1 conv) on the last axis of `[1, T, in]`. */
+	linear(x: string, name: string): string {
+		const y = this.node("MatMul", [x, this.transposedWeight(`${name}.weight`)]);
+		return this.node("Add", [y, this.weight(`${name}.bias`)]);
+	}
+
+	/** Conv1d on `[1, C, T]` with torch's padding (`[left, right]`), stride and dilation. */
+	conv(x: string, name: string, o: { pad?: [number, number]; stride?: number; dilation?: number } = {}): string {
+		const w = this.tensor(`${name}.weight`);
+		const inputs = [x, this.weight(`${name}.weight`)];
+		if (this.#weights.has(`${name}.bias`)) inputs.push(this.weight(`${name}.bias`));
+		return this.node("Conv", inputs, {
+			kernel_shape: [w.dims[2] as number],
+			pads: o.pad ?? [0, 0],
+			strides: [o.stride ?? 1],
+			dilations: [o.dilation ?? 1],
+		});
+	}
+
+	leakyRelu(x: string, alpha: number): string {
+		return this.node("LeakyRelu", [x], { alpha: { float: alpha } });
+	}
+
+	/** Pads with a dynamic pads vector built from constant and computed 1-element pieces. */
+	pad(x: string, pieces: (number | string)[]): string {
+		const pads = this.node(
+			"Concat",
+			pieces.map((p) => (typeof p === "number" ? this.ints([p]) : p)),
+			{ axis: 0 },
+		);
+		return this.node("Pad", [x, pads]);
+	}
+
+	reshape(x: string, pieces: (number | string)[]): string {
+		const shape = this.node(
+			"Concat",
+			pieces.map((p) => (typeof p === "number" ? this.ints([p]) : p)),
+			{ axis: 0 },
+		);
+		return this.node("Reshape", [x, shape]);
+	}
+
+	slice(x: string, starts: string, ends: string, axes: number[]): string {
+		return this.node("Slice", [x, starts, ends, this.ints(axes)]);
+	}
+
+	concatInts(pieces: (number | string)[]): string {
+		return this.node(
+			"Concat",
+			pieces.map((p) => (typeof p === "number" ? this.ints([p]) : p)),
+			{ axis: 0 },
+		);
+	}
+}
+
+/** Frame-count values (1-element int64 vectors) that the relative attention's reshapes need. */
+interface Lengths {
+	t: string;
+	tMinus1: string;
+	twoT: string;
+	twoTMinus1: string;
+	/** Rows of the padded relative-embedding table to keep: `[start]`, `[start + 2T - 1]`. */
+	relStart: string;
+	relEnd: string;
+	/** Padding of the table on each side: `max(T - (window + 1), 0)`. */
+	relPad: string;
+}
+
+function textEncoder(
+	w: GraphWriter,
+	spec: SynthesizerGraphSpec,
+	inputs: { phone: string; pitch?: string },
+	mask: { channels: string; frames: string; pairsMasked: string },
+	lengths: Lengths,
+): { m: string; logs: string } {
+	const { config } = spec;
+	const hidden = config.hiddenChannels;
+	const heads = config.heads;
+	const headDim = hidden / heads;
+	const { g } = w;
+	let x = w.linear(inputs.phone, "enc_p.emb_phone");
+	if (inputs.pitch !== undefined)
+		x = w.node("Add", [x, w.node("Gather", [w.weight("enc_p.emb_pitch.weight"), inputs.pitch])]);
+	x = w.leakyRelu(w.node("Mul", [x, w.scalar(Math.sqrt(hidden))]), 0.1);
+	// Residual stream as [1, T, hidden]; masked on entry to the encoder and again inside it (as RVC does).
+	x = w.node("Mul", [w.node("Mul", [x, mask.frames]), mask.frames]);
+
+	const relativeTable = (name: string): string =>
+		w.slice(w.pad(w.weight(name), [0, lengths.relPad, 0, 0, lengths.relPad, 0]), lengths.relStart, lengths.relEnd, [1]);
+	const heads4 = (t: string): string =>
+		w.node("Transpose", [w.reshape(t, [0, 0, heads, headDim])], { perm: [0, 2, 1, 3] });
+
+	for (let l = 0; l < config.layers; l++) {
+		const prefix = `enc_p.encoder.attn_layers.${l}`;
+		const q = w.node("Div", [heads4(w.linear(x, `${prefix}.conv_q`)), w.scalar(Math.sqrt(headDim))]);
+		const k = heads4(w.linear(x, `${prefix}.conv_k`));
+		const v = heads4(w.linear(x, `${prefix}.conv_v`));
+		let scores = w.node("MatMul", [q, w.node("Transpose", [k], { perm: [0, 1, 3, 2] })]);
+		// Relative logits [1, h, T, 2T-1] to absolute [1, h, T, T]: pad a column, flatten, pad T-1, view as
+		// [T+1, 2T-1], keep the first T rows from column T-1 on.
+		const relativeLogits = w.node("MatMul", [
+			q,
+			w.node("Transpose", [relativeTable(`${prefix}.emb_rel_k`)], { perm: [0, 2, 1] }),
+		]);
+		let skewed = w.reshape(w.pad(relativeLogits, [0, 0, 0, 0, 0, 0, 0, 1]), [0, 0, -1]);
+		skewed = w.reshape(w.pad(skewed, [0, 0, 0, 0, 0, lengths.tMinus1]), [0, 0, -1, lengths.twoTMinus1]);
+		skewed = w.slice(skewed, w.concatInts([0, lengths.tMinus1]), w.concatInts([lengths.t, lengths.twoTMinus1]), [2, 3]);
+		scores = w.node("Add", [scores, skewed]);
+		scores = w.node("Where", [mask.pairsMasked, w.scalar(-1e4), scores]);
+		const weights = w.node("Softmax", [scores], { axis: -1 });
+		let context = w.node("MatMul", [weights, v]);
+		// Absolute weights [1, h, T, T] to relative [1, h, T, 2T-1]: pad T-1 columns, flatten, pad T in front,
+		// view as [T, 2T], drop the first column.
+		let relative = w.reshape(w.pad(weights, [0, 0, 0, 0, 0, 0, 0, lengths.tMinus1]), [0, 0, -1]);
+		relative = w.reshape(w.pad(relative, [0, 0, lengths.t, 0, 0, 0]), [0, 0, -1, lengths.twoT]);
+		relative = w.slice(relative, w.ints([1]), w.ints([INT64_MAX]), [3]);
+		context = w.node("Add", [context, w.node("MatMul", [relative, relativeTable(`${prefix}.emb_rel_v`)])]);
+		const merged = w.reshape(w.node("Transpose", [context], { perm: [0, 2, 1, 3] }), [0, 0, hidden]);
+		x = layerNorm(w, w.node("Add", [x, w.linear(merged, `${prefix}.conv_o`)]), `enc_p.encoder.norm_layers_1.${l}`);
+
+		const ffn = `enc_p.encoder.ffn_layers.${l}`;
+		const k0 = config.kernelSize;
+		const same: [number, number] = [(k0 - 1) >> 1, k0 >> 1];
+		let y = w.node("Transpose", [w.node("Mul", [x, mask.frames])], { perm: [0, 2, 1] });
+		y = w.node("Relu", [w.conv(y, `${ffn}.conv_1`, { pad: same })]);
+		y = w.node("Mul", [w.conv(w.node("Mul", [y, mask.channels]), `${ffn}.conv_2`, { pad: same }), mask.channels]);
+		x = layerNorm(
+			w,
+			w.node("Add", [x, w.node("Transpose", [y], { perm: [0, 2, 1] })]),
+			`enc_p.encoder.norm_layers_2.${l}`,
+		);
+	}
+	x = w.node("Mul", [x, mask.frames]);
+	const stats = w.node("Transpose", [w.node("Mul", [w.linear(x, "enc_p.proj"), mask.frames])], { perm: [0, 2, 1] });
+	const inter = config.interChannels;
+	const [m, logs] = g.nodeOutputs("Split", [stats, w.ints([inter, inter])], { axis: 1 }, [
+		g.fresh("m"),
+		g.fresh("logs"),
+	]) as [string, string];
+	return { m, logs };
+}
+
+function layerNorm(w: GraphWriter, x: string, name: string): string {
+	return w.node("LayerNormalization", [x, w.weight(`${name}.gamma`), w.weight(`${name}.beta`)], {
+		axis: -1,
+		epsilon: { float: 1e-5 },
+	});
+}
+
+/** RVC's `WN`: gated dilated convolutions conditioned on the speaker embedding. */
+function waveNet(w: GraphWriter, x: string, mask: string, speaker: string, prefix: string, hidden: number): string {
+	const conditions = w.g.nodeOutputs(
+		"Split",
+		[w.conv(speaker, `${prefix}.cond_layer`), w.ints(Array(FLOW_WAVENET_LAYERS).fill(2 * hidden))],
+		{ axis: 1 },
+		Array.from({ length: FLOW_WAVENET_LAYERS }, () => w.g.fresh("cond")),
+	);
+	let h = x;
+	let output: string | undefined;
+	const pad = (FLOW_KERNEL - 1) / 2;
+	for (let i = 0; i < FLOW_WAVENET_LAYERS; i++) {
+		const pre = w.node("Add", [w.conv(h, `${prefix}.in_layers.${i}`, { pad: [pad, pad] }), conditions[i] as string]);
+		const [a, b] = w.g.nodeOutputs("Split", [pre, w.ints([hidden, hidden])], { axis: 1 }, [
+			w.g.fresh("a"),
+			w.g.fresh("b"),
+		]) as [string, string];
+		const acts = w.node("Mul", [w.node("Tanh", [a]), w.node("Sigmoid", [b])]);
+		const resSkip = w.conv(acts, `${prefix}.res_skip_layers.${i}`);
+		if (i < FLOW_WAVENET_LAYERS - 1) {
+			const [res, skip] = w.g.nodeOutputs("Split", [resSkip, w.ints([hidden, hidden])], { axis: 1 }, [
+				w.g.fresh("res"),
+				w.g.fresh("skip"),
+			]) as [string, string];
+			h = w.node("Mul", [w.node("Add", [h, res]), mask]);
+			output = output === undefined ? skip : w.node("Add", [output, skip]);
+		} else output = output === undefined ? resSkip : w.node("Add", [output, resSkip]);
+	}
+	return w.node("Mul", [output as string, mask]);
+}
+
+function reversedFlow(w: GraphWriter, spec: SynthesizerGraphSpec, z: string, mask: string, speaker: string): string {
+	const inter = spec.config.interChannels;
+	const half = inter / 2;
+	const flip = w.ints(Array.from({ length: inter }, (_, i) => inter - 1 - i));
+	let x = z;
+	for (let k = FLOW_COUPLINGS - 1; k >= 0; k--) {
+		x = w.node("Gather", [x, flip], { axis: 1 });
+		const prefix = `flow.flows.${2 * k}`;
+		const [x0, x1] = w.g.nodeOutputs("Split", [x, w.ints([half, half])], { axis: 1 }, [
+			w.g.fresh("x0"),
+			w.g.fresh("x1"),
+		]) as [string, string];
+		const h = w.node("Mul", [w.conv(x0, `${prefix}.pre`), mask]);
+		const m = w.node("Mul", [
+			w.conv(waveNet(w, h, mask, speaker, `${prefix}.enc`, spec.config.hiddenChannels), `${prefix}.post`),
+			mask,
+		]);
+		x = w.node("Concat", [x0, w.node("Mul", [w.node("Sub", [x1, m]), mask])], { axis: 1 });
+	}
+	return x;
+}
+
+/** RVC's `SourceModuleHnNSF` (one harmonic): excitation `[1, 1, F x hop]` from `pitchf`. */
+function harmonicSource(w: GraphWriter, config: SynthesizerConfig, pitchf: string, noise: boolean): string {
+	const hop = samplesPerFrame(config);
+	const f0 = w.reshape(w.node("Expand", [w.node("Unsqueeze", [pitchf, w.ints([2])]), w.ints([1, 1, hop])]), [1, -1]);
+	const increment = w.node("Div", [f0, w.scalar(config.sampleRate)]);
+	const phase = w.node("CumSum", [w.node("Cast", [increment], { to: DOUBLE }), w.ints([1])]);
+	const cycle = w.node("Cast", [w.node("Sub", [phase, w.node("Floor", [phase])])], { to: FLOAT });
+	const sine = w.node("Mul", [w.node("Sin", [w.node("Mul", [cycle, w.scalar(2 * Math.PI)])]), w.scalar(SINE_AMP)]);
+	const voiced = w.node("Cast", [w.node("Greater", [f0, w.scalar(0)])], { to: FLOAT });
+	let excitation = w.node("Mul", [sine, voiced]);
+	if (noise) {
+		const amplitude = w.node("Add", [
+			w.node("Mul", [voiced, w.scalar(VOICED_NOISE - SINE_AMP / 3)]),
+			w.scalar(SINE_AMP / 3),
+		]);
+		excitation = w.node("Add", [
+			excitation,
+			w.node("Mul", [w.node("RandomNormalLike", [sine], { scale: { float: 1 } }), amplitude]),
+		]);
+	}
+	const merged = w.node("Add", [
+		w.node("Mul", [excitation, w.weight("dec.m_source.l_linear.weight", [])]),
+		w.weight("dec.m_source.l_linear.bias", []),
+	]);
+	return w.node("Unsqueeze", [w.node("Tanh", [merged]), w.ints([1])]);
+}
+
+function decoder(w: GraphWriter, spec: SynthesizerGraphSpec, z: string, speaker: string, harmonic?: string): string {
+	const { config } = spec;
+	let x = w.node("Add", [w.conv(z, "dec.conv_pre", { pad: [3, 3] }), w.conv(speaker, "dec.cond")]);
+	const kernels = config.resblockKernelSizes.length;
+	const stages = config.upsampleRates.length;
+	for (let i = 0; i < stages; i++) {
+		const rate = config.upsampleRates[i] as number;
+		const kernel = config.upsampleKernelSizes[i] as number;
+		const p = Math.floor((kernel - rate) / 2);
+		x = w.node(
+			"ConvTranspose",
+			[w.leakyRelu(x, LRELU_SLOPE), w.weight(`dec.ups.${i}.weight`), w.weight(`dec.ups.${i}.bias`)],
+			{ kernel_shape: [kernel], strides: [rate], pads: [p, p] },
+		);
+		if (harmonic !== undefined) {
+			const stride = config.upsampleRates.slice(i + 1).reduce((a, b) => a * b, 1);
+			const source =
+				i + 1 < stages
+					? w.conv(harmonic, `dec.noise_convs.${i}`, {
+							stride,
+							pad: [Math.floor(stride / 2), Math.floor(stride / 2)],
+						})
+					: w.conv(harmonic, `dec.noise_convs.${i}`);
+			x = w.node("Add", [x, source]);
+		}
+		let sum: string | undefined;
+		config.resblockKernelSizes.forEach((k, j) => {
+			const block = `dec.resblocks.${i * kernels + j}`;
+			const dilations = config.resblockDilationSizes[j] as number[];
+			let r = x;
+			dilations.forEach((d, m) => {
+				const dilated: [number, number] = [((k - 1) * d) >> 1, ((k - 1) * d) >> 1];
+				const plain: [number, number] = [(k - 1) >> 1, (k - 1) >> 1];
+				let t = w.leakyRelu(r, LRELU_SLOPE);
+				if (config.resblock === "1") {
+					t = w.conv(t, `${block}.convs1.${m}`, { pad: dilated, dilation: d });
+					t = w.conv(w.leakyRelu(t, LRELU_SLOPE), `${block}.convs2.${m}`, { pad: plain });
+				} else t = w.conv(t, `${block}.convs.${m}`, { pad: dilated, dilation: d });
+				r = w.node("Add", [t, r]);
+			});
+			sum = sum === undefined ? r : w.node("Add", [sum, r]);
+		});
+		x = w.node("Div", [sum as string, w.scalar(kernels)]);
+	}
+	const post = w.conv(w.leakyRelu(x, 0.01), "dec.conv_post", { pad: [3, 3] });
+	return w.g.node("Tanh", [post], {}, ["audio"]);
+}
+
+export function buildSynthesizerGraph(
+	spec: SynthesizerGraphSpec,
+	options: SynthesizerGraphOptions = {},
+): BuiltSynthesizer {
+	const w = new GraphWriter(spec.weights);
+	const { g } = w;
+	const { config } = spec;
+	const phone = g.input("phone", "float32", [1, "frames", spec.featureDim]);
+	const phoneLengths = g.input("phone_lengths", "int64", [1]);
+	const pitch = spec.f0 ? g.input("pitch", "int64", [1, "frames"]) : undefined;
+	const pitchf = spec.f0 ? g.input("pitchf", "float32", [1, "frames"]) : undefined;
+	const ds = g.input("ds", "int64", [1]);
+	const rnd = g.input("rnd", "float32", [1, config.interChannels, "frames"]);
+
+	// sequence_mask(phone_lengths): frame index < length.
+	const t = w.slice(w.node("Shape", [phone]), w.ints([1]), w.ints([2]), [0]);
+	const scalarInt = (v: number) => w.node("Squeeze", [w.ints([v]), w.ints([0])]);
+	const frameIndex = w.node("Range", [scalarInt(0), w.node("Squeeze", [t, w.ints([0])]), scalarInt(1)]);
+	const valid = w.node("Less", [frameIndex, phoneLengths]);
+	const validFloat = w.node("Cast", [valid], { to: FLOAT });
+	const mask = {
+		channels: w.reshape(validFloat, [1, 1, -1]),
+		frames: w.reshape(validFloat, [1, -1, 1]),
+		pairsMasked: w.node("Not", [
+			w.node("And", [w.node("Unsqueeze", [valid, w.ints([1])]), w.node("Unsqueeze", [valid, w.ints([0])])]),
+		]),
+	};
+	const tMinus1 = w.node("Sub", [t, w.ints([1])]);
+	const twoT = w.node("Mul", [t, w.ints([2])]);
+	const twoTMinus1 = w.node("Sub", [twoT, w.ints([1])]);
+	const relStart = w.node("Max", [w.node("Sub", [w.ints([ATTENTION_WINDOW + 1]), t]), w.ints([0])]);
+	const lengths: Lengths = {
+		t,
+		tMinus1,
+		twoT,
+		twoTMinus1,
+		relStart,
+		relEnd: w.node("Add", [relStart, twoTMinus1]),
+		relPad: w.node("Max", [w.node("Sub", [t, w.ints([ATTENTION_WINDOW + 1])]), w.ints([0])]),
+	};
+
+	const speaker = w.node("Unsqueeze", [w.node("Gather", [w.weight("emb_g.weight"), ds]), w.ints([2])]);
+	const speakerParameters = g.parameterCount;
+	const { m, logs } = textEncoder(w, spec, pitch === undefined ? { phone } : { phone, pitch }, mask, lengths);
+	const encoderParameters = g.parameterCount - speakerParameters;
+	const zp = w.node("Mul", [w.node("Add", [m, w.node("Mul", [w.node("Exp", [logs]), rnd])]), mask.channels]);
+	const z = reversedFlow(w, spec, zp, mask.channels, speaker);
+	const flowParameters = g.parameterCount - speakerParameters - encoderParameters;
+	const harmonic = pitchf === undefined ? undefined : harmonicSource(w, config, pitchf, options.sourceNoise ?? true);
+	decoder(w, spec, w.node("Mul", [z, mask.channels]), speaker, harmonic);
+	g.output("audio", "float32", [1, 1, "samples"]);
+	return {
+		bytes: g.toModel({ producer: "voice-conversion gpu-runner rvc checkpoint" }),
+		parameters: g.parameterCount,
+		parts: {
+			speaker_embedding: speakerParameters,
+			text_encoder: encoderParameters,
+			flow: flowParameters,
+			[spec.f0 ? "nsf_generator" : "generator"]:
+				g.parameterCount - speakerParameters - encoderParameters - flowParameters,
+		},
+	};
+}
