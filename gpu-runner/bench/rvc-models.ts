@@ -4,6 +4,13 @@
  * match the real models; the few simplifications are listed per model. Built at bench time, never committed.
  */
 import { OnnxGraphBuilder } from "../src/engines/rvc/onnx-writer.ts";
+import type { Tensor } from "../src/engines/rvc/rvc-checkpoint.ts";
+import {
+	PUBLISHED_CONFIG_40K,
+	parseSynthesizerConfig,
+	synthesizerTensors,
+} from "../src/engines/rvc/synthesizer-config.ts";
+import { buildSynthesizerGraph } from "../src/engines/rvc/synthesizer-graph.ts";
 
 export interface BuiltModel {
 	name: string;
@@ -101,10 +108,6 @@ class Layers {
 		]);
 	}
 
-	leakyRelu(x: string, alpha: number): string {
-		return this.g.node("LeakyRelu", [x], { alpha: { float: alpha } });
-	}
-
 	transpose(x: string, perm: number[]): string {
 		return this.g.node("Transpose", [x], { perm });
 	}
@@ -123,11 +126,6 @@ class Layers {
 		const scores = this.g.node("Mul", [this.g.node("MatMul", [q, k]), this.g.scalar("scale", 1 / Math.sqrt(headDim))]);
 		const context = this.g.node("MatMul", [this.g.node("Softmax", [scores], { axis: -1 }), v]);
 		return this.linear(this.reshape(this.transpose(context, [0, 2, 1, 3]), [0, 0, dim]), dim, dim);
-	}
-
-	split(x: string, axis: number, sizes: number[]): string[] {
-		const outputs = sizes.map(() => this.g.fresh("split"));
-		return this.g.nodeOutputs("Split", [x, this.g.int64s("split", sizes)], { axis }, outputs);
 	}
 }
 
@@ -262,172 +260,27 @@ export function buildRmvpe(): BuiltModel {
 }
 
 /**
- * RVC v2's 40 kHz synthesizer (`SynthesizerTrnMs768NSFsid`, inference path as exported to ONNX):
- * - text encoder: phone 768 -> 192 plus a 256 x 192 pitch embedding, 6 post-norm transformer layers
- *   (192 wide, 2 heads, convolutional FFN 768 with kernel 3), projection to mean and log-scale;
- *   z = m + exp(logs) x rnd.
- * - flow, reversed: 4 mean-only coupling layers with channel flips, each a WaveNet of 3 layers (192 hidden,
- *   kernel 5) conditioned on the 256-d speaker embedding.
- * - NSF-HiFiGAN generator: conv 192 -> 512, upsampling x10, x10, x2, x2 (kernels 16, 16, 4, 4) down to
- *   32 channels, three residual blocks per stage (kernels 3, 7, 11, dilations 1, 3, 5), a harmonic sine
- *   source from pitchf injected by strided convolutions at every stage, speaker conditioning, tanh output.
- * Simplifications: the text encoder uses plain attention instead of relative-position attention
- * (window 10; about 10k fewer parameters, negligible compute at 100 frames/s), and the sine source
- * integrates phase at the audio rate instead of RVC's frame-rate trick (same op count).
+ * RVC v2's 40 kHz synthesizer with the published config (`extract_small_model`'s "40k"), built by the engine's
+ * own builder (`src/engines/rvc/synthesizer-graph.ts`, the graph a `.pth` voice runs) from random weights of
+ * the shapes that config implies, so the bench times exactly what voices run.
  */
 export function buildSynthesizer40k(): BuiltModel {
-	const l = new Layers(3);
-	const { g } = l;
-	const sampleRate = 40000;
-	const rates = [10, 10, 2, 2];
-	const kernels = [16, 16, 4, 4];
-	const upp = rates.reduce((a, b) => a * b, 1);
-	const phone = g.input("phone", "float32", [1, "frames", 768]);
-	const lengths = g.input("phone_lengths", "int64", [1]);
-	const pitch = g.input("pitch", "int64", [1, "frames"]);
-	const pitchf = g.input("pitchf", "float32", [1, "frames"]);
-	const ds = g.input("ds", "int64", [1]);
-	const rnd = g.input("rnd", "float32", [1, 192, "frames"]);
-	// x_mask = sequence_mask(phone_lengths): frame index < length, [1, 1, frames].
-	const ones = g.node("Add", [g.node("Mul", [pitchf, g.scalar("zero_f", 0)]), g.scalar("one_f", 1)]);
-	const index = g.node("Sub", [g.node("CumSum", [ones, g.int64s("axis", [1])]), g.scalar("one_i", 1)]);
-	const mask = g.node("Unsqueeze", [
-		g.node("Cast", [g.node("Less", [index, g.node("Cast", [lengths], { to: 1 })])], { to: 1 }),
-		g.int64s("axes", [1]),
-	]);
-
-	const speaker = g.node("Unsqueeze", [
-		g.node("Gather", [l.weight("emb_g", [109, 256], 1), ds]),
-		g.int64s("axes", [2]),
-	]);
-
-	// Text encoder.
-	const before = g.parameterCount;
-	let x = g.node("Add", [l.linear(phone, 768, 192), g.node("Gather", [l.weight("emb_pitch", [256, 192], 1), pitch])]);
-	x = l.leakyRelu(g.node("Mul", [x, g.scalar("sqrt_hidden", Math.sqrt(192))]), 0.1);
-	for (let layer = 0; layer < 6; layer++) {
-		x = l.layerNorm(g.node("Add", [x, l.selfAttention(x, 192, 2)]), 192);
-		const ffn = l.conv1d(g.node("Relu", [l.conv1d(l.transpose(x, [0, 2, 1]), 192, 768, 3, { pad: 1 })]), 768, 192, 3, {
-			pad: 1,
-		});
-		x = l.layerNorm(g.node("Add", [x, l.transpose(ffn, [0, 2, 1])]), 192);
+	const random = new Layers(3);
+	const config = parseSynthesizerConfig(PUBLISHED_CONFIG_40K);
+	const weights = new Map<string, Tensor>();
+	for (const [name, spec] of synthesizerTensors(config, 768, true)) {
+		const dims = spec.dims.map((d) => (d === -1 ? config.speakers : d));
+		const length = dims.reduce((a, b) => a * b, 1);
+		const fanIn = dims.length > 1 ? length / (dims[0] as number) : 1;
+		weights.set(name, { dims, data: random.random(length, 1 / Math.sqrt(fanIn)) });
 	}
-	const [m, logs] = l.split(l.conv1d(l.transpose(x, [0, 2, 1]), 192, 384, 1), 1, [192, 192]) as [string, string];
-	let z = g.node("Mul", [g.node("Add", [m, g.node("Mul", [g.node("Exp", [logs]), rnd])]), mask]);
-	const encoderParameters = g.parameterCount - before;
-
-	// Flow, reversed.
-	const flowStart = g.parameterCount;
-	const flip = g.int64s(
-		"flip",
-		Array.from({ length: 192 }, (_, i) => 191 - i),
-	);
-	for (let layer = 0; layer < 4; layer++) {
-		z = g.node("Gather", [z, flip], { axis: 1 });
-		const [x0, x1] = l.split(z, 1, [96, 96]) as [string, string];
-		let h = l.conv1d(x0, 96, 192, 1);
-		const conditions = l.split(l.conv1d(speaker, 256, 2 * 192 * 3, 1), 1, [384, 384, 384]);
-		let skip: string | undefined;
-		for (let i = 0; i < 3; i++) {
-			const pre = g.node("Add", [l.conv1d(h, 192, 384, 5, { pad: 2 }), conditions[i] as string]);
-			const [a, b] = l.split(pre, 1, [192, 192]) as [string, string];
-			const acts = g.node("Mul", [g.node("Tanh", [a]), g.node("Sigmoid", [b])]);
-			if (i < 2) {
-				const [res, s] = l.split(l.conv1d(acts, 192, 384, 1), 1, [192, 192]) as [string, string];
-				h = g.node("Add", [h, res]);
-				skip = skip === undefined ? s : g.node("Add", [skip, s]);
-			} else {
-				skip = g.node("Add", [skip as string, l.conv1d(acts, 192, 192, 1)]);
-			}
-		}
-		z = g.node("Mul", [
-			g.node("Concat", [x0, g.node("Sub", [x1, l.conv1d(skip as string, 192, 96, 1)])], { axis: 1 }),
-			mask,
-		]);
-	}
-	const flowParameters = g.parameterCount - flowStart;
-
-	// NSF generator.
-	const generatorStart = g.parameterCount;
-	const f0 = l.reshape(
-		g.node("Expand", [g.node("Unsqueeze", [pitchf, g.int64s("axes", [2])]), g.int64s("per_frame", [1, 1, upp])]),
-		[1, -1],
-	);
-	const phase = g.node("CumSum", [g.node("Mul", [f0, g.scalar("inv_rate", 1 / sampleRate)]), g.int64s("axis", [1])]);
-	const sine = g.node("Mul", [
-		g.node("Sin", [g.node("Mul", [phase, g.scalar("two_pi", 2 * Math.PI)])]),
-		g.scalar("sine_amp", 0.1),
-	]);
-	const voiced = g.node("Cast", [g.node("Greater", [f0, g.scalar("zero", 0)])], { to: 1 });
-	const noiseAmp = g.node("Add", [
-		g.node("Mul", [voiced, g.scalar("voiced_noise", 0.003 - 0.1 / 3)]),
-		g.scalar("unvoiced_noise", 0.1 / 3),
-	]);
-	const noise = g.node("Mul", [g.node("RandomNormalLike", [sine], { scale: { float: 1 } }), noiseAmp]);
-	const excitation = g.node("Unsqueeze", [
-		g.node("Add", [g.node("Mul", [sine, voiced]), noise]),
-		g.int64s("axes", [1]),
-	]);
-	const harmonic = g.node("Tanh", [
-		g.node("Add", [g.node("Mul", [excitation, l.weight("l_linear_w", [1], 1)]), l.weight("l_linear_b", [1], 1)]),
-	]);
-
-	let y = g.node("Add", [l.conv1d(z, 192, 512, 7, { pad: 3 }), l.conv1d(speaker, 256, 512, 1)]);
-	let channels = 512;
-	for (let stage = 0; stage < 4; stage++) {
-		const rate = rates[stage] as number;
-		const kernel = kernels[stage] as number;
-		const out = channels / 2;
-		y = g.node(
-			"ConvTranspose",
-			[
-				l.leakyRelu(y, 0.1),
-				l.weight("up_w", [channels, out, kernel], channels * kernel),
-				l.weight("up_b", [out], channels * kernel),
-			],
-			{
-				kernel_shape: [kernel],
-				strides: [rate],
-				pads: [(kernel - rate) / 2, (kernel - rate) / 2],
-			},
-		);
-		const strideF0 = rates.slice(stage + 1).reduce((a, b) => a * b, 1);
-		const source =
-			stage < 3
-				? l.conv1d(harmonic, 1, out, strideF0 * 2, {
-						stride: strideF0,
-						pad: strideF0 / 2,
-					})
-				: l.conv1d(harmonic, 1, out, 1);
-		y = g.node("Add", [y, source]);
-		let sum: string | undefined;
-		for (const k of [3, 7, 11]) {
-			let r = y;
-			for (const dilation of [1, 3, 5]) {
-				const t = l.conv1d(l.leakyRelu(r, 0.1), out, out, k, {
-					dilation,
-					pad: (dilation * (k - 1)) / 2,
-				});
-				r = g.node("Add", [r, l.conv1d(l.leakyRelu(t, 0.1), out, out, k, { pad: (k - 1) / 2 })]);
-			}
-			sum = sum === undefined ? r : g.node("Add", [sum, r]);
-		}
-		y = g.node("Mul", [sum as string, g.scalar("third", 1 / 3)]);
-		channels = out;
-	}
-	y = g.node("Tanh", [l.conv1d(l.leakyRelu(y, 0.01), channels, 1, 7, { pad: 3, bias: false })], {}, ["audio"]);
-	g.output("audio", "float32", [1, 1, "samples"]);
-	const generatorParameters = g.parameterCount - generatorStart;
+	const built = buildSynthesizerGraph({ config, featureDim: 768, f0: true, weights });
 	return {
 		name: "synthesizer",
-		bytes: g.toModel(),
-		parameters: g.parameterCount,
-		parts: {
-			text_encoder: encoderParameters,
-			flow: flowParameters,
-			nsf_generator: generatorParameters,
-		},
+		bytes: built.bytes,
+		parameters: built.parameters,
+		parts: built.parts,
 		description:
-			"RVC v2 40 kHz SynthesizerTrnMs768NSFsid inference path: text encoder, reversed flow, NSF-HiFiGAN [10,10,2,2]",
+			"RVC v2 40 kHz SynthesizerTrnMs768NSFsid inference path: relative-attention text encoder, reversed flow, NSF-HiFiGAN [10,10,2,2]",
 	};
 }

@@ -341,9 +341,13 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 			`not an RVC inference checkpoint: no "weight" dict (keys: ${keys})${hint}`,
 		);
 	}
-	const version = root.get("version") ?? "v1";
-	if (version !== "v1" && version !== "v2")
-		throw new RvcCheckpointError("unknown_version", `unknown RVC version ${describe(version)}; v1 and v2 are read`);
+	const storedVersion: unknown = root.get("version") ?? "v1";
+	if (storedVersion !== "v1" && storedVersion !== "v2")
+		throw new RvcCheckpointError(
+			"unknown_version",
+			`unknown RVC version ${describe(storedVersion)}; v1 and v2 are read`,
+		);
+	const version: RvcVersion = storedVersion;
 	const f0Value = root.get("f0") ?? 1;
 	if (f0Value !== 0 && f0Value !== 1 && typeof f0Value !== "boolean")
 		throw new RvcCheckpointError("not_a_checkpoint", `checkpoint f0 is ${describe(f0Value)}, expected 1 or 0`);

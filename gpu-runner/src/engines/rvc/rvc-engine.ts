@@ -13,9 +13,10 @@
  *
  * Long input is cut at quiet points and joined with crossfades (`chunker.ts`), so memory stays bounded.
  *
- * Artifacts (`job.artifactPaths`): `contentvec`, `synthesizer` (ONNX files), `rmvpe` (ONNX, needed for the
- * `rmvpe` f0 method on models with f0), optional `index` (faiss). Voice params: see `params.ts`; `sample_rate`
- * is required; a job's `voiceSettings` override some of them.
+ * Artifacts (`job.artifactPaths`): `contentvec`, `synthesizer` (an ONNX export or RVC's `.pth` checkpoint, built
+ * into ONNX on first use: `synthesizer-file.ts`), `rmvpe` (ONNX, needed for the `rmvpe` f0 method on models
+ * with f0), optional `index` (faiss). Voice params: see `params.ts`; `sample_rate` is required; a job's
+ * `voiceSettings` override some of them.
  *
  * Compared with RVC's pipeline (details in README.md): the 48 Hz input high-pass runs once, forwards (RVC's
  * filtfilt needs the whole file); `rms_mix_rate` is applied per converted window rather than over the whole
@@ -46,6 +47,7 @@ import { type LoadedModels, ModelCache, type ModelPaths } from "./models.ts";
 import { applyVoiceSettings, parseRvcParams, type RvcParams } from "./params.ts";
 import { decodeSalience, shiftAndQuantise } from "./pitch.ts";
 import { NormalNoise } from "./random.ts";
+import { synthesizerOnnxPath } from "./synthesizer-file.ts";
 import { trackPitchYin } from "./yin-pitch.ts";
 
 /** Artifact names an `rvc` voice may carry: `rmvpe` is needed only for f0_method rmvpe, `index` is optional. */
@@ -336,7 +338,11 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				contextSeconds: params.contextSeconds,
 				crossfadeSeconds: params.crossfadeSeconds,
 			});
-			const { models, release } = await cache.acquire(paths);
+			// A `.pth` synthesizer is built into ONNX once (cached beside it by checksum).
+			const { models, release } = await cache.acquire({
+				...paths,
+				synthesizer: await synthesizerOnnxPath(paths.synthesizer),
+			});
 			let releaseIndex = (): void => {};
 			try {
 				if (models.synthesizer.takesPitch && params.f0Method === "rmvpe" && models.rmvpe === undefined) {

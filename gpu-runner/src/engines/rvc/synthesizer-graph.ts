@@ -30,6 +30,9 @@ import {
 	samplesPerFrame,
 } from "./synthesizer-config.ts";
 
+/** Raised whenever the graph built from the same checkpoint changes, so files built earlier are not reused. */
+export const SYNTHESIZER_GRAPH_VERSION = 1;
+
 export interface SynthesizerGraphSpec {
 	config: SynthesizerConfig;
 	/** ContentVec width of `phone`: 256 (v1) or 768 (v2). */

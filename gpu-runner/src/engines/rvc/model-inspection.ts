@@ -1,0 +1,159 @@
+/**
+ * What an operator needs to know about a voice file before uploading it (`npm run rvc -- inspect FILE`):
+ * the kind, recognised by its bytes, and for each kind the facts that decide how the engine runs it. Kinds:
+ * - `rvc_checkpoint`: RVC's `.pth` (a torch zip), read by `rvc-checkpoint.ts`;
+ * - `onnx`: any ONNX model; when it has RVC's synthesizer inputs, its sample rate is measured by running it on
+ *   a few frames (an export does not record it);
+ * - `faiss_index`: RVC's `.index` (faiss's binary format, fourcc first) — recognised, but not read here yet:
+ *   `inspectFeatureIndex` below is where the index reader plugs in.
+ * A file that cannot be used gives `{ refused: {problem, message} }`.
+ */
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import * as ort from "onnxruntime-node";
+import { type RvcCheckpoint, RvcCheckpointError, readRvcCheckpoint } from "./rvc-checkpoint.ts";
+import { hasZipSignature } from "./zip-archive.ts";
+
+export interface Inspection {
+	file: string;
+	kind: "rvc_checkpoint" | "onnx" | "faiss_index" | "unknown";
+	bytes: number;
+	sha256: string;
+	[fact: string]: unknown;
+	refused?: { problem: string; message: string };
+}
+
+/** The facts about a read checkpoint, in the names RVC's own config uses. */
+export function describeCheckpoint(checkpoint: RvcCheckpoint): Record<string, unknown> {
+	const c = checkpoint.config;
+	return {
+		version: checkpoint.version,
+		f0: checkpoint.f0 ? 1 : 0,
+		sample_rate: c.sampleRate,
+		sr: checkpoint.sr ?? null,
+		speakers: checkpoint.speakers,
+		feature_dim: checkpoint.featureDim,
+		dtype: checkpoint.dtype,
+		parameters: checkpoint.parameters,
+		info: checkpoint.info ?? null,
+		synthesizer_inputs: checkpoint.f0
+			? ["phone", "phone_lengths", "pitch", "pitchf", "ds", "rnd"]
+			: ["phone", "phone_lengths", "ds", "rnd"],
+		config: {
+			spec_channels: c.specChannels,
+			segment_size: c.segmentSize,
+			inter_channels: c.interChannels,
+			hidden_channels: c.hiddenChannels,
+			filter_channels: c.filterChannels,
+			n_heads: c.heads,
+			n_layers: c.layers,
+			kernel_size: c.kernelSize,
+			p_dropout: c.dropout,
+			resblock: c.resblock,
+			resblock_kernel_sizes: c.resblockKernelSizes,
+			resblock_dilation_sizes: c.resblockDilationSizes,
+			upsample_rates: c.upsampleRates,
+			upsample_initial_channel: c.upsampleInitialChannel,
+			upsample_kernel_sizes: c.upsampleKernelSizes,
+			spk_embed_dim: checkpoint.speakers,
+			gin_channels: c.ginChannels,
+			sampling_rate: c.sampleRate,
+		},
+	};
+}
+
+/** faiss index files start with a fourcc: `IwFl` (IVF flat), `IxF2` / `IxFI` (flat L2 / inner product), ... */
+function looksLikeFaissIndex(bytes: Uint8Array): boolean {
+	const fourcc = new TextDecoder().decode(bytes.subarray(0, 4));
+	return /^I[wx][A-Za-z0-9]{2}$/.test(fourcc);
+}
+
+/** The dispatch point for `.index` files; the faiss reader fills it in. */
+function inspectFeatureIndex(): Record<string, unknown> {
+	return {
+		refused: {
+			problem: "not_supported",
+			message: "faiss feature index: this build recognises the format but does not read it yet",
+		},
+	};
+}
+
+const PROBE_FRAMES = 4;
+
+async function inspectOnnx(bytes: Uint8Array): Promise<Record<string, unknown>> {
+	let session: ort.InferenceSession;
+	try {
+		session = await ort.InferenceSession.create(bytes);
+	} catch (error) {
+		const reason = error instanceof Error ? (error.message.split("\n")[0] ?? "") : String(error);
+		return { refused: { problem: "invalid_model", message: `not a loadable ONNX model: ${reason}` } };
+	}
+	try {
+		const describe = (list: readonly ort.InferenceSession.ValueMetadata[]) =>
+			list.map((m) => (m.isTensor ? { name: m.name, type: m.type, shape: m.shape } : { name: m.name }));
+		const facts: Record<string, unknown> = {
+			inputs: describe(session.inputMetadata),
+			outputs: describe(session.outputMetadata),
+		};
+		const input = (name: string) => session.inputMetadata.find((m) => m.name === name);
+		const phone = input("phone");
+		const rnd = input("rnd");
+		if (phone?.isTensor && rnd?.isTensor && input("phone_lengths") && input("ds")) {
+			const f0 = input("pitch") !== undefined && input("pitchf") !== undefined;
+			const featureDim = phone.shape[2];
+			const noiseChannels = rnd.shape[1];
+			Object.assign(facts, {
+				role: "synthesizer",
+				f0: f0 ? 1 : 0,
+				feature_dim: typeof featureDim === "number" ? featureDim : null,
+				noise_channels: typeof noiseChannels === "number" ? noiseChannels : null,
+			});
+			if (typeof featureDim === "number" && typeof noiseChannels === "number") {
+				const frames = PROBE_FRAMES;
+				const feeds: Record<string, ort.Tensor> = {
+					phone: new ort.Tensor("float32", new Float32Array(frames * featureDim), [1, frames, featureDim]),
+					phone_lengths: new ort.Tensor("int64", BigInt64Array.of(BigInt(frames)), [1]),
+					ds: new ort.Tensor("int64", BigInt64Array.of(0n), [1]),
+					rnd: new ort.Tensor("float32", new Float32Array(frames * noiseChannels), [1, noiseChannels, frames]),
+				};
+				if (f0) {
+					feeds.pitch = new ort.Tensor("int64", new BigInt64Array(frames).fill(100n), [1, frames]);
+					feeds.pitchf = new ort.Tensor("float32", new Float32Array(frames).fill(200), [1, frames]);
+				}
+				try {
+					const result = await session.run(feeds);
+					const audio = result[session.outputNames[0] as string];
+					// 100 frames per second: samples per frame x 100 is the output rate.
+					if (audio !== undefined) facts.sample_rate = (audio.size / frames) * 100;
+				} catch (error) {
+					facts.sample_rate = null;
+					facts.probe_error = error instanceof Error ? error.message.split("\n")[0] : String(error);
+				}
+			}
+		} else facts.role = "unknown";
+		return facts;
+	} finally {
+		await session.release();
+	}
+}
+
+export async function inspectModelFile(path: string): Promise<Inspection> {
+	const bytes = new Uint8Array(await readFile(path));
+	const head: Inspection = {
+		file: path,
+		kind: "unknown",
+		bytes: bytes.length,
+		sha256: createHash("sha256").update(bytes).digest("hex"),
+	};
+	if (hasZipSignature(bytes)) {
+		try {
+			return { ...head, kind: "rvc_checkpoint", ...describeCheckpoint(readRvcCheckpoint(bytes)) };
+		} catch (error) {
+			if (!(error instanceof RvcCheckpointError)) throw error;
+			return { ...head, kind: "rvc_checkpoint", refused: { problem: error.problem, message: error.message } };
+		}
+	}
+	if (looksLikeFaissIndex(bytes)) return { ...head, kind: "faiss_index", ...inspectFeatureIndex() };
+	const onnx = await inspectOnnx(bytes);
+	return { ...head, kind: onnx.refused === undefined ? "onnx" : "unknown", ...onnx };
+}

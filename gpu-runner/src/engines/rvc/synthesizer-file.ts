@@ -1,0 +1,65 @@
+/**
+ * The synthesizer artifact as onnxruntime can load it. A voice's `synthesizer` may be an ONNX export or the
+ * RVC checkpoint itself (`.pth`, recognised by its bytes: a zip); a checkpoint is read, built into an ONNX
+ * graph (`synthesizer-graph.ts`) and written once beside it as `<sha256>.synthesizer-v<N>.onnx`, named by the
+ * checkpoint's checksum and the graph builder's version, so every later job (and every runner process sharing
+ * the folder) loads the built file directly. The file appears by an atomic rename, so a crash mid-write never
+ * leaves a partial model under the final name.
+ */
+import { createHash, randomUUID } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { open, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { readRvcCheckpoint } from "./rvc-checkpoint.ts";
+import { buildSynthesizerGraph, SYNTHESIZER_GRAPH_VERSION } from "./synthesizer-graph.ts";
+import { hasZipSignature } from "./zip-archive.ts";
+
+const building = new Map<string, Promise<string>>();
+
+async function sha256Of(path: string): Promise<string> {
+	const hash = createHash("sha256");
+	for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+	return hash.digest("hex");
+}
+
+async function startsLikeZip(path: string): Promise<boolean> {
+	const file = await open(path, "r");
+	try {
+		const head = new Uint8Array(4);
+		const { bytesRead } = await file.read(head, 0, 4, 0);
+		return hasZipSignature(head.subarray(0, bytesRead));
+	} finally {
+		await file.close();
+	}
+}
+
+async function buildBeside(path: string): Promise<string> {
+	const sha256 = await sha256Of(path);
+	const target = join(dirname(path), `${sha256}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`);
+	if ((await stat(target).catch(() => undefined))?.isFile()) return target;
+	const checkpoint = readRvcCheckpoint(new Uint8Array(await readFile(path)));
+	const { bytes } = buildSynthesizerGraph(checkpoint);
+	const temporary = join(dirname(path), `.synthesizer-${randomUUID()}`);
+	try {
+		await writeFile(temporary, bytes);
+		await rename(temporary, target);
+	} finally {
+		await rm(temporary, { force: true });
+	}
+	return target;
+}
+
+/** `path` itself for an ONNX file; for an RVC checkpoint, the path of its built synthesizer (built on first use). */
+export async function synthesizerOnnxPath(path: string): Promise<string> {
+	if (!(await startsLikeZip(path))) return path;
+	const { size, mtimeMs } = await stat(path);
+	const key = `${path}\u0000${size}\u0000${mtimeMs}`;
+	let pending = building.get(key);
+	if (pending === undefined) {
+		pending = buildBeside(path);
+		building.set(key, pending);
+		// A failure is not remembered: the next job reads the file again (and fails the same way if it is bad).
+		pending.catch(() => building.delete(key));
+	}
+	return pending;
+}
