@@ -1,0 +1,160 @@
+/**
+ * A voice whose `synthesizer` artifact is RVC's `.pth` as published: the engine builds the ONNX graph on first
+ * use, keeps it beside the checkpoint under its sha256, reuses it, and converts with the right length and rate.
+ * Also the operator tool (`npm run rvc -- inspect|export`) run as a process.
+ */
+import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import * as ort from "onnxruntime-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
+import type { AudioBlock, Engine } from "../../src/engines/engine.ts";
+import { createRvcEngine } from "../../src/engines/rvc/index.ts";
+import { SYNTHESIZER_GRAPH_VERSION } from "../../src/engines/rvc/synthesizer-graph.ts";
+import { buildTinyContentVec, buildTinyRmvpe, writeModels } from "./support/tiny-models.ts";
+
+const FIXTURES = join(import.meta.dirname, "fixtures");
+const TOOL = join(import.meta.dirname, "../../src/rvc-tool.ts");
+const IN_RATE = 16000;
+
+async function* tone(seconds: number): AsyncGenerator<AudioBlock> {
+	const total = Math.round(seconds * IN_RATE);
+	for (let start = 0; start < total; start += 1600) {
+		const block = Float32Array.from(
+			{ length: Math.min(1600, total - start) },
+			(_, i) => 0.3 * Math.sin((2 * Math.PI * 150 * (start + i)) / IN_RATE),
+		);
+		yield { sampleRate: IN_RATE, channels: [block] };
+	}
+}
+
+describe("rvc engine with a .pth synthesizer", () => {
+	let engine: Engine;
+	let artifactPaths: Map<string, string>;
+	let checkpoint: string;
+
+	beforeAll(async () => {
+		artifactPaths = writeModels({ contentvec: buildTinyContentVec(), rmvpe: buildTinyRmvpe({ pitchBin: 168 }) });
+		// Named as the runner's artifact cache names files: by checksum, no extension.
+		const dir = mkdtempSync(join(tmpdir(), "rvc-pth-"));
+		const bytes = readFileSync(join(FIXTURES, "v2-f0-48k.pth"));
+		checkpoint = join(dir, `${createHash("sha256").update(bytes).digest("hex")}.bin`);
+		copyFileSync(join(FIXTURES, "v2-f0-48k.pth"), checkpoint);
+		artifactPaths.set("synthesizer", checkpoint);
+		engine = createRvcEngine({ noiseSeed: 7 });
+		await engine.init();
+	});
+
+	afterAll(async () => {
+		await engine.dispose();
+	});
+
+	const voice: VoiceDescriptor = {
+		id: "2b0f8a51-7c1e-4d8b-a0a4-5b7e3c9d1f20",
+		name: "pth",
+		engine: "rvc",
+		params: { sample_rate: 48000, chunk_seconds: 1, chunk_search_seconds: 0.2, context_seconds: 0.2 },
+		artifacts: [],
+	};
+
+	const convert = async (seconds: number): Promise<{ samples: number; rate: number | undefined; peak: number }> => {
+		let samples = 0;
+		let rate: number | undefined;
+		let peak = 0;
+		const job = { voice, semitones: 0, artifactPaths, input: { sampleRate: IN_RATE, channels: 1 } };
+		for await (const block of engine.convert(tone(seconds), job, new AbortController().signal)) {
+			rate = block.sampleRate;
+			const channel = block.channels[0] as Float32Array;
+			samples += channel.length;
+			for (const v of channel) peak = Math.max(peak, Math.abs(v));
+		}
+		return { samples, rate, peak };
+	};
+
+	it("converts with the checkpoint's rate and the input's duration", async () => {
+		const result = await convert(2.5);
+		expect(result.rate).toBe(48000);
+		expect(result.samples).toBe(2.5 * 48000);
+		expect(result.peak).toBeGreaterThan(0);
+	});
+
+	it("builds the ONNX once, beside the checkpoint, named by its sha256, and reuses it", async () => {
+		const sha256 = createHash("sha256").update(readFileSync(checkpoint)).digest("hex");
+		const built = join(checkpoint, "..", `${sha256}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`);
+		expect(existsSync(built)).toBe(true);
+		const before = statSync(built).mtimeMs;
+		await convert(0.5);
+		expect(statSync(built).mtimeMs).toBe(before);
+		// Nothing half-written left behind.
+		expect(readdirSync(join(checkpoint, "..")).filter((f) => f.startsWith("."))).toEqual([]);
+	});
+});
+
+const run = promisify(execFile);
+
+async function tool(...args: string[]): Promise<{ code: number; json: Record<string, unknown> | undefined }> {
+	try {
+		const { stdout } = await run(process.execPath, [TOOL, ...args]);
+		return { code: 0, json: JSON.parse(stdout) };
+	} catch (error) {
+		const e = error as { code: number; stdout: string };
+		return { code: e.code, json: e.stdout.trim() ? JSON.parse(e.stdout) : undefined };
+	}
+}
+
+describe("npm run rvc", () => {
+	it("inspect prints a checkpoint's facts", async () => {
+		const { code, json } = await tool("inspect", join(FIXTURES, "v1-nono-32k-fp32.pth"));
+		expect(code).toBe(0);
+		expect(json).toMatchObject({
+			kind: "rvc_checkpoint",
+			version: "v1",
+			f0: 0,
+			sample_rate: 32000,
+			speakers: 1,
+			feature_dim: 256,
+			dtype: "float32",
+			synthesizer_inputs: ["phone", "phone_lengths", "ds", "rnd"],
+		});
+	});
+
+	it("inspect gives the reason a file is refused, with exit code 1", async () => {
+		const { code, json } = await tool("inspect", join(FIXTURES, "refused-os-system.pth"));
+		expect(code).toBe(1);
+		expect(json?.refused).toMatchObject({ problem: "forbidden_pickle" });
+		const notAModel = await tool("inspect", join(FIXTURES, "manifest.json"));
+		expect(notAModel.code).toBe(1);
+		expect(notAModel.json).toMatchObject({ kind: "unknown", refused: { problem: "invalid_model" } });
+	});
+
+	it("export writes the synthesizer ONNX with RVC's inputs; inspect measures its rate", async () => {
+		const out = join(mkdtempSync(join(tmpdir(), "rvc-export-")), "voice.onnx");
+		const exported = await tool("export", join(FIXTURES, "v2-f0-32k.pth"), out);
+		expect(exported.code).toBe(0);
+		expect(exported.json).toMatchObject({ kind: "rvc_checkpoint", sample_rate: 32000, exported: { file: out } });
+		const session = await ort.InferenceSession.create(out);
+		expect([...session.inputNames]).toEqual(["phone", "phone_lengths", "pitch", "pitchf", "ds", "rnd"]);
+		await session.release();
+		const inspected = await tool("inspect", out);
+		expect(inspected.json).toMatchObject({
+			kind: "onnx",
+			role: "synthesizer",
+			f0: 1,
+			feature_dim: 768,
+			sample_rate: 32000,
+		});
+	});
+
+	it("export refuses what is not a checkpoint; bad usage exits 2", async () => {
+		const out = join(mkdtempSync(join(tmpdir(), "rvc-export-")), "voice.onnx");
+		const refused = await tool("export", join(FIXTURES, "refused-unknown-version.pth"), out);
+		expect(refused.code).toBe(1);
+		expect(refused.json?.refused).toMatchObject({ problem: "unknown_version" });
+		expect(existsSync(out)).toBe(false);
+		expect((await tool("frobnicate")).code).toBe(2);
+	});
+});

@@ -1,0 +1,219 @@
+/**
+ * RVC `.pth` checkpoints written by real PyTorch (`fixtures/generate.py`, committed with their reference
+ * outputs): every kind loads, weight norm folds to PyTorch's values, the synthesizer built from a checkpoint
+ * computes what PyTorch's forward pass of RVC's architecture computes, and every bad file is refused with its
+ * problem named.
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import * as ort from "onnxruntime-node";
+import { describe, expect, it } from "vitest";
+import { type PickleError, readPickle } from "../../src/engines/rvc/pickle-reader.ts";
+import { type RvcCheckpoint, RvcCheckpointError, readRvcCheckpoint } from "../../src/engines/rvc/rvc-checkpoint.ts";
+import { buildSynthesizerGraph } from "../../src/engines/rvc/synthesizer-graph.ts";
+
+const FIXTURES = join(import.meta.dirname, "fixtures");
+
+interface CheckpointFixture {
+	file: string;
+	version: string;
+	f0: number;
+	sr: string;
+	sample_rate: number;
+	speakers: number;
+	speaker_id: number;
+	phone_lengths: number;
+	feature_dim: number;
+	inter_channels: number;
+	dtype: string;
+	audio: string;
+	audio_samples: number;
+	folded: Record<string, { file: string; dims: number[] }>;
+}
+
+const manifest = JSON.parse(readFileSync(join(FIXTURES, "manifest.json"), "utf8")) as {
+	frames: number;
+	inputs: Record<string, { phone: string }>;
+	pitch: number[];
+	pitchf: number[];
+	checkpoints: Record<string, CheckpointFixture>;
+	refused: Record<string, string>;
+};
+
+const bytesOf = (file: string) => new Uint8Array(readFileSync(join(FIXTURES, file)));
+const floatsOf = (file: string) => new Float32Array(bytesOf(file).buffer);
+const maxAbsDifference = (a: Float32Array, b: Float32Array) =>
+	a.reduce((max, v, i) => Math.max(max, Math.abs(v - (b[i] as number))), 0);
+
+/**
+ * onnxruntime against PyTorch, both float32, same weights and inputs: the largest difference measured over the
+ * fixtures is 4.3e-6 (outputs up to ~1 in magnitude); the bound leaves room for other CPUs' kernels.
+ */
+const OUTPUT_TOLERANCE = 2e-5;
+/** Folding in float64 and rounding once, against PyTorch's float32 `_weight_norm`: measured at most 1.2e-7. */
+const FOLD_TOLERANCE = 1e-6;
+
+async function runSynthesizer(bytes: Uint8Array, fixture: CheckpointFixture, f0: boolean): Promise<ort.Tensor> {
+	const frames = manifest.frames;
+	const session = await ort.InferenceSession.create(bytes);
+	try {
+		const feeds: Record<string, ort.Tensor> = {
+			phone: new ort.Tensor("float32", floatsOf(manifest.inputs[String(fixture.feature_dim)]?.phone as string), [
+				1,
+				frames,
+				fixture.feature_dim,
+			]),
+			phone_lengths: new ort.Tensor("int64", BigInt64Array.of(BigInt(fixture.phone_lengths)), [1]),
+			ds: new ort.Tensor("int64", BigInt64Array.of(BigInt(fixture.speaker_id)), [1]),
+			rnd: new ort.Tensor("float32", new Float32Array(fixture.inter_channels * frames), [
+				1,
+				fixture.inter_channels,
+				frames,
+			]),
+		};
+		if (f0) {
+			feeds.pitch = new ort.Tensor("int64", BigInt64Array.from(manifest.pitch.map(BigInt)), [1, frames]);
+			feeds.pitchf = new ort.Tensor("float32", Float32Array.from(manifest.pitchf), [1, frames]);
+		}
+		expect([...session.inputNames].sort()).toEqual(Object.keys(feeds).sort());
+		return (await session.run(feeds)).audio as ort.Tensor;
+	} finally {
+		await session.release();
+	}
+}
+
+describe("RVC checkpoints written by PyTorch", () => {
+	for (const [name, fixture] of Object.entries(manifest.checkpoints)) {
+		describe(name, () => {
+			let checkpoint: RvcCheckpoint;
+
+			it("loads with its version, f0, rate, speakers and element type", () => {
+				checkpoint = readRvcCheckpoint(bytesOf(fixture.file));
+				expect({
+					version: checkpoint.version,
+					f0: checkpoint.f0 ? 1 : 0,
+					sr: checkpoint.sr,
+					sampleRate: checkpoint.config.sampleRate,
+					speakers: checkpoint.speakers,
+					featureDim: checkpoint.featureDim,
+					dtype: checkpoint.dtype,
+				}).toEqual({
+					version: fixture.version,
+					f0: fixture.f0,
+					sr: fixture.sr,
+					sampleRate: fixture.sample_rate,
+					speakers: fixture.speakers,
+					featureDim: fixture.feature_dim,
+					dtype: fixture.dtype,
+				});
+				expect([...checkpoint.weights.keys()].some((k) => k.includes("enc_q") || k.endsWith("_g"))).toBe(false);
+			});
+
+			it("folds weight norm to PyTorch's weights", () => {
+				for (const [weight, reference] of Object.entries(fixture.folded)) {
+					const folded = checkpoint.weights.get(weight);
+					expect(folded?.dims, weight).toEqual(reference.dims);
+					expect(maxAbsDifference(folded?.data as Float32Array, floatsOf(reference.file)), weight).toBeLessThan(
+						FOLD_TOLERANCE,
+					);
+				}
+			});
+
+			it(`builds a synthesizer whose output matches PyTorch's forward pass within ${OUTPUT_TOLERANCE}`, async () => {
+				const { bytes } = buildSynthesizerGraph(checkpoint, { sourceNoise: false });
+				const audio = await runSynthesizer(bytes, fixture, checkpoint.f0);
+				expect(audio.dims).toEqual([1, 1, fixture.audio_samples]);
+				const reference = floatsOf(fixture.audio);
+				// The reference is not silence or a constant, so a match means something.
+				expect(Math.max(...reference.map(Math.abs))).toBeGreaterThan(0.1);
+				expect(maxAbsDifference(audio.data as Float32Array, reference)).toBeLessThan(OUTPUT_TOLERANCE);
+			});
+
+			if (fixture.f0 === 1) {
+				it("keeps RVC's source noise by default: same length, finite, not the noiseless output", async () => {
+					const { bytes } = buildSynthesizerGraph(checkpoint);
+					const audio = await runSynthesizer(bytes, fixture, true);
+					expect(audio.dims).toEqual([1, 1, fixture.audio_samples]);
+					const difference = maxAbsDifference(audio.data as Float32Array, floatsOf(fixture.audio));
+					expect(difference).toBeGreaterThan(0);
+					expect(Number.isFinite(difference)).toBe(true);
+				});
+			}
+		});
+	}
+});
+
+describe("refused checkpoints", () => {
+	const messages: Record<string, RegExp> = {
+		"refused-os-system": /pickle imports posix\.system, which is not allowed/,
+		"refused-no-weight": /no "weight" dict \(keys: config, info, sr, f0, version\)/,
+		"refused-list": /the pickle holds a list, not a dict/,
+		"refused-plain-zip": /expected one <name>\/data\.pkl, found 0/,
+		"refused-truncated": /archive is truncated/,
+		"refused-unknown-version": /unknown RVC version "v3"/,
+		"refused-config-mismatch": /config hidden_channels is 12 but enc_p\.emb_phone\.weight is \[8, 768\]/,
+		"refused-missing-tensor": /lacks tensor dec\.conv_post\.weight/,
+		"refused-misshapen-tensor": /tensor dec\.cond\.bias is \[15\], the config implies \[16\]/,
+	};
+	for (const [name, problem] of Object.entries(manifest.refused)) {
+		it(`${name}: ${problem}`, () => {
+			const error = (() => {
+				try {
+					readRvcCheckpoint(bytesOf(`${name}.pth`));
+				} catch (e) {
+					return e;
+				}
+			})();
+			expect(error).toBeInstanceOf(RvcCheckpointError);
+			expect((error as RvcCheckpointError).problem).toBe(problem);
+			expect((error as RvcCheckpointError).permanent).toBe(true);
+			expect((error as RvcCheckpointError).code).toBe("invalid_model");
+			expect((error as Error).message).toMatch(messages[name] as RegExp);
+		});
+	}
+
+	it("refuses an archive whose tensor data was altered (CRC-32)", () => {
+		const bytes = bytesOf("v2-f0-40k.pth");
+		const text = new TextDecoder("latin1").decode(bytes);
+		// The first stored tensor's data follows its local header name ".../data/0" and alignment padding.
+		const at = text.indexOf("v2-f0-40k/data/0") + 200;
+		bytes[at] = (bytes[at] as number) ^ 0xff;
+		expect(() => readRvcCheckpoint(bytes)).toThrow(/fails its CRC-32 check/);
+	});
+});
+
+describe("pickle reader", () => {
+	const allow = { globals: new Map<string, unknown>() };
+	const pickle = (text: string) => Uint8Array.from(text, (c) => c.charCodeAt(0));
+
+	it("reads plain data", () => {
+		// {"a": [1, 2.5, True, None], "b": ("x",)}
+		const value = readPickle(
+			pickle(
+				"\x80\x02}q\x00(X\x01\x00\x00\x00a]q\x01(K\x01G@\x04\x00\x00\x00\x00\x00\x00\x88NeX\x01\x00\x00\x00bX\x01\x00\x00\x00x\x85u.",
+			),
+			allow,
+		) as Map<string, unknown>;
+		expect(value.get("a")).toEqual([1, 2.5, true, null]);
+		expect((value.get("b") as { items: unknown[] }).items).toEqual(["x"]);
+	});
+
+	it("refuses a global outside the allow-list by name, before calling anything", () => {
+		expect(() => readPickle(pickle("\x80\x02cbuiltins\neval\nX\x04\x00\x00\x001+1\x85R."), allow)).toThrow(
+			/pickle imports builtins\.eval, which is not allowed/,
+		);
+		expect(() => readPickle(pickle("\x80\x04\x8c\x02os\x8c\x06system\x93."), allow)).toThrow(/imports os\.system/);
+	});
+
+	it("refuses opcodes outside its set by name", () => {
+		const error = (() => {
+			try {
+				readPickle(pickle("\x80\x02(X\x01\x00\x00\x00ai__main__\nEvil\n."), allow);
+			} catch (e) {
+				return e as PickleError;
+			}
+		})();
+		expect(error?.kind).toBe("unsupported_opcode");
+		expect(error?.message).toMatch(/opcode INST \(0x69\)/);
+	});
+});
