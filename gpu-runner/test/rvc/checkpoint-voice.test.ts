@@ -82,6 +82,28 @@ describe("rvc engine with a .pth synthesizer", () => {
 		expect(result.peak).toBeGreaterThan(0);
 	});
 
+	it("runs an f0 = 0 checkpoint (no pitch inputs, no rmvpe needed)", async () => {
+		const dir = mkdtempSync(join(tmpdir(), "rvc-pth-"));
+		const nono = join(dir, "nono.bin");
+		copyFileSync(join(FIXTURES, "v2-nono-40k.pth"), nono);
+		const paths = new Map([
+			["contentvec", artifactPaths.get("contentvec") as string],
+			["synthesizer", nono],
+		]);
+		const job = {
+			voice: { ...voice, params: { ...voice.params, sample_rate: 40000 } },
+			semitones: 0,
+			artifactPaths: paths,
+			input: { sampleRate: IN_RATE, channels: 1 },
+		};
+		let samples = 0;
+		for await (const block of engine.convert(tone(1.5), job, new AbortController().signal)) {
+			expect(block.sampleRate).toBe(40000);
+			samples += block.channels[0]?.length ?? 0;
+		}
+		expect(samples).toBe(1.5 * 40000);
+	});
+
 	it("builds the ONNX once, beside the checkpoint, named by its sha256, and reuses it", async () => {
 		const sha256 = createHash("sha256").update(readFileSync(checkpoint)).digest("hex");
 		const built = join(checkpoint, "..", `${sha256}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`);
@@ -129,6 +151,15 @@ describe("npm run rvc", () => {
 		const notAModel = await tool("inspect", join(FIXTURES, "manifest.json"));
 		expect(notAModel.code).toBe(1);
 		expect(notAModel.json).toMatchObject({ kind: "unknown", refused: { problem: "invalid_model" } });
+	});
+
+	it("inspect reads a faiss index, and refuses one of another type", async () => {
+		const index = await tool("inspect", join(FIXTURES, "index", "added_IVF20_Flat_nprobe_1_tiny_v2.index"));
+		expect(index.code).toBe(0);
+		expect(index.json).toMatchObject({ kind: "faiss_index", index_type: "ivf_flat", fourcc: "IwFl", nprobe: 1 });
+		const hnsw = await tool("inspect", join(FIXTURES, "index", "hnsw.index"));
+		expect(hnsw.code).toBe(1);
+		expect(hnsw.json).toMatchObject({ kind: "faiss_index", refused: { problem: "invalid_index" } });
 	});
 
 	it("export writes the synthesizer ONNX with RVC's inputs; inspect measures its rate", async () => {

@@ -4,13 +4,14 @@
  * - `rvc_checkpoint`: RVC's `.pth` (a torch zip), read by `rvc-checkpoint.ts`;
  * - `onnx`: any ONNX model; when it has RVC's synthesizer inputs, its sample rate is measured by running it on
  *   a few frames (an export does not record it);
- * - `faiss_index`: RVC's `.index` (faiss's binary format, fourcc first) — recognised, but not read here yet:
- *   `inspectFeatureIndex` below is where the index reader plugs in.
+ * - `faiss_index`: RVC's `.index` (faiss's binary format, fourcc first), read by `faiss-index.ts`.
  * A file that cannot be used gives `{ refused: {problem, message} }`.
  */
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import * as ort from "onnxruntime-node";
+import { RvcEngineError } from "./errors.ts";
+import { describeFaissIndexFile } from "./faiss-index.ts";
 import { type RvcCheckpoint, RvcCheckpointError, readRvcCheckpoint } from "./rvc-checkpoint.ts";
 import { hasZipSignature } from "./zip-archive.ts";
 
@@ -65,17 +66,17 @@ export function describeCheckpoint(checkpoint: RvcCheckpoint): Record<string, un
 /** faiss index files start with a fourcc: `IwFl` (IVF flat), `IxF2` / `IxFI` (flat L2 / inner product), ... */
 function looksLikeFaissIndex(bytes: Uint8Array): boolean {
 	const fourcc = new TextDecoder().decode(bytes.subarray(0, 4));
-	return /^I[wx][A-Za-z0-9]{2}$/.test(fourcc);
+	return /^I[A-Za-z0-9]{3}$/.test(fourcc);
 }
 
-/** The dispatch point for `.index` files; the faiss reader fills it in. */
-function inspectFeatureIndex(): Record<string, unknown> {
-	return {
-		refused: {
-			problem: "not_supported",
-			message: "faiss feature index: this build recognises the format but does not read it yet",
-		},
-	};
+async function inspectFeatureIndex(path: string): Promise<Record<string, unknown>> {
+	try {
+		const { kind, ...facts } = await describeFaissIndexFile(path);
+		return { index_type: kind, ...facts };
+	} catch (error) {
+		if (!(error instanceof RvcEngineError)) throw error;
+		return { refused: { problem: error.code, message: error.message } };
+	}
 }
 
 const PROBE_FRAMES = 4;
@@ -153,7 +154,7 @@ export async function inspectModelFile(path: string): Promise<Inspection> {
 			return { ...head, kind: "rvc_checkpoint", refused: { problem: error.problem, message: error.message } };
 		}
 	}
-	if (looksLikeFaissIndex(bytes)) return { ...head, kind: "faiss_index", ...inspectFeatureIndex() };
+	if (looksLikeFaissIndex(bytes)) return { ...head, kind: "faiss_index", ...(await inspectFeatureIndex(path)) };
 	const onnx = await inspectOnnx(bytes);
 	return { ...head, kind: onnx.refused === undefined ? "onnx" : "unknown", ...onnx };
 }
