@@ -10,6 +10,7 @@ import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
 import { type PickleError, readPickle } from "../../src/engines/rvc/pickle-reader.ts";
 import { type RvcCheckpoint, RvcCheckpointError, readRvcCheckpoint } from "../../src/engines/rvc/rvc-checkpoint.ts";
+import { PUBLISHED_CONFIG_40K, parseSynthesizerConfig } from "../../src/engines/rvc/synthesizer-config.ts";
 import { buildSynthesizerGraph } from "../../src/engines/rvc/synthesizer-graph.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
@@ -179,6 +180,52 @@ describe("refused checkpoints", () => {
 		const at = text.indexOf("v2-f0-40k/data/0") + 200;
 		bytes[at] = (bytes[at] as number) ^ 0xff;
 		expect(() => readRvcCheckpoint(bytes)).toThrow(/fails its CRC-32 check/);
+	});
+});
+
+describe("synthesizer config", () => {
+	const withResblock = (resblock: string, dilations: number[][]) => {
+		const list = [...PUBLISHED_CONFIG_40K];
+		list[9] = resblock;
+		list[11] = dilations;
+		return list;
+	};
+
+	it("reads the dilations each residual block uses and ignores further ones, as RVC's modules do", () => {
+		expect(
+			parseSynthesizerConfig(
+				withResblock("2", [
+					[1, 3, 5],
+					[1, 3, 5],
+					[1, 3, 5],
+				]),
+			).resblockDilationSizes,
+		).toEqual([
+			[1, 3],
+			[1, 3],
+			[1, 3],
+		]);
+		expect(
+			parseSynthesizerConfig(
+				withResblock("1", [
+					[1, 3, 5, 7],
+					[1, 3, 5],
+					[1, 3, 5],
+				]),
+			).resblockDilationSizes[0],
+		).toEqual([1, 3, 5]);
+	});
+
+	it("refuses fewer dilations than a residual block uses", () => {
+		expect(() =>
+			parseSynthesizerConfig(
+				withResblock("1", [
+					[1, 3],
+					[1, 3],
+					[1, 3],
+				]),
+			),
+		).toThrow(/resblock_dilation_sizes\[0\] is \[1,3\], expected at least 3 positive integers for resblock "1"/);
 	});
 });
 

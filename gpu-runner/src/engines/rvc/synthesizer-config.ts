@@ -139,11 +139,13 @@ export function parseSynthesizerConfig(list: readonly unknown[]): SynthesizerCon
 		resblockKernelSizes: positives(10),
 		resblockDilationSizes: dilations.map((_, j) => {
 			const d = dilations[j];
-			if (!Array.isArray(d) || d.length !== (resblock === "1" ? 3 : 2) || !d.every((v) => Number.isInteger(v) && v > 0))
+			// RVC's ResBlock1 reads three dilations and ResBlock2 two, ignoring any further entries.
+			const used = resblock === "1" ? 3 : 2;
+			if (!Array.isArray(d) || d.length < used || !d.every((v) => Number.isInteger(v) && v > 0))
 				throw new SynthesizerConfigError(
-					`config resblock_dilation_sizes[${j}] is ${JSON.stringify(d)}, expected ${resblock === "1" ? 3 : 2} positive integers for resblock "${resblock}"`,
+					`config resblock_dilation_sizes[${j}] is ${JSON.stringify(d)}, expected at least ${used} positive integers for resblock "${resblock}"`,
 				);
-			return d as number[];
+			return (d as number[]).slice(0, used);
 		}),
 		upsampleRates: positives(12),
 		upsampleInitialChannel: positive(13),
