@@ -3,7 +3,7 @@
  * account's file (or a deleted one) simply does not exist for the caller. State changes are guarded `UPDATE … WHERE`
  * statements: a race or a replayed request can never apply a change twice or to the wrong state.
  */
-import { and, desc, eq, inArray, isNull, lt, notExists, or } from "drizzle-orm";
+import { and, desc, eq, inArray, isNull, lt, notExists, or, sql } from "drizzle-orm";
 import { database } from "../db/client.ts";
 import { audioFiles, voiceConversions } from "../db/schema.ts";
 import type { PageCursor } from "../http/page-cursor.ts";
@@ -34,6 +34,7 @@ export async function insertAudioFile(
 		objectKey: audioFileObjectKey(accountId, id),
 		uploadStatus: "awaiting_upload",
 		uploadUrlExpiresAt: new Date(created.getTime() + UPLOAD_URL_SECONDS * 1000).toISOString(),
+		uploadGeneration: 0,
 		uploadedAt: null,
 		sizeBytes: null,
 		preprocessingStatus: "pending",
@@ -117,7 +118,10 @@ export async function deleteAudioFile(
 	return (await findAudioFile(env, accountId, id)) ? { refused: "in_use" } : { refused: "not_found" };
 }
 
-/** Starts a new 30-minute upload window, only while the file still awaits its upload. */
+/**
+ * Starts a new 30-minute upload window, only while the file still awaits its upload. The new generation retires
+ * every address handed out before, even one signed in the same second, so a leaked address can be shut at once.
+ */
 export async function renewUploadWindow(
 	env: Env,
 	accountId: string,
@@ -129,6 +133,7 @@ export async function renewUploadWindow(
 		.update(audioFiles)
 		.set({
 			uploadUrlExpiresAt: new Date(start + UPLOAD_URL_SECONDS * 1000).toISOString(),
+			uploadGeneration: sql`${audioFiles.uploadGeneration} + 1`,
 			updatedAt: now.toISOString(),
 		})
 		.where(and(owned(accountId, id), eq(audioFiles.uploadStatus, "awaiting_upload")))

@@ -7,7 +7,8 @@ export type AudioFileRow = typeof audioFiles.$inferSelect;
 
 /**
  * The upload address of a file still awaiting its bytes. It is signed for the stored expiry, so every read of the
- * file returns the same address until it is regenerated: the exact registered type and the size limit are signed in.
+ * file returns the same address until it is regenerated: the exact registered type, the size limit and the address's
+ * generation (which makes every earlier address of the file useless once it is regenerated) are signed in.
  */
 export function signUploadUrl(env: Env, origin: string, row: AudioFileRow): Promise<string> {
 	return signStorageUrl(env, origin, {
@@ -16,6 +17,7 @@ export function signUploadUrl(env: Env, origin: string, row: AudioFileRow): Prom
 		expiresAt: new Date(row.uploadUrlExpiresAt),
 		contentType: row.mimeType,
 		maxBytes: MAX_AUDIO_FILE_BYTES,
+		generation: row.uploadGeneration,
 	});
 }
 

@@ -1,12 +1,13 @@
 /**
- * What a signed PUT of an audio file does around the bytes. Before: refuse a second upload or an upload to a deleted
- * file, before a byte is stored. After: mark the file uploaded (guarded, so two racing uploads cannot both win) and
- * send `audio-uploaded`, which starts preprocessing.
+ * What a signed PUT of an audio file does around the bytes. Before: refuse a second upload, an upload to a deleted
+ * file, or one through an address that `regenerate-upload-url` has replaced, before a byte is stored. After: mark the
+ * file uploaded (guarded, so two racing uploads cannot both win) and send `audio-uploaded`, which starts preprocessing.
  */
 import { and, eq, isNull } from "drizzle-orm";
 import { database } from "../db/client.ts";
 import { audioFiles } from "../db/schema.ts";
-import { ApiError, conflict } from "../http/errors.ts";
+import { ApiError, conflict, forbidden } from "../http/errors.ts";
+import type { StorageGrant } from "../storage/signed-url.ts";
 import { registerUploadHook } from "../storage/upload-hooks.ts";
 import { AUDIO_FILE_KEY_PREFIX, audioFileIdFromKey } from "./limits.ts";
 import { sendAudioUploaded } from "./send-audio-uploaded.ts";
@@ -17,6 +18,11 @@ const alreadyUploaded = () =>
 		"This audio file has already been uploaded; its bytes cannot be replaced. Register a new audio file to upload other audio.",
 	);
 const deletedFile = () => new ApiError(410, "audio_file_deleted", "This audio file was deleted; register a new one");
+const supersededAddress = () =>
+	forbidden(
+		"upload_url_superseded",
+		"This upload address was replaced by a newer one (regenerate-upload-url); upload to the file's current upload_url",
+	);
 
 async function rowForKey(env: Env, key: string) {
 	const id = audioFileIdFromKey(key);
@@ -24,14 +30,21 @@ async function rowForKey(env: Env, key: string) {
 	return database(env).query.audioFiles.findFirst({ where: and(eq(audioFiles.id, id), eq(audioFiles.objectKey, key)) });
 }
 
-export async function beforeAudioUpload(env: Env, key: string): Promise<void> {
-	const row = await rowForKey(env, key);
+export async function beforeAudioUpload(env: Env, grant: StorageGrant): Promise<void> {
+	const row = await rowForKey(env, grant.key);
 	if (!row) throw new ApiError(404, "not_found", "No audio file is registered for this upload address");
 	if (row.deletedAt) throw deletedFile();
 	if (row.uploadStatus !== "awaiting_upload") throw alreadyUploaded();
+	if (grant.generation !== row.uploadGeneration) throw supersededAddress();
 }
 
-export async function afterAudioUpload(env: Env, key: string, object: R2Object, now = new Date()): Promise<void> {
+export async function afterAudioUpload(
+	env: Env,
+	grant: StorageGrant,
+	object: R2Object,
+	now = new Date(),
+): Promise<void> {
+	const key = grant.key;
 	const id = audioFileIdFromKey(key) ?? "";
 	const [marked] = await database(env)
 		.update(audioFiles)
@@ -47,6 +60,7 @@ export async function afterAudioUpload(env: Env, key: string, object: R2Object, 
 				eq(audioFiles.id, id),
 				eq(audioFiles.objectKey, key),
 				eq(audioFiles.uploadStatus, "awaiting_upload"),
+				eq(audioFiles.uploadGeneration, grant.generation ?? 0),
 				isNull(audioFiles.deletedAt),
 			),
 		)
@@ -58,6 +72,9 @@ export async function afterAudioUpload(env: Env, key: string, object: R2Object, 
 			await env.BUCKET.delete(key);
 			throw deletedFile();
 		}
+		// Regenerated while these bytes streamed in. They are left in place: the newest address may be writing the
+		// same key right now, and its upload replaces them.
+		if (row?.uploadStatus === "awaiting_upload") throw supersededAddress();
 		// Another upload to the same address finished first; its bytes are the file's.
 		throw alreadyUploaded();
 	}

@@ -60,6 +60,8 @@ export const audioFiles = sqliteTable(
 		objectKey: text("object_key").notNull(),
 		uploadStatus: text("upload_status", { enum: UPLOAD_STATUSES }).notNull(),
 		uploadUrlExpiresAt: text("upload_url_expires_at").notNull(),
+		/** Signed into the upload address and raised by each regeneration: only the newest address uploads. */
+		uploadGeneration: integer("upload_generation").notNull().default(0),
 		uploadedAt: text("uploaded_at"),
 		sizeBytes: integer("size_bytes"),
 		preprocessingStatus: text("preprocessing_status", { enum: PREPROCESSING_STATUSES }).notNull(),

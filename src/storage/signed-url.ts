@@ -1,8 +1,9 @@
 /**
  * Pre-signed storage addresses: every `upload_url`, `output_url`, `image_url` and `song_url` comes from here.
  * An address is a Worker route whose query carries an HMAC-SHA256 (key id `kid`) over a canonical string of
- * method, object key, absolute expiry, and for uploads the required content type and size limit. Tampering
- * with any of them, or using the address after expiry or with another method, is refused with 403.
+ * method, object key, absolute expiry, and for uploads the required content type, size limit and generation.
+ * Tampering with any of them, a path that is not one we could have signed, or using the address after expiry or
+ * with another method, is refused with 403.
  */
 import { ApiError } from "../http/errors.ts";
 import { fromBase64Url, toBase64Url, utf8 } from "../lib/encoding.ts";
@@ -20,10 +21,30 @@ export interface StorageGrant {
 	contentType?: string;
 	/** PUT only: the body must be smaller than this many bytes. */
 	maxBytes?: number;
+	/**
+	 * PUT only: which generation of the upload address this is. The upload hook refuses an address whose generation
+	 * is no longer the current one, so regenerating an address retires the older ones.
+	 */
+	generation?: number;
 }
 
-function canonical(grant: { method: string; key: string; exp: number; contentType: string; maxBytes: string }): string {
-	return ["vc-storage-v1", grant.method, grant.key, String(grant.exp), grant.contentType, grant.maxBytes].join("\n");
+interface CanonicalFields {
+	method: string;
+	key: string;
+	exp: number;
+	contentType: string;
+	maxBytes: string;
+	generation: string;
+}
+
+/**
+ * Addresses with a generation are signed under `vc-storage-v2`; those without it keep the `v1` string, so every
+ * address handed out before generations existed still verifies (as generation 0) until it expires.
+ */
+function canonical(grant: CanonicalFields): string {
+	const fields = [grant.method, grant.key, String(grant.exp), grant.contentType, grant.maxBytes];
+	if (grant.generation === "") return ["vc-storage-v1", ...fields].join("\n");
+	return ["vc-storage-v2", ...fields, grant.generation].join("\n");
 }
 
 async function hmacKey(material: KeyMaterial, usage: "sign" | "verify") {
@@ -45,16 +66,28 @@ export async function signStorageUrl(env: Env, origin: string, grant: StorageGra
 	const exp = Math.floor(grant.expiresAt.getTime() / 1000);
 	const contentType = grant.method === "PUT" ? (grant.contentType ?? "") : "";
 	const maxBytes = grant.method === "PUT" && grant.maxBytes !== undefined ? String(grant.maxBytes) : "";
-	const message = canonical({ method: grant.method, key: grant.key, exp, contentType, maxBytes });
+	const generation = grant.method === "PUT" && grant.generation !== undefined ? String(grant.generation) : "";
+	const message = canonical({ method: grant.method, key: grant.key, exp, contentType, maxBytes, generation });
 	const signature = await crypto.subtle.sign("HMAC", await hmacKey(key, "sign"), utf8(message));
 	const query = new URLSearchParams({ method: grant.method, exp: String(exp), kid: key.id });
 	if (contentType) query.set("ct", contentType);
 	if (maxBytes) query.set("max", maxBytes);
+	if (generation) query.set("gen", generation);
 	query.set("sig", toBase64Url(signature));
 	return `${origin}${STORAGE_PATH_PREFIX}${encodeObjectKey(grant.key)}?${query}`;
 }
 
 const denied = (message: string) => new ApiError(403, "signature_invalid", message);
+
+/** The object key an address names, or null when its path is not one `encodeObjectKey` could have produced. */
+function objectKeyOf(url: URL): string | null {
+	try {
+		return url.pathname.slice(STORAGE_PATH_PREFIX.length).split("/").map(decodeURIComponent).join("/");
+	} catch {
+		// A malformed percent-escape (e.g. `%E0%A4%A`): an outside input, not a fault of ours.
+		return null;
+	}
+}
 
 /**
  * Checks an address used with `method` (HEAD counts as GET). Returns what the signature grants, or throws 403.
@@ -69,9 +102,14 @@ export async function verifyStorageUrl(env: Env, url: URL, method: string, now =
 	if (!signedMethod || !kid || !sig || !Number.isInteger(exp)) {
 		throw denied("This storage address is not signed; request a new address from the API");
 	}
-	const objectKey = url.pathname.slice(STORAGE_PATH_PREFIX.length).split("/").map(decodeURIComponent).join("/");
+	const objectKey = objectKeyOf(url);
+	if (objectKey === null) throw denied("This storage address is malformed; request a new address from the API");
 	const contentType = q.get("ct") ?? "";
 	const maxBytes = q.get("max") ?? "";
+	const generation = q.get("gen") ?? "";
+	if (generation !== "" && !/^\d{1,9}$/.test(generation)) {
+		throw denied("The signature of this storage address is invalid");
+	}
 	const material = ring(env).find((k) => k.id === kid);
 	let signature: Uint8Array<ArrayBuffer>;
 	try {
@@ -79,7 +117,7 @@ export async function verifyStorageUrl(env: Env, url: URL, method: string, now =
 	} catch {
 		throw denied("The signature of this storage address is invalid");
 	}
-	const message = canonical({ method: signedMethod, key: objectKey, exp, contentType, maxBytes });
+	const message = canonical({ method: signedMethod, key: objectKey, exp, contentType, maxBytes, generation });
 	const valid = material
 		? await crypto.subtle.verify("HMAC", await hmacKey(material, "verify"), signature, utf8(message))
 		: false;
@@ -97,5 +135,6 @@ export async function verifyStorageUrl(env: Env, url: URL, method: string, now =
 		expiresAt: new Date(exp * 1000),
 		...(contentType ? { contentType } : {}),
 		...(maxBytes ? { maxBytes: Number(maxBytes) } : {}),
+		...(signedMethod === "PUT" ? { generation: generation === "" ? 0 : Number(generation) } : {}),
 	};
 }

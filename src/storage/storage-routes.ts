@@ -49,7 +49,14 @@ async function download(request: Request, env: Env, url: URL): Promise<Response>
 	if (!head) throw new ApiError(404, "not_found", "The object at this address does not exist (or was deleted)");
 	const range = parseRange(request.headers.get("Range"), head.size);
 	if (range === "unsatisfiable") {
-		return new Response(null, { status: 416, headers: { "Content-Range": `bytes */${head.size}` } });
+		throw new ApiError(
+			416,
+			"range_not_satisfiable",
+			`The requested range lies outside the object (${head.size} bytes)`,
+			{
+				headers: { "Content-Range": `bytes */${head.size}` },
+			},
+		);
 	}
 	if (request.method === "HEAD") {
 		const headers = objectHeaders(head, grant.expiresAt);
@@ -85,7 +92,7 @@ async function upload(request: Request, env: Env, url: URL): Promise<Response> {
 		throw new ApiError(413, "payload_too_large", `Uploads must be smaller than ${grant.maxBytes} bytes`);
 	}
 	const hook = uploadHookFor(grant.key);
-	await hook?.beforePut?.(env, grant.key);
+	await hook?.beforePut?.(env, grant);
 
 	const stored = await storeWithLength(request, length, (body) =>
 		env.BUCKET.put(grant.key, body, { httpMetadata: { contentType: grant.contentType } }),
@@ -99,14 +106,14 @@ async function upload(request: Request, env: Env, url: URL): Promise<Response> {
 		);
 	}
 	const object = stored.value;
-	await hook?.afterPut?.(env, grant.key, object);
+	await hook?.afterPut?.(env, grant, object);
 	return new Response(null, { status: 200 });
 }
 
 const storageResponses = {
 	200: { description: "Object bytes (GET) or empty body (PUT)" },
 	206: { description: "Partial content for a Range request" },
-	403: { description: "Tampered, expired or wrong-method address" },
+	403: { description: "Tampered, malformed, expired or wrong-method address" },
 	404: { description: "No object at this address" },
 };
 
@@ -119,7 +126,7 @@ export const storageRoutes = [
 		summary: "Download through a signed address",
 		tags: ["Storage"],
 		params: StorageParams,
-		responses: storageResponses,
+		responses: { ...storageResponses, 416: { description: "Range outside the object" } },
 		handler: ({ request, env, url }) => download(request, env, url),
 	}),
 	defineRoute({

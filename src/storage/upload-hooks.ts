@@ -1,12 +1,14 @@
 /**
  * What happens around a signed PUT, by object-key prefix. A hook may refuse an upload before any byte is
- * stored (`beforePut`, e.g. a second upload of the same audio file) and reacts once the object is in R2
- * (`afterPut`, e.g. mark the file uploaded and start preprocessing).
+ * stored (`beforePut`, e.g. a second upload of the same audio file, or one through a superseded address) and
+ * reacts once the object is in R2 (`afterPut`, e.g. mark the file uploaded and start preprocessing).
  */
+import type { StorageGrant } from "./signed-url.ts";
+
 export interface UploadHook {
 	prefix: string;
-	beforePut?(env: Env, key: string): Promise<void>;
-	afterPut?(env: Env, key: string, object: R2Object): Promise<void>;
+	beforePut?(env: Env, grant: StorageGrant): Promise<void>;
+	afterPut?(env: Env, grant: StorageGrant, object: R2Object): Promise<void>;
 }
 
 const hooks: UploadHook[] = [];

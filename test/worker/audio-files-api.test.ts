@@ -2,6 +2,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { AudioFile } from "../../src/contracts/audio-files.ts";
+import { signStorageUrl } from "../../src/storage/signed-url.ts";
 import { makeWav } from "../support/wav-generator.ts";
 import {
 	getFile,
@@ -13,7 +14,7 @@ import {
 	storedObject,
 	upload,
 } from "./audio-files-helpers.ts";
-import { call, runSql, signedInClient } from "./helpers.ts";
+import { call, ORIGIN, runSql, signedInClient } from "./helpers.ts";
 
 const wav = makeWav({ sampleRate: 8000, channels: 1, frames: 8000, encoding: "pcm", bits: 16 });
 
@@ -223,6 +224,59 @@ describe("POST /api/v1/audio-files/{id}/regenerate-upload-url", () => {
 		expect(expiresAt).toBeLessThanOrEqual(Date.now() + 30 * 60 * 1000);
 		expect(renewed.upload_url).not.toBe(stale.upload_url);
 		expect((await upload(renewed, wav)).status).toBe(200);
+	});
+
+	it("retires every earlier address: only the newest one uploads, older ones get 403", async () => {
+		const { api, client } = await signedInClient();
+		const file = await registerFile(api, "a.wav", "audio/wav");
+		// An address signed as before generations existed (no `gen`) counts as generation 0 and works until regenerated.
+		const unversioned = await signStorageUrl(env, ORIGIN, {
+			method: "PUT",
+			key: objectKeyOf(client.accountId, file.id),
+			expiresAt: new Date(file.upload_url_expires_at),
+			contentType: "audio/wav",
+			maxBytes: 100_000_000,
+		});
+		const addresses = [file.upload_url as string, unversioned];
+		for (let i = 0; i < 2; i++) {
+			// Within the same second as registration: the expiry alone would not tell the addresses apart.
+			const response = await api(`/api/v1/audio-files/${file.id}/regenerate-upload-url`, { method: "POST" });
+			expect(response.status).toBe(200);
+			addresses.push(((await response.json()) as { data: AudioFile }).data.upload_url as string);
+		}
+		const newest = addresses.at(-1) as string;
+		expect(new Set(addresses).size).toBe(addresses.length);
+		expect((await getFile(api, file.id)).upload_url).toBe(newest);
+		const headers = { "Content-Type": "audio/wav", "Content-Length": String(wav.byteLength) };
+		for (const old of addresses.slice(0, -1)) {
+			const refused = await put(old, wav, headers);
+			expect(refused.status, old).toBe(403);
+			expect(await refused.json()).toMatchObject({
+				success: false,
+				code: "upload_url_superseded",
+				message: expect.stringMatching(/replaced by a newer one/),
+			});
+		}
+		expect(await storedObject(client.accountId, file.id)).toBeNull();
+		expect((await put(newest, wav, headers)).status).toBe(200);
+		expect((await getFile(api, file.id)).upload_status).toBe("uploaded");
+	});
+
+	it("keeps the generation signed in: changing it in an address breaks the signature", async () => {
+		const { api } = await signedInClient();
+		const file = await registerFile(api, "a.wav", "audio/wav");
+		await api(`/api/v1/audio-files/${file.id}/regenerate-upload-url`, { method: "POST" });
+		const stale = new URL(file.upload_url as string);
+		expect(stale.searchParams.get("gen")).toBe("0");
+		for (const forged of ["1", "01", "1e0", "-1", ""]) {
+			stale.searchParams.set("gen", forged);
+			const response = await put(stale.toString(), wav, {
+				"Content-Type": "audio/wav",
+				"Content-Length": String(wav.byteLength),
+			});
+			expect(response.status, forged).toBe(403);
+			expect(await response.json()).toMatchObject({ code: "signature_invalid" });
+		}
 	});
 
 	it("is a 409 once the file is uploaded", async () => {

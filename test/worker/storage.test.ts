@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { signStorageUrl } from "../../src/storage/signed-url.ts";
 import { call, ORIGIN } from "./helpers.ts";
 
@@ -49,6 +49,63 @@ describe("signed storage addresses", () => {
 		const beyond = await call(url, { headers: { Range: "bytes=5000-" } });
 		expect(beyond.status).toBe(416);
 		expect(beyond.headers.get("Content-Range")).toBe("bytes */1000");
+	});
+
+	it.each(["bytes=5000-", "bytes=1000-1000", "bytes=-0", "bytes=500-100"])(
+		"answers the unsatisfiable Range %s with 416 in the error envelope",
+		async (range) => {
+			const { key } = await storedObject();
+			const url = await signStorageUrl(env, ORIGIN, { method: "GET", key, expiresAt: inAnHour() });
+			const response = await call(url, { headers: { Range: range } });
+			expect(response.status).toBe(416);
+			expect(response.headers.get("Content-Range")).toBe("bytes */1000");
+			expect(response.headers.get("Content-Type")).toMatch(/application\/json/);
+			expect(await response.json()).toEqual({
+				success: false,
+				code: "range_not_satisfiable",
+				message: expect.stringMatching(/range.*1000 bytes/),
+			});
+			const head = await call(url, { method: "HEAD", headers: { Range: range } });
+			expect(head.status).toBe(416);
+			expect(head.headers.get("Content-Range")).toBe("bytes */1000");
+		},
+	);
+
+	describe("malformed paths", () => {
+		const malformed = ["%E0%A4%A", "%", "a/%ZZ/b", "%C0%AF", "tests/%ED%A0%80", "%E0%A4%A/object.bin"];
+		const cases = malformed.flatMap((path) => (["GET", "HEAD", "PUT"] as const).map((method) => [method, path]));
+
+		it.each(cases)("%s /storage/v1/%s is a 403 in the envelope, logging nothing", async (method, path) => {
+			const errors = vi.spyOn(console, "error");
+			try {
+				// A well-formed signed query, so the path is the only thing wrong.
+				const signed = new URL(
+					await signStorageUrl(env, ORIGIN, {
+						method: method === "PUT" ? "PUT" : "GET",
+						key: "tests/object.bin",
+						expiresAt: inAnHour(),
+						contentType: "audio/wav",
+						maxBytes: 5000,
+						generation: 0,
+					}),
+				);
+				const response = await call(`${ORIGIN}/storage/v1/${path}${signed.search}`, {
+					method,
+					...(method === "PUT" ? { body: bytes(10), headers: { "Content-Type": "audio/wav" } } : {}),
+				});
+				expect(response.status).toBe(403);
+				if (method !== "HEAD") {
+					expect(await response.json()).toEqual({
+						success: false,
+						code: "signature_invalid",
+						message: expect.stringMatching(/malformed/),
+					});
+				}
+				expect(errors).not.toHaveBeenCalled();
+			} finally {
+				errors.mockRestore();
+			}
+		});
 	});
 
 	it.each([

@@ -16,7 +16,8 @@ export const regenerateUploadUrlRoute = defineRoute({
 	params: IdParams,
 	responses: {
 		200: {
-			description: "The audio file with a new `upload_url` and `upload_url_expires_at`",
+			description:
+				"The audio file with a new `upload_url` and `upload_url_expires_at`; every earlier upload address of the file is refused from now on (403)",
 			schema: envelope(AudioFile),
 		},
 		404: { description: "No such audio file for this account" },

@@ -1,0 +1,1 @@
+ALTER TABLE `audio_files` ADD `upload_generation` integer DEFAULT 0 NOT NULL;
