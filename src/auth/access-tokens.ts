@@ -18,6 +18,12 @@ export type TokenCheck =
 
 const AUDIENCE = "voice-conversion-api";
 
+/**
+ * How far ahead of our clock a token's `iat` may be: tokens come only from this Worker, whose clocks agree to well
+ * under a second, so anything later was not issued by us as we are now (a forged or mis-minted token) and is refused.
+ */
+export const TOKEN_CLOCK_SKEW_SECONDS = 30;
+
 function signingKeys(env: Env) {
 	return keyRing("TOKEN_SIGNING_KEY", env.TOKEN_SIGNING_KEY, env.TOKEN_SIGNING_KEY_PREVIOUS);
 }
@@ -37,7 +43,10 @@ export async function issueAccessToken(env: Env, claims: TokenClaims, now = new 
 		.sign(key.bytes);
 }
 
-/** Verifies signature (current or previous key, chosen by `kid`), `typ`, issuer, audience, expiry and scope. */
+/**
+ * Verifies signature (current or previous key, chosen by `kid`), `typ`, issuer, audience, expiry and scope, and that
+ * `iat` is not in the future and the token does not outlive what we issue. Revocation is checked by the caller.
+ */
 export async function verifyAccessToken(env: Env, token: string, requiredScope: string): Promise<TokenCheck> {
 	const ring = signingKeys(env);
 	try {
@@ -56,6 +65,11 @@ export async function verifyAccessToken(env: Env, token: string, requiredScope: 
 				requiredClaims: ["exp", "iat", "sub", "jti"],
 			},
 		);
+		const now = Math.floor(Date.now() / 1000);
+		const issuedAt = payload.iat as number;
+		if (issuedAt > now + TOKEN_CLOCK_SKEW_SECONDS || (payload.exp as number) - issuedAt > TOKEN_LIFETIME_SECONDS) {
+			return { ok: false, reason: "invalid" };
+		}
 		const scopes = typeof payload.scope === "string" ? payload.scope.split(" ") : [];
 		if (!scopes.includes(requiredScope)) return { ok: false, reason: "wrong_scope" };
 		if (typeof payload.acc !== "string" || typeof payload.client_id !== "string")

@@ -2,6 +2,7 @@
 import { unauthorized } from "../http/errors.ts";
 import type { AuthMode } from "../http/route.ts";
 import { type TokenClaims, verifyAccessToken } from "./access-tokens.ts";
+import { clientIsActive } from "./client-status.ts";
 import { BASE_SCOPE, RUNNER_SCOPE } from "./scopes.ts";
 
 export async function authenticate(request: Request, env: Env, mode: Exclude<AuthMode, "none">): Promise<TokenClaims> {
@@ -11,7 +12,12 @@ export async function authenticate(request: Request, env: Env, mode: Exclude<Aut
 	if (!match?.[1])
 		throw unauthorized("Malformed Authorization header: expected Bearer <ACCESS_TOKEN>", "invalid_request");
 	const result = await verifyAccessToken(env, match[1], mode === "runner" ? RUNNER_SCOPE : BASE_SCOPE);
-	if (result.ok) return result.claims;
+	if (result.ok) {
+		if (!(await clientIsActive(env, result.claims.clientId))) {
+			throw unauthorized("Access token was revoked: its client's credentials are no longer valid", "invalid_token");
+		}
+		return result.claims;
+	}
 	switch (result.reason) {
 		case "expired":
 			throw unauthorized("Access token has expired; request a new one", "invalid_token");
