@@ -2,9 +2,10 @@
  * The delivery rules of spec section 6, as pure functions the `WebhookSubscription` Durable Object applies:
  * when to retry, when to give up, and what the failure count does. No I/O, so the rules read and test alone.
  *
- * Attempts: the first at once, then retries after 2, 4, 8 and 16 seconds; the fifth attempt is the last, and its
- * failure abandons the delivery. (The spec lists the backoff as 2, 4, 8, 16, 32 s and also caps attempts at 5;
- * the cap wins, so 32 s would only be used if `MAX_ATTEMPTS` were raised to 6.)
+ * Attempts: the first at once, then retries 2, 4, 8 and 16 seconds after the delivery's own previous failure,
+ * whatever other deliveries of the subscription are doing; the fifth attempt is the last, and its failure abandons
+ * the delivery. (The spec lists the backoff as 2, 4, 8, 16, 32 s and also caps attempts at 5; the cap wins, so 32 s
+ * would only be used if `MAX_ATTEMPTS` were raised to 6.)
  *
  * Failure count: every failed attempt, of any event, adds one to the subscription's `consecutive_failures`; any
  * 2xx resets it to 0; reaching `AUTO_DISABLE_AFTER_FAILURES` deactivates the subscription, and its pending retries
@@ -54,6 +55,14 @@ export const MAX_PARALLEL_ATTEMPTS = 4;
  */
 export function parallelAttempts(consecutiveFailures: number): number {
 	return Math.max(1, Math.min(MAX_PARALLEL_ATTEMPTS, AUTO_DISABLE_AFTER_FAILURES - consecutiveFailures));
+}
+
+/**
+ * How many more attempts may start while `inFlight` others are under way. An attempt in flight may still fail, so it
+ * takes a place under the cap and under the failures left before auto-disable alike.
+ */
+export function attemptsToStart(consecutiveFailures: number, inFlight: number): number {
+	return Math.max(0, parallelAttempts(consecutiveFailures) - inFlight);
 }
 
 /** How long a queue-repeated event id is remembered (longest Queues retention is 14 days). */

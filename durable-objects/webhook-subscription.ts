@@ -2,7 +2,8 @@
  * `WebhookSubscription`: one object per subscription (`idFromName(subscription_id)`). It accepts events from the
  * `webhook-events` consumer (and redeliveries from the API), remembers which event ids it has accepted so a
  * repeated queue message is delivered once, and delivers from its alarm: sign, POST, log the attempt, retry on
- * the schedule of `webhook-delivery-logic.ts`, count failures, stop when the subscription is disabled.
+ * the schedule of `webhook-delivery-logic.ts` (each delivery on its own), count failures, stop when the subscription
+ * is disabled.
  *
  * Storage layout (SQLite in the object):
  *   meta(key, value)            `subscription_id`, `account_id`
@@ -10,8 +11,8 @@
  *   runs(run_id, event_id, event_type, webhook_id, body, attempts, next_attempt_at, last_log_id, open_log_id)
  *                               deliveries still to attempt; `body` is the exact JSON sent on every attempt
  *
- * The subscription row itself (URL, secret, active flag, failure count) is read from D1 before every round of
- * attempts, never cached, so a new URL or a regenerated secret applies to the very next attempt.
+ * The subscription row itself (URL, secret, active flag, failure count) is read from D1 before attempts are started,
+ * never cached, so a new URL or a regenerated secret applies to the very next attempt.
  */
 import { DurableObject } from "cloudflare:workers";
 import {
@@ -31,10 +32,10 @@ import {
 } from "../src/webhooks/subscription-store.ts";
 import {
 	ALARM_WORK_BUDGET_MS,
+	attemptsToStart,
 	decideAfterAttempt,
 	IN_FLIGHT_LEASE_MS,
 	MAX_ATTEMPTS,
-	parallelAttempts,
 	SECRET_FAULT_RETRY_MS,
 	SEEN_EVENT_RETENTION_MS,
 } from "./webhook-delivery-logic.ts";
@@ -64,7 +65,13 @@ interface Run {
 	[key: string]: SqlStorageValue;
 }
 
+/** Why an alarm stops starting attempts: the subscription is off (drop what waits) or its secret cannot be opened. */
+type Halt = { kind: "drop"; closeLog: boolean } | { kind: "secret_fault" };
+
 export class WebhookSubscription extends DurableObject<Env> {
+	/** Set while an alarm waits for its next change; `enqueue` calls it so a new event does not wait. */
+	#wake: (() => void) | null = null;
+
 	constructor(ctx: DurableObjectState, env: Env) {
 		super(ctx, env);
 		ctx.blockConcurrencyWhile(async () => {
@@ -106,6 +113,8 @@ export class WebhookSubscription extends DurableObject<Env> {
 			);
 		});
 		await this.#rearm();
+		// A running alarm starts it at once instead of after the attempts it is waiting on.
+		this.#wake?.();
 		return { status: "accepted", webhookId: payload.id };
 	}
 
@@ -115,58 +124,119 @@ export class WebhookSubscription extends DurableObject<Env> {
 		const subscriptionId = this.#recall("subscription_id");
 		const accountId = this.#recall("account_id");
 		if (!subscriptionId || !accountId) return;
-		// Rounds, oldest due first. Each round reads the subscription row afresh (current URL, secret, state) and
-		// sends only as many attempts side by side as failures may still happen before auto-disable, so the count
-		// can never pass the threshold and nothing is sent once it is reached.
-		while (Date.now() - started < ALARM_WORK_BUDGET_MS) {
-			const due = this.ctx.storage.sql
-				.exec<Run>("SELECT * FROM runs WHERE next_attempt_at <= ? ORDER BY next_attempt_at, rowid", Date.now())
-				.toArray();
-			if (due.length === 0) break;
-			const subscription = await loadSubscriptionForDelivery(this.env, subscriptionId);
-			if (!subscription || subscription.deletedAt || !subscription.isActive) {
-				await this.#dropAllRuns({ closeLog: Boolean(subscription && !subscription.deletedAt) });
-				break;
-			}
-			let secret: string;
-			try {
-				secret = await openSecret(this.env, subscriptionId, sealedSecretOf(subscription));
-			} catch (error) {
-				// A configuration fault (key version missing): nothing can be signed. Try again later, loudly.
-				console.error(
-					JSON.stringify({
-						level: "error",
-						msg: "webhook secret cannot be opened; deliveries wait",
-						subscription: subscriptionId,
-						error: error instanceof Error ? error.message : String(error),
-					}),
-				);
-				await this.ctx.storage.setAlarm(Date.now() + SECRET_FAULT_RETRY_MS);
-				return;
-			}
-			const round = due.slice(0, parallelAttempts(subscription.consecutiveFailures));
-			const target = { subscriptionId, accountId, url: subscription.url, secret };
-			const results = await Promise.allSettled(round.map((run) => this.#attempt(run, target)));
-			results.forEach((result, i) => {
-				if (result.status === "fulfilled") return;
-				// The run keeps its in-flight lease and is tried again when that expires; the others go on.
-				console.error(
-					JSON.stringify({
-						level: "error",
-						msg: "webhook attempt failed to run",
-						run: round[i]?.run_id,
-						error: result.reason instanceof Error ? result.reason.message : String(result.reason),
-					}),
-				);
-			});
-			if (results.some((r) => r.status === "fulfilled" && r.value.disabled)) {
-				// After the whole round, so no attempt of it is still writing its outcome.
-				await this.#dropAllRuns({ closeLog: true });
-				break;
-			}
-			if (!results.some((r) => r.status === "fulfilled")) break;
+		// Every delivery keeps its own schedule: start whatever is due, then wait for the first of an attempt ending,
+		// the next retry coming due or a new event, and look again, until nothing is in flight. A receiver that takes
+		// its full 30 s over one attempt so never holds back another delivery's retry.
+		const inFlight = new Map<string, Promise<void>>();
+		const state: { halt: Halt | null } = { halt: null };
+		for (;;) {
+			const mayStart = state.halt === null && Date.now() - started < ALARM_WORK_BUDGET_MS;
+			if (mayStart) await this.#startDueAttempts({ subscriptionId, accountId }, inFlight, state);
+			if (inFlight.size === 0) break;
+			await this.#nextChange(inFlight, mayStart && state.halt === null);
 		}
+		if (state.halt?.kind === "secret_fault") {
+			await this.ctx.storage.setAlarm(Date.now() + SECRET_FAULT_RETRY_MS);
+			return;
+		}
+		// Only once nothing is in flight, so no attempt is still writing its outcome.
+		if (state.halt?.kind === "drop") await this.#dropAllRuns({ closeLog: state.halt.closeLog });
 		await this.#rearm();
+	}
+
+	/**
+	 * Starts the due deliveries that fit beside those in flight. The subscription row is read afresh (current URL,
+	 * secret, state), and no more attempts run side by side than failures may still happen before auto-disable, so
+	 * the count can never pass the threshold and nothing is sent once it is reached.
+	 */
+	async #startDueAttempts(
+		ids: { subscriptionId: string; accountId: string },
+		inFlight: Map<string, Promise<void>>,
+		state: { halt: Halt | null },
+	): Promise<void> {
+		const due = this.ctx.storage.sql
+			.exec<Run>("SELECT * FROM runs WHERE next_attempt_at <= ? ORDER BY next_attempt_at, rowid", Date.now())
+			.toArray()
+			.filter((run) => !inFlight.has(run.run_id));
+		if (due.length === 0) return;
+		const subscription = await loadSubscriptionForDelivery(this.env, ids.subscriptionId);
+		if (!subscription || subscription.deletedAt || !subscription.isActive) {
+			state.halt = { kind: "drop", closeLog: Boolean(subscription && !subscription.deletedAt) };
+			return;
+		}
+		let secret: string;
+		try {
+			secret = await openSecret(this.env, ids.subscriptionId, sealedSecretOf(subscription));
+		} catch (error) {
+			// A configuration fault (key version missing): nothing can be signed. Try again later, loudly.
+			console.error(
+				JSON.stringify({
+					level: "error",
+					msg: "webhook secret cannot be opened; deliveries wait",
+					subscription: ids.subscriptionId,
+					error: error instanceof Error ? error.message : String(error),
+				}),
+			);
+			state.halt = { kind: "secret_fault" };
+			return;
+		}
+		const target = { ...ids, url: subscription.url, secret };
+		for (const run of due.slice(0, attemptsToStart(subscription.consecutiveFailures, inFlight.size))) {
+			const attempt = this.#attempt(run, target).then(
+				({ disabled }) => {
+					if (disabled) state.halt ??= { kind: "drop", closeLog: true };
+				},
+				(error: unknown) => {
+					// The run keeps its in-flight lease and is tried again when that expires; the others go on.
+					console.error(
+						JSON.stringify({
+							level: "error",
+							msg: "webhook attempt failed to run",
+							run: run.run_id,
+							error: error instanceof Error ? error.message : String(error),
+						}),
+					);
+				},
+			);
+			inFlight.set(
+				run.run_id,
+				attempt.finally(() => inFlight.delete(run.run_id)),
+			);
+		}
+	}
+
+	/**
+	 * Waits until an attempt in flight ends, or (when `watchSchedule`) the next retry falls due or `enqueue` adds a
+	 * delivery. Due deliveries that found no free place wait for an attempt to end, not for a timer.
+	 */
+	async #nextChange(inFlight: Map<string, Promise<void>>, watchSchedule: boolean): Promise<void> {
+		const changes: Promise<void>[] = [...inFlight.values()];
+		let timer: number | null = null;
+		if (watchSchedule) {
+			const now = Date.now();
+			const [next] = this.ctx.storage.sql
+				.exec<{ at: number | null }>("SELECT MIN(next_attempt_at) AS at FROM runs WHERE next_attempt_at > ?", now)
+				.toArray();
+			const at = next?.at;
+			if (at != null) {
+				changes.push(
+					new Promise((resolve) => {
+						timer = setTimeout(resolve, at - now);
+					}),
+				);
+			}
+			changes.push(
+				new Promise((resolve) => {
+					this.#wake = resolve;
+				}),
+			);
+		}
+		try {
+			await Promise.race(changes);
+		} finally {
+			clearTimeout(timer);
+			this.#wake = null;
+		}
 	}
 
 	async #attempt(

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
 	AUTO_DISABLE_AFTER_FAILURES,
+	attemptsToStart,
 	decideAfterAttempt,
 	MAX_ATTEMPTS,
 	MAX_PARALLEL_ATTEMPTS,
@@ -41,5 +42,18 @@ describe("delivery rules", () => {
 			expect(failures + parallelAttempts(failures)).toBeLessThanOrEqual(AUTO_DISABLE_AFTER_FAILURES);
 		}
 		expect(MAX_PARALLEL_ATTEMPTS).toBe(4);
+	});
+
+	it("counts attempts in flight against the cap and against the failures left, never going negative", () => {
+		expect([0, 1, 2, 3, 4, 5].map((inFlight) => attemptsToStart(0, inFlight))).toEqual([4, 3, 2, 1, 0, 0]);
+		expect([0, 1, 2].map((inFlight) => attemptsToStart(8, inFlight))).toEqual([2, 1, 0]);
+		for (let failures = 0; failures < AUTO_DISABLE_AFTER_FAILURES; failures++) {
+			// Every state the object can be in: no more in flight than it was allowed to start.
+			for (let inFlight = 0; inFlight <= parallelAttempts(failures); inFlight++) {
+				const more = attemptsToStart(failures, inFlight);
+				expect(failures + inFlight + more).toBeLessThanOrEqual(AUTO_DISABLE_AFTER_FAILURES);
+				expect(inFlight + more).toBeLessThanOrEqual(MAX_PARALLEL_ATTEMPTS);
+			}
+		}
 	});
 });

@@ -1,6 +1,9 @@
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { MAX_PARALLEL_ATTEMPTS } from "../../durable-objects/webhook-delivery-logic.ts";
 import { CONVERSION_EVENT_FIELDS } from "../../src/contracts/webhooks.ts";
+import { DELIVERY_TIMEOUT_MS } from "../../src/webhooks/send-delivery.ts";
 import { verifyWebhook } from "../../src/webhooks/verify-webhook.ts";
 import { signedInClient } from "./helpers.ts";
 import {
@@ -295,6 +298,131 @@ describe("retries, abandonment and auto-disable", () => {
 		expect(await scheduledAlarm(paused.id)).toBeNull();
 		expect(await scheduledAlarm(removed.id)).toBeNull();
 	});
+});
+
+/**
+ * Fakes setTimeout as well as Date, from the test clock's current time, so the object's waits for a retry (and the
+ * receiver's timeout) run on the test clock too. The clock is advanced inside the object, where those timers were
+ * set: what they wake up does the object's I/O. Real I/O still takes real time: `until` polls for its effects.
+ */
+function useScheduleClock(subscriptionId: string) {
+	const now = Date.now();
+	vi.useRealTimers();
+	vi.useFakeTimers({ toFake: ["Date", "setTimeout", "clearTimeout"], now });
+	return {
+		advance: (ms: number) => runInDurableObject(subscriptionObject(subscriptionId), () => vi.advanceTimersByTime(ms)),
+	};
+}
+
+/** Polls (on the real clock) until `condition` holds; fails after `timeoutMs`. */
+async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 5_000) {
+	const deadline = performance.now() + timeoutMs;
+	while (!(await condition())) {
+		if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+		await scheduler.wait(10);
+	}
+}
+
+/** A receiver that never answers: the attempt ends when its 30 s timeout fires (on the test clock). */
+const hangsUntilTimeout = () =>
+	new Promise<Response>((_, reject) =>
+		setTimeout(() => reject(new DOMException("The operation timed out.", "TimeoutError")), DELIVERY_TIMEOUT_MS),
+	);
+
+describe("each delivery on its own schedule", () => {
+	it("retries a delivery 2, 4, 8 and 16 s after its own failures while another attempt runs into the timeout", async () => {
+		const { receiver, api, client } = await webhookTestbed([hangsUntilTimeout, 500, 500, 500, 500, 200]);
+		const sub = await createSubscription(api);
+		const clock = useScheduleClock(sub.id);
+		await consumeWebhookEvent(await insertOutboxEvent(client.accountId));
+		await consumeWebhookEvent(await insertOutboxEvent(client.accountId));
+		const start = Date.now();
+		const alarm = runDeliveryAlarm(sub.id);
+
+		const webhookId = (d: ReceivedDelivery) => d.headers.get("X-Webhook-Id");
+		await until(() => receiver.received.length === 2, "both first attempts");
+		const [slow, other] = receiver.received.map(webhookId);
+		const otherAttempts = () => receiver.received.filter((d) => webhookId(d) === other).length;
+		const finished = async (attempt: number) =>
+			(await deliveryLog(api, sub.id)).some(
+				(e) => e.webhook_id === other && e.attempt === attempt && e.status !== "pending",
+			);
+		for (const [attempt, delay] of [
+			[1, 2],
+			[2, 4],
+			[3, 8],
+			[4, 16],
+		] as const) {
+			await until(() => finished(attempt), `attempt ${attempt} to fail`);
+			await clock.advance(delay * 1000 - 1000);
+			await scheduler.wait(50);
+			expect(otherAttempts(), `one second before retry ${attempt + 1}`).toBe(attempt);
+			await clock.advance(1000);
+			await until(() => otherAttempts() === attempt + 1, `attempt ${attempt + 1}`);
+		}
+		await alarm;
+
+		const log = await deliveryLog(api, sub.id);
+		const attemptsOf = (id: string | null | undefined) =>
+			log.filter((e) => e.webhook_id === id).sort((a, b) => (a.attempt as number) - (b.attempt as number));
+		const retried = attemptsOf(other);
+		expect(retried.map((e) => [e.attempt, e.status])).toEqual([
+			[1, "failed"],
+			[2, "failed"],
+			[3, "failed"],
+			[4, "failed"],
+			[5, "delivered"],
+		]);
+		// Each retry started exactly its delay after its own previous attempt ended.
+		const offsets = retried
+			.slice(1)
+			.map((e, i) => Date.parse(e.created_at as string) - Date.parse(retried[i]?.completed_at as string));
+		expect(offsets).toEqual([2000, 4000, 8000, 16000]);
+		// Meanwhile the slow attempt held its place for the whole 30 s, and retries on its own schedule.
+		const [timedOut] = attemptsOf(slow);
+		expect(timedOut).toMatchObject({ attempt: 1, status: "failed", error: "No answer within 30 seconds" });
+		expect(Date.parse(timedOut?.completed_at as string) - start).toBe(DELIVERY_TIMEOUT_MS);
+		expect(timedOut?.next_retry_at).toBe(new Date(start + DELIVERY_TIMEOUT_MS + 2000).toISOString());
+		expect(await scheduledAlarm(sub.id)).toBe(start + DELIVERY_TIMEOUT_MS + 2000);
+	}, 20_000);
+
+	it("sends a new event at once while another attempt is still waiting for its receiver", async () => {
+		const { receiver, api, client } = await webhookTestbed([hangsUntilTimeout, 200]);
+		const sub = await createSubscription(api);
+		const clock = useScheduleClock(sub.id);
+		await consumeWebhookEvent(await insertOutboxEvent(client.accountId));
+		const alarm = runDeliveryAlarm(sub.id);
+		await until(() => receiver.received.length === 1, "the first attempt");
+		await consumeWebhookEvent(await insertOutboxEvent(client.accountId));
+		await until(() => receiver.received.length === 2, "the new event's attempt");
+		expect(Date.parse((await deliveryLog(api, sub.id))[0]?.created_at as string)).toBe(Date.now());
+		await clock.advance(DELIVERY_TIMEOUT_MS);
+		await alarm;
+		expect((await deliveryLog(api, sub.id)).map((e) => e.status).sort()).toEqual(["delivered", "failed"]);
+	}, 20_000);
+
+	it("never has more attempts in flight than the cap, starting the next as soon as one ends", async () => {
+		const { receiver, api, client } = await webhookTestbed([hangsUntilTimeout]);
+		const sub = await createSubscription(api);
+		const clock = useScheduleClock(sub.id);
+		for (let i = 0; i < 6; i++) await consumeWebhookEvent(await insertOutboxEvent(client.accountId));
+		const alarm = runDeliveryAlarm(sub.id);
+		await until(() => receiver.received.length === MAX_PARALLEL_ATTEMPTS, "the first attempts");
+		await scheduler.wait(50);
+		expect(receiver.received).toHaveLength(MAX_PARALLEL_ATTEMPTS);
+
+		// The four time out together (4 failures); the other two start at once, not at the next retry.
+		receiver.answer([200]);
+		await clock.advance(DELIVERY_TIMEOUT_MS);
+		await until(() => receiver.received.length === 6, "the two waiting deliveries");
+		await alarm;
+		const log = await deliveryLog(api, sub.id);
+		expect(log.filter((e) => e.status === "delivered").map((e) => Date.parse(e.created_at as string))).toEqual(
+			Array(2).fill(Date.parse(log.find((e) => e.status === "failed")?.completed_at as string)),
+		);
+		expect(log.filter((e) => e.status === "failed")).toHaveLength(MAX_PARALLEL_ATTEMPTS);
+		expect(await subscriptionRow(sub.id)).toMatchObject({ is_active: 1 });
+	}, 20_000);
 });
 
 describe("secret regeneration", () => {
