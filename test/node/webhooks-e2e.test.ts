@@ -165,6 +165,25 @@ describe("webhooks end to end with a real local receiver", () => {
 		]);
 	});
 
+	it("retries each delivery on its own schedule while the receiver leaves another request hanging", async () => {
+		// The first request hangs (the Worker's 30 s timeout would end it); the other event fails, then succeeds.
+		receiver.script("/hooks/slow", ["hang", 500, 500, 200]);
+		await createSubscription("/hooks/slow", ["conversion_completed"]);
+		await emitConversionEvent("completed");
+		await emitConversionEvent("completed");
+		await receiver.waitFor("/hooks/slow", 4);
+
+		const [hanging, ...others] = receiver.received.filter((r) => r.path === "/hooks/slow") as Received[];
+		const retried = others.filter((r) => r.headers["x-webhook-id"] !== hanging?.headers["x-webhook-id"]);
+		expect(retried).toHaveLength(3);
+		// Measured on the receiver's clock: each retry follows the previous failure by its delay, not by 30 s.
+		const offsets = retried.slice(1).map((r, i) => r.at - (retried[i] as Received).at);
+		expect(offsets[0]).toBeGreaterThanOrEqual(2000);
+		expect(offsets[0]).toBeLessThan(3500);
+		expect(offsets[1]).toBeGreaterThanOrEqual(4000);
+		expect(offsets[1]).toBeLessThan(5500);
+	});
+
 	it("sends a signed test delivery to the receiver on request", async () => {
 		const sub = await createSubscription("/hooks/test", ["conversion_failed"]);
 		const response = await api(`/api/v1/webhooks/subscriptions/${sub.id}/test`, { method: "POST" });
