@@ -20,7 +20,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { RunnerApiClient } from "../gpu-runner/src/api/runner-api-client.ts";
 import { TokenProvider } from "../gpu-runner/src/api/token-provider.ts";
-import { type OutputUploads, uploadOutput } from "../gpu-runner/src/audio/output-upload.ts";
+import { type OutputUploads, uploadOutput } from "../gpu-runner/src/storage/output-upload.ts";
 import type { Lease } from "../src/contracts/runner.ts";
 import { type LocalStack, startLocalStack } from "../test/support/local-stack.ts";
 import { makeWav } from "../test/support/wav-generator.ts";

@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: runs every benchmark in turn (`bench/*.bench.ts`, then the runner's own) and prints their
+ * `npm run bench`: runs every benchmark in turn (`bench/*.bench.ts`, then the runner's own in `bench/runner/`) and prints their
  * figures. Benchmarks start their own local stack, bound their loops, and stop by themselves.
  */
 import { spawnSync } from "node:child_process";

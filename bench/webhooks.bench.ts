@@ -6,8 +6,8 @@
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { computeWebhookSignature } from "../src/webhooks/signature.ts";
-import { verifyWebhook } from "../src/webhooks/verify-webhook.ts";
+import { verifyWebhook } from "../sdk/verify-webhook.ts";
+import { computeWebhookSignature } from "../src/contracts/webhook-signature.ts";
 import { startLocalStack } from "../test/support/local-stack.ts";
 
 const SIGN_OPS = 5_000;

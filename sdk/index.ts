@@ -23,12 +23,6 @@ export {
 } from "../src/contracts/voice-conversions.ts";
 export { SUBSCRIBABLE_EVENTS } from "../src/contracts/webhooks.ts";
 export {
-	DEFAULT_TOLERANCE_SECONDS,
-	type VerifyWebhookInput,
-	type VerifyWebhookResult,
-	verifyWebhook,
-} from "../src/webhooks/verify-webhook.ts";
-export {
 	type IdempotentRequestOptions,
 	type ListConversionsOptions,
 	mimeTypeForFileName,
@@ -42,3 +36,9 @@ export { type FieldError, SDK_ERROR_CODES, VoiceConversionError } from "./errors
 export { DEFAULT_SCOPE, TokenSource } from "./token.ts";
 export type * from "./types.ts";
 export type { ProgressListener, UploadProgress, UploadSource } from "./upload.ts";
+export {
+	DEFAULT_TOLERANCE_SECONDS,
+	type VerifyWebhookInput,
+	type VerifyWebhookResult,
+	verifyWebhook,
+} from "./verify-webhook.ts";

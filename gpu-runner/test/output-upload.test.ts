@@ -9,8 +9,8 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { UploadedPart } from "../../src/contracts/runner.ts";
 import { ApiError } from "../src/api/api-error.ts";
-import { type OutputUploads, uploadOutput } from "../src/audio/output-upload.ts";
-import { TransferError } from "../src/audio/transfer.ts";
+import { type OutputUploads, uploadOutput } from "../src/storage/output-upload.ts";
+import { TransferError } from "../src/storage/transfer.ts";
 
 let dir: string;
 let file: string;

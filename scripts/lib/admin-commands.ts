@@ -6,6 +6,7 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import type { AdminBackend } from "./admin-backend.ts";
 import {
 	createAccount,
 	createClient,
@@ -15,9 +16,8 @@ import {
 	VOICE_ENGINES,
 	type VoiceFields,
 	voiceObjectKeys,
-} from "../../src/admin/provisioning.ts";
-import { sqlValue } from "../../src/admin/sql.ts";
-import type { AdminBackend } from "./admin-backend.ts";
+} from "./provisioning.ts";
+import { sqlValue } from "./sql.ts";
 
 export class UsageError extends Error {}
 

@@ -5,16 +5,10 @@
 import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
-import {
-	createAccount,
-	createClient,
-	createVoice,
-	updateVoice,
-	voiceObjectKeys,
-} from "../../src/admin/provisioning.ts";
-import { sqlValue } from "../../src/admin/sql.ts";
 import type { AdminBackend } from "./admin-backend.ts";
 import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "./demo-voices.ts";
+import { createAccount, createClient, createVoice, updateVoice, voiceObjectKeys } from "./provisioning.ts";
+import { sqlValue } from "./sql.ts";
 
 export interface DemoCredentials {
 	account_id: string;

@@ -2,7 +2,7 @@
 import type { ConversionEventData, PitchShift, VoiceConversion } from "../contracts/voice-conversions.ts";
 import { OUTPUT_URL_SECONDS } from "../contracts/voice-conversions.ts";
 import { signStorageUrl } from "../storage/signed-url.ts";
-import type { ConversionRow } from "./conversion-row.ts";
+import type { ConversionRow } from "./conversion-store.ts";
 
 /** The fields API responses and event payloads present alike. */
 function sharedFields(row: ConversionRow) {

@@ -12,7 +12,7 @@
  * is then sent on `webhook-events`; if that send is lost the cron safety net re-sends unsent rows.
  */
 import type { ConversionStatus } from "../db/schema.ts";
-import { type ConversionRow, loadConversion } from "./conversion-row.ts";
+import { type ConversionRow, loadConversion } from "./conversion-store.ts";
 import type { Failure } from "./failure-messages.ts";
 import { conversionEventData } from "./present-conversion.ts";
 

@@ -1,8 +1,7 @@
 /** Every HTTP route of the Worker, in one list: the router and the OpenAPI document are both built from it. */
-import { tokenRoute } from "../auth/token-endpoint.ts";
+
 import { buildOpenApiDocument } from "../http/openapi.ts";
 import { defineRoute, type RouteDefinition } from "../http/route.ts";
-import { storageRoutes } from "../storage/storage-routes.ts";
 import { deleteAudioFileRoute } from "./audio-files/delete-audio-file.ts";
 import { getAudioFileRoute } from "./audio-files/get-audio-file.ts";
 import { listAudioFilesRoute } from "./audio-files/list-audio-files.ts";
@@ -11,6 +10,8 @@ import { registerAudioFileRoute } from "./audio-files/register-audio-file.ts";
 import { docsRoute } from "./docs/docs-page.ts";
 import { playgroundDefaultsRoute } from "./docs/playground-defaults.ts";
 import { runnerRoutes } from "./internal/index.ts";
+import { tokenRoute } from "./oauth/token-endpoint.ts";
+import { storageRoutes } from "./storage/storage-routes.ts";
 import { createConversionRoute } from "./voice-conversions/create-conversion.ts";
 import { getConversionRoute } from "./voice-conversions/get-conversion.ts";
 import { listConversionsRoute } from "./voice-conversions/list-conversions.ts";

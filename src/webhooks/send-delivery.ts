@@ -3,9 +3,16 @@
  * test endpoint. Redirects are not followed (a 3xx is a failure: the URL was validated, its redirect target was
  * not), and the receiver has 30 seconds to answer.
  */
+
+import {
+	EVENT_HEADER,
+	ID_HEADER,
+	SIGNATURE_HEADER,
+	signatureHeader,
+	TIMESTAMP_HEADER,
+} from "../contracts/webhook-signature.ts";
 import type { WebhookPayload } from "../contracts/webhooks.ts";
 import { headerEventName } from "./payloads.ts";
-import { EVENT_HEADER, ID_HEADER, SIGNATURE_HEADER, signatureHeader, TIMESTAMP_HEADER } from "./signature.ts";
 
 export const DELIVERY_TIMEOUT_MS = 30_000;
 export const USER_AGENT = "voice-conversion-webhooks/1.0";

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AdminBackend, localBackend, ROOT } from "../../scripts/lib/admin-backend.ts";
 import { runAdmin, UsageError } from "../../scripts/lib/admin-commands.ts";
 import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "../../scripts/lib/demo-voices.ts";
-import { hashClientSecret } from "../../src/auth/client-secrets.ts";
+import { hashClientSecret } from "../../src/contracts/client-credentials.ts";
 
 let dir: string;
 let backend: AdminBackend;

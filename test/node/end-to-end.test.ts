@@ -5,7 +5,7 @@
  * as the spec's workflow describes; nothing in between is faked.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { verifyWebhook } from "../../src/webhooks/verify-webhook.ts";
+import { verifyWebhook } from "../../sdk/verify-webhook.ts";
 import { type Credentials, type LocalStack, startLocalStack } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";

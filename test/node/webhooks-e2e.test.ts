@@ -5,8 +5,8 @@
  * subscription's object to a signed POST; the receiver checks headers, signature and payload as a client would.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { verifyWebhook } from "../../sdk/verify-webhook.ts";
 import { CONVERSION_EVENT_FIELDS } from "../../src/contracts/webhooks.ts";
-import { verifyWebhook } from "../../src/webhooks/verify-webhook.ts";
 import { type LocalStack, startLocalStack } from "../support/local-stack.ts";
 import { type Received, startReceiver } from "../support/webhook-receiver.ts";
 

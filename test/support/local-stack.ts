@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { createTestHarness, type TestHarness } from "wrangler";
-import { createAccount, createClient, createVoice, type VoiceFields } from "../../src/admin/provisioning.ts";
+import { createAccount, createClient, createVoice, type VoiceFields } from "../../scripts/lib/provisioning.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "../..");
 

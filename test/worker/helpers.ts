@@ -1,6 +1,6 @@
 /** Test helpers: provision accounts and clients with the admin code, get tokens and call the Worker over HTTP. */
 import { env, exports } from "cloudflare:workers";
-import { createAccount, createClient } from "../../src/admin/provisioning.ts";
+import { createAccount, createClient } from "../../scripts/lib/provisioning.ts";
 import { BASE_SCOPE, RUNNER_SCOPE } from "../../src/auth/scopes.ts";
 
 export const ORIGIN = "https://api.test";

@@ -6,7 +6,7 @@
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { VoiceConversionClient, verifyWebhook } from "../../sdk/index.ts";
-import { computeWebhookSignature } from "../../src/webhooks/signature.ts";
+import { computeWebhookSignature } from "../../src/contracts/webhook-signature.ts";
 import { insertVoice, makeWav, runner } from "./conversion-fixtures.ts";
 import { ORIGIN, provisionClient } from "./helpers.ts";
 

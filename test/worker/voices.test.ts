@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { createVoice, voiceObjectKeys } from "../../src/admin/provisioning.ts";
+import { createVoice, voiceObjectKeys } from "../../scripts/lib/provisioning.ts";
 import { call, runSql, signedInClient } from "./helpers.ts";
 
 const PNG = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3, 4]);

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { MAX_PARALLEL_ATTEMPTS } from "../../durable-objects/webhook-delivery-logic.ts";
 import { CONVERSION_EVENT_FIELDS } from "../../src/contracts/webhooks.ts";
 import { DELIVERY_TIMEOUT_MS } from "../../src/webhooks/send-delivery.ts";
-import { verifyWebhook } from "../../src/webhooks/verify-webhook.ts";
+import { verifyWebhook } from "../../sdk/verify-webhook.ts";
 import { signedInClient } from "./helpers.ts";
 import {
 	consumeWebhookEvent,

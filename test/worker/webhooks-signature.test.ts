@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { verifyWebhook } from "../../sdk/verify-webhook.ts";
+import { computeWebhookSignature, signatureHeader } from "../../src/contracts/webhook-signature.ts";
 import { generateWebhookSecret, openSecret, sealSecret } from "../../src/webhooks/secret-box.ts";
-import { computeWebhookSignature, signatureHeader } from "../../src/webhooks/signature.ts";
-import { verifyWebhook } from "../../src/webhooks/verify-webhook.ts";
 
 const VECTOR = {
 	secret: "It's a Secret to Everybody",

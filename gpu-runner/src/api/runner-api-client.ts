@@ -11,8 +11,8 @@ import {
 	OutputUpload,
 	UploadedPart,
 } from "../../../src/contracts/runner.ts";
-import type { OutputUploads } from "../audio/output-upload.ts";
-import { putFileRange } from "../audio/transfer.ts";
+import type { OutputUploads } from "../storage/output-upload.ts";
+import { putFileRange } from "../storage/transfer.ts";
 import { ApiError } from "./api-error.ts";
 import { RunnerLease } from "./runner-lease.ts";
 import type { TokenSource } from "./token-provider.ts";

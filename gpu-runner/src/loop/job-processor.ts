@@ -2,9 +2,9 @@
 import { mkdir } from "node:fs/promises";
 import type { RunnerLease } from "../api/runner-lease.ts";
 import type { ArtifactCache } from "../artifacts/artifact-cache.ts";
-import { type OutputUploads, uploadOutput } from "../audio/output-upload.ts";
 import type { Engine } from "../engines/engine.ts";
 import { type ConversionResult, convertSource } from "../pipeline/convert-source.ts";
+import { type OutputUploads, uploadOutput } from "../storage/output-upload.ts";
 import type { VoiceAffinity } from "./voice-affinity.ts";
 
 export interface JobContext {

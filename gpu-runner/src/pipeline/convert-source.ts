@@ -12,10 +12,10 @@ import { decodeSource } from "../audio/decode-source.ts";
 import { convertToFormat } from "../audio/format-conversion.ts";
 import { type AudioBlock, countFrames, framesFor, type PcmFormat, takeFrames } from "../audio/pcm.ts";
 import { replayThen } from "../audio/replay.ts";
-import { downloadSource, uploadWav } from "../audio/transfer.ts";
 import { WavFileWriter } from "../audio/wav-file-writer.ts";
 import type { Engine } from "../engines/engine.ts";
 import { corruptedSource } from "../job-errors.ts";
+import { downloadSource, uploadWav } from "../storage/transfer.ts";
 
 export interface ConversionRequest {
 	sourceUrl: string;

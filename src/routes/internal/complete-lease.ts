@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { envelope } from "../../contracts/common.ts";
 import { CompleteRequest } from "../../contracts/runner.ts";
-import { loadConversion } from "../../conversions/conversion-row.ts";
+import { loadConversion } from "../../conversions/conversion-store.ts";
 import { jobBroker } from "../../conversions/job-broker-client.ts";
 import { outputObjectKey } from "../../conversions/outputs.ts";
 import { completeConversion } from "../../conversions/state-machine.ts";

@@ -1,6 +1,6 @@
 import { envelope } from "../../contracts/common.ts";
 import { CreateConversionBody, VoiceConversion } from "../../contracts/voice-conversions.ts";
-import type { ConversionRow } from "../../conversions/conversion-row.ts";
+import type { ConversionRow } from "../../conversions/conversion-store.ts";
 import { preprocessingFailure } from "../../conversions/failure-messages.ts";
 import { presentConversion } from "../../conversions/present-conversion.ts";
 import { promoteIfReady } from "../../conversions/promotion.ts";

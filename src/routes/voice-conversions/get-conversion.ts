@@ -1,6 +1,6 @@
 import { envelope, IdParams } from "../../contracts/common.ts";
 import { VoiceConversion } from "../../contracts/voice-conversions.ts";
-import { loadAccountConversion } from "../../conversions/conversion-row.ts";
+import { loadAccountConversion } from "../../conversions/conversion-store.ts";
 import { presentConversion } from "../../conversions/present-conversion.ts";
 import { notFound } from "../../http/errors.ts";
 import { ok } from "../../http/respond.ts";

@@ -1,5 +1,5 @@
 import { ConversionPage, ListConversionsQuery } from "../../contracts/voice-conversions.ts";
-import { CONVERSION_SELECT, type ConversionRow } from "../../conversions/conversion-row.ts";
+import { CONVERSION_SELECT, type ConversionRow } from "../../conversions/conversion-store.ts";
 import { presentConversion } from "../../conversions/present-conversion.ts";
 import { decodePageCursor, encodePageCursor } from "../../http/page-cursor.ts";
 import { defineRoute } from "../../http/route.ts";

@@ -7,7 +7,7 @@ import { notFound } from "../../http/errors.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
-import { presentVoice } from "./present-voice.ts";
+import { presentVoice } from "../../voices/present-voice.ts";
 
 export const getVoiceRoute = defineRoute({
 	method: "GET",

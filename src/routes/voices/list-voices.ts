@@ -7,7 +7,7 @@ import { voices } from "../../db/schema.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
-import { presentVoice } from "./present-voice.ts";
+import { presentVoice } from "../../voices/present-voice.ts";
 
 export const listVoicesRoute = defineRoute({
 	method: "GET",

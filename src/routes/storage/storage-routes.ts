@@ -4,11 +4,11 @@
  * never held whole in memory and one at or over its limit is refused without keeping anything.
  */
 import { z } from "zod";
-import { ApiError } from "../http/errors.ts";
-import { declaredLength, mediaType, storeWithLength } from "../http/request-body.ts";
-import { defineRoute } from "../http/route.ts";
-import { STORAGE_PATH_PREFIX, verifyStorageUrl } from "./signed-url.ts";
-import { uploadHookFor } from "./upload-hooks.ts";
+import { ApiError } from "../../http/errors.ts";
+import { declaredLength, mediaType, storeWithLength } from "../../http/request-body.ts";
+import { defineRoute } from "../../http/route.ts";
+import { STORAGE_PATH_PREFIX, verifyStorageUrl } from "../../storage/signed-url.ts";
+import { uploadHookFor } from "../../storage/upload-hooks.ts";
 
 const StorageParams = z.object({ key: z.string().min(1) });
 const path = `${STORAGE_PATH_PREFIX}{key+}`;

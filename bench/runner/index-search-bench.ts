@@ -6,15 +6,15 @@
  * second, in windows of 12 s (a 10 s chunk with 1 s of context either side), 8 neighbours, index_rate 0.75.
  *
  *   npm run bench                                   # runs this as part of the runner's benchmark
- *   node --import ./src/resolve-fallback.ts bench/index-search-bench.ts --vectors 400000 --seconds 60
+ *   node --import ./src/resolve-fallback.ts ../bench/runner/index-search-bench.ts --vectors 400000 --seconds 60
  */
 import { closeSync, mkdtempSync, openSync, rmSync, statSync, writeSync } from "node:fs";
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { readFaissIndex } from "../src/engines/rvc/faiss-index.ts";
-import { retrieveFeatures } from "../src/engines/rvc/feature-retrieval.ts";
-import { IndexSearcher } from "../src/engines/rvc/index-search.ts";
+import { readFaissIndex } from "../../gpu-runner/src/engines/rvc/faiss-index.ts";
+import { retrieveFeatures } from "../../gpu-runner/src/engines/rvc/feature-retrieval.ts";
+import { IndexSearcher } from "../../gpu-runner/src/engines/rvc/index-search.ts";
 
 const { values } = parseArgs({
 	options: {

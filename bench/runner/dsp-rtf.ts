@@ -3,8 +3,8 @@
  * core by run.ts (`taskset -c 0`), so the figure is for one thread of this CPU.
  * Prints one JSON line per case.
  */
-import { DspEngine } from "../src/engines/dsp/dsp-engine.ts";
-import type { AudioBlock } from "../src/engines/engine.ts";
+import { DspEngine } from "../../gpu-runner/src/engines/dsp/dsp-engine.ts";
+import type { AudioBlock } from "../../gpu-runner/src/engines/engine.ts";
 
 function harmonicSweep(seconds: number, sampleRate: number, phaseOffset: number): Float32Array {
 	// A voice-like source: harmonics of a fundamental gliding 110–220 Hz, with a slow amplitude envelope.

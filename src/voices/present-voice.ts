@@ -1,6 +1,6 @@
-import type { VoiceModel } from "../../contracts/voices.ts";
-import type { voices } from "../../db/schema.ts";
-import { signStorageUrl } from "../../storage/signed-url.ts";
+import type { VoiceModel } from "../contracts/voices.ts";
+import type { voices } from "../db/schema.ts";
+import { signStorageUrl } from "../storage/signed-url.ts";
 
 /** How long `image_url` and `song_url` stay valid. */
 export const VOICE_ASSET_URL_SECONDS = 12 * 3600;

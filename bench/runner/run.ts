@@ -4,7 +4,7 @@
  * 2. Peak RSS of the runner converting a generated 60-minute MP3 (BENCH_MP3_MINUTES to change), end to end
  *    through its real pipeline, with the source served and the output received over local HTTP.
  * 3. When the rvc engine is present: its real-time factor per stage (bench/rvc-bench.ts) and the cost of its
- *    feature retrieval per audio second on RVC-sized indexes (bench/index-search-bench.ts).
+ *    feature retrieval per audio second on RVC-sized indexes (bench/runner/index-search-bench.ts).
  * The MP3 is generated at bench time (sox + lame from apt) in a temporary folder and deleted afterwards.
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process";
@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 const here = import.meta.dirname;
-const packageRoot = join(here, "..");
+const packageRoot = join(here, "..", "..", "gpu-runner");
 const nodeArgs = ["--import", "./src/resolve-fallback.ts"];
 const has = (tool: string) => spawnSync("sh", ["-c", `command -v ${tool}`]).status === 0;
 
@@ -39,7 +39,7 @@ console.log(
 		? "pinned to one core with taskset -c 0"
 		: "taskset not found: not pinned (the engine itself is single-threaded)",
 );
-for (const line of runChild("bench/dsp-rtf.ts", [], true).trim().split("\n")) {
+for (const line of runChild(join(here, "dsp-rtf.ts"), [], true).trim().split("\n")) {
 	const r = JSON.parse(line) as { sampleRate: number; channels: number; processingSeconds: number; rtf: number };
 	console.log(
 		`  ${String(r.sampleRate).padStart(6)} Hz ${r.channels} ch: ${r.processingSeconds.toFixed(2)} s for 60 s -> RTF ${r.rtf.toFixed(4)} (${(1 / r.rtf).toFixed(0)}x real time)`,
@@ -49,9 +49,9 @@ for (const line of runChild("bench/dsp-rtf.ts", [], true).trim().split("\n")) {
 // The rvc engine is a separate module with its own benchmark; run it here when it is present.
 const rvcBench = join(here, "rvc-bench.ts");
 if (existsSync(rvcBench)) {
-	console.log("\n== rvc engine (bench/rvc-bench.ts) ==");
+	console.log("\n== rvc engine (bench/runner/rvc-bench.ts) ==");
 	execFileSync(process.execPath, [...nodeArgs, rvcBench], { cwd: packageRoot, stdio: "inherit" });
-	console.log("\n== rvc feature retrieval (bench/index-search-bench.ts) ==");
+	console.log("\n== rvc feature retrieval (bench/runner/index-search-bench.ts) ==");
 	execFileSync(process.execPath, [...nodeArgs, join(here, "index-search-bench.ts")], {
 		cwd: packageRoot,
 		stdio: "inherit",
@@ -95,7 +95,7 @@ try {
 	const child = await new Promise<string>((resolve, reject) => {
 		const proc = spawn(
 			process.execPath,
-			[...nodeArgs, "bench/convert-once.ts", `${base}/source`, `${base}/output`, dir],
+			[...nodeArgs, join(here, "convert-once.ts"), `${base}/source`, `${base}/output`, dir],
 			{
 				cwd: packageRoot,
 				stdio: ["ignore", "pipe", "inherit"],

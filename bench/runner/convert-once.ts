@@ -2,8 +2,8 @@
  * Child process of the benchmark: one full conversion through the runner's real pipeline (signed GET,
  * streaming decode, dsp engine, WAV file, signed PUT), then its peak RSS. Arguments: sourceUrl outputUrl workDir.
  */
-import { DspEngine } from "../src/engines/dsp/dsp-engine.ts";
-import { convertSource } from "../src/pipeline/convert-source.ts";
+import { DspEngine } from "../../gpu-runner/src/engines/dsp/dsp-engine.ts";
+import { convertSource } from "../../gpu-runner/src/pipeline/convert-source.ts";
 
 const [sourceUrl, outputUrl, workDir] = process.argv.slice(2);
 if (!sourceUrl || !outputUrl || !workDir) throw new Error("usage: convert-once.ts sourceUrl outputUrl workDir");

@@ -28,7 +28,7 @@ import {
 	SIGNATURE_HEADER,
 	SIGNATURE_PREFIX,
 	TIMESTAMP_HEADER,
-} from "./signature.ts";
+} from "../src/contracts/webhook-signature.ts";
 
 /** Deliveries whose timestamp is further than this from the receiver's clock are refused (replay window). */
 export const DEFAULT_TOLERANCE_SECONDS = 300;

@@ -5,13 +5,13 @@
  */
 import { eq } from "drizzle-orm";
 import { z } from "zod";
-import { database } from "../db/client.ts";
-import { apiClients } from "../db/schema.ts";
-import { MAX_JSON_BODY_BYTES, mediaType, readLimitedText } from "../http/request-body.ts";
-import { defineRoute } from "../http/route.ts";
-import { issueAccessToken } from "./access-tokens.ts";
-import { clientSecretMatches } from "./client-secrets.ts";
-import { BASE_SCOPE, RUNNER_SCOPE, TOKEN_LIFETIME_SECONDS } from "./scopes.ts";
+import { issueAccessToken } from "../../auth/access-tokens.ts";
+import { BASE_SCOPE, RUNNER_SCOPE, TOKEN_LIFETIME_SECONDS } from "../../auth/scopes.ts";
+import { clientSecretMatches } from "../../contracts/client-credentials.ts";
+import { database } from "../../db/client.ts";
+import { apiClients } from "../../db/schema.ts";
+import { MAX_JSON_BODY_BYTES, mediaType, readLimitedText } from "../../http/request-body.ts";
+import { defineRoute } from "../../http/route.ts";
 
 type OAuthError = "invalid_request" | "invalid_client" | "unsupported_grant_type" | "invalid_scope";
 

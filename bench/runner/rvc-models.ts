@@ -3,14 +3,14 @@
  * network's architecture layer by layer (widths, depths, kernels, strides), so parameter counts and compute
  * match the real models; the few simplifications are listed per model. Built at bench time, never committed.
  */
-import { OnnxGraphBuilder } from "../src/engines/rvc/onnx-writer.ts";
-import type { Tensor } from "../src/engines/rvc/rvc-checkpoint.ts";
+import { OnnxGraphBuilder } from "../../gpu-runner/src/engines/rvc/onnx-writer.ts";
+import type { Tensor } from "../../gpu-runner/src/engines/rvc/rvc-checkpoint.ts";
 import {
 	PUBLISHED_CONFIG_40K,
 	parseSynthesizerConfig,
 	synthesizerTensors,
-} from "../src/engines/rvc/synthesizer-config.ts";
-import { buildSynthesizerGraph } from "../src/engines/rvc/synthesizer-graph.ts";
+} from "../../gpu-runner/src/engines/rvc/synthesizer-config.ts";
+import { buildSynthesizerGraph } from "../../gpu-runner/src/engines/rvc/synthesizer-graph.ts";
 
 export interface BuiltModel {
 	name: string;

@@ -13,9 +13,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import type { AudioBlock } from "../../gpu-runner/src/engines/engine.ts";
+import { createRvcEngine, type RvcChunkStats } from "../../gpu-runner/src/engines/rvc/index.ts";
 import type { VoiceDescriptor } from "../../src/contracts/runner.ts";
-import type { AudioBlock } from "../src/engines/engine.ts";
-import { createRvcEngine, type RvcChunkStats } from "../src/engines/rvc/index.ts";
 import { type BuiltModel, buildContentVec, buildRmvpe, buildSynthesizer40k } from "./rvc-models.ts";
 
 const { values } = parseArgs({
