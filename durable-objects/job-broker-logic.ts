@@ -2,12 +2,10 @@
  * The JobBroker's decisions as pure functions (no storage, no clock of their own), so each rule can be read
  * and tested alone: which jobs a runner gets, how long a lease lasts, and what happens when a lease ends badly.
  */
+import { HEARTBEAT_INTERVAL_SECONDS, MAX_ATTEMPTS } from "../src/contracts/broker.ts";
 import type { FailureCode } from "../src/conversions/failure-messages.ts";
 
-/** Leases granted per job before the conversion fails for good. */
-export const MAX_ATTEMPTS = 3;
-/** Runners heartbeat this often; a lease lasts three intervals, so one lost heartbeat is not fatal. */
-export const HEARTBEAT_INTERVAL_SECONDS = 15;
+/** A lease lasts three heartbeat intervals, so one lost heartbeat is not fatal. */
 export const LEASE_SECONDS = 3 * HEARTBEAT_INTERVAL_SECONDS;
 /** Longest long-poll (the runner contract allows `wait_seconds` up to 25). */
 export const MAX_WAIT_SECONDS = 25;

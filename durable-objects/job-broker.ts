@@ -14,6 +14,7 @@
  * available with time); the alarm expires leases and retries D1 writes. Decisions live in `job-broker-logic.ts`.
  */
 import { DurableObject } from "cloudflare:workers";
+import type { BrokerStats, ConversionJob, GrantedLease, LeaseCheck, LeaseWants } from "../src/contracts/broker.ts";
 import { type FailureCode, failure } from "../src/conversions/failure-messages.ts";
 import { failConversion } from "../src/conversions/state-machine.ts";
 import {
@@ -26,43 +27,6 @@ import {
 	PREVIEW_AGING_MS,
 	selectJobs,
 } from "./job-broker-logic.ts";
-
-export interface JobSpec {
-	conversionId: string;
-	accountId: string;
-	voiceId: string;
-	engine: string;
-	usePreview: boolean;
-}
-
-export interface LeaseWants {
-	runnerId: string;
-	capacity: number;
-	waitSeconds: number;
-	loadedVoiceIds: string[];
-	engines: string[];
-}
-
-export interface GrantedLease {
-	leaseId: string;
-	conversionId: string;
-	accountId: string;
-	attempt: number;
-	expiresAt: number;
-}
-
-export type LeaseCheck =
-	| { status: "active"; lease: GrantedLease }
-	| { status: "ended"; outcome: string; conversionId: string; accountId: string }
-	| { status: "unknown" };
-
-export interface BrokerStats {
-	waiting: number;
-	leased: number;
-	failing: number;
-	done: number;
-	waiters: number;
-}
 
 /** How often a waiting runner re-checks on its own (jobs that become available with time, not by an event). */
 const WAITER_POLL_MS = 1_000;
@@ -126,7 +90,7 @@ export class JobBroker extends DurableObject<Env> {
 	}
 
 	/** Adds a job; idempotent by conversion id (a job the broker has or had recently is left as it is). */
-	async enqueue(job: JobSpec): Promise<"added" | "exists"> {
+	async enqueue(job: ConversionJob): Promise<"added" | "exists"> {
 		const now = this.clock();
 		const inserted = this.#sql
 			.exec(

@@ -13,9 +13,11 @@
  * because a PATCH that reactivates the subscription resets it there too.
  */
 
+import { AUTO_DISABLE_AFTER_FAILURES } from "../src/contracts/webhook-delivery.ts";
+
+export { AUTO_DISABLE_AFTER_FAILURES };
 export const RETRY_DELAYS_SECONDS = [2, 4, 8, 16, 32] as const;
 export const MAX_ATTEMPTS = 5;
-export const AUTO_DISABLE_AFTER_FAILURES = 10;
 
 /** Seconds to wait after failed attempt number `attempt` (1-based) before the next one. */
 export function retryDelaySeconds(attempt: number): number {

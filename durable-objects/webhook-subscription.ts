@@ -15,13 +15,14 @@
  * never cached, so a new URL or a regenerated secret applies to the very next attempt.
  */
 import { DurableObject } from "cloudflare:workers";
+import type { EnqueueRequest, EnqueueResult } from "../src/contracts/webhook-delivery.ts";
 import {
 	logAttemptFinished,
 	logAttemptInterrupted,
 	logAttemptStarted,
 	logRetriesDropped,
 } from "../src/webhooks/delivery-log.ts";
-import { buildEventPayload, type OutboxEvent } from "../src/webhooks/payloads.ts";
+import { buildEventPayload } from "../src/webhooks/payloads.ts";
 import { openSecret } from "../src/webhooks/secret-box.ts";
 import { sendSignedDelivery } from "../src/webhooks/send-delivery.ts";
 import {
@@ -39,16 +40,6 @@ import {
 	SECRET_FAULT_RETRY_MS,
 	SEEN_EVENT_RETENTION_MS,
 } from "./webhook-delivery-logic.ts";
-
-export interface EnqueueRequest {
-	subscriptionId: string;
-	accountId: string;
-	event: OutboxEvent;
-	/** An explicit redelivery from the API: delivered again even though the event id was seen before. */
-	redelivery?: boolean;
-}
-
-export type EnqueueResult = { status: "accepted"; webhookId: string } | { status: "duplicate" };
 
 interface Run {
 	run_id: string;

@@ -3,7 +3,7 @@
  * format, file over 100 MB, internal error). Runner and operator details are logged, never shown verbatim:
  * every `error_message` a client sees comes from this table.
  */
-import { MAX_ATTEMPTS } from "../../durable-objects/job-broker-logic.ts";
+import { MAX_ATTEMPTS } from "../contracts/broker.ts";
 
 export const FAILURE_MESSAGES = {
 	corrupted_source:

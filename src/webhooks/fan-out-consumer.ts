@@ -5,12 +5,12 @@
  * at times; each object remembers the event ids it accepted and ignores repeats.
  */
 import { and, eq, isNull } from "drizzle-orm";
-import type { EnqueueRequest } from "../../durable-objects/webhook-subscription.ts";
+import type { EnqueueRequest, OutboxEvent } from "../contracts/webhook-delivery.ts";
 import { WebhookEventMessage } from "../contracts/webhooks.ts";
 import { database, nowIso } from "../db/client.ts";
 import { events } from "../db/schema.ts";
 import { registerConsumer } from "../queues/dispatch.ts";
-import { type OutboxEvent, subscriptionNameOf } from "./payloads.ts";
+import { subscriptionNameOf } from "./payloads.ts";
 import { subscribersOf } from "./subscription-store.ts";
 
 export const WEBHOOK_EVENTS_QUEUE_NAME = "webhook-events";

@@ -1,4 +1,5 @@
 /** Delivery payloads (spec section 6) and the names events go by. Pure. */
+import type { OutboxEvent } from "../contracts/webhook-delivery.ts";
 import {
 	CONVERSION_EVENT_FIELDS,
 	type PayloadEvent,
@@ -29,13 +30,6 @@ export async function webhookIdFor(subscriptionId: string, eventId: string): Pro
 	hex[16] = ((Number.parseInt(hex[16] as string, 16) & 0x3) | 0x8).toString(16);
 	const s = hex.join("");
 	return `${s.slice(0, 8)}-${s.slice(8, 12)}-${s.slice(12, 16)}-${s.slice(16, 20)}-${s.slice(20)}`;
-}
-
-export interface OutboxEvent {
-	id: string;
-	type: string;
-	createdAt: string;
-	payload: Record<string, unknown>;
 }
 
 /**

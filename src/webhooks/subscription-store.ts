@@ -5,7 +5,7 @@
  * right whether it races with a PATCH that reactivates or with another attempt.
  */
 import { and, desc, eq, isNull } from "drizzle-orm";
-import { AUTO_DISABLE_AFTER_FAILURES } from "../../durable-objects/webhook-delivery-logic.ts";
+import { AUTO_DISABLE_AFTER_FAILURES } from "../contracts/webhook-delivery.ts";
 import { MAX_ACTIVE_SUBSCRIPTIONS, type WebhookSubscription } from "../contracts/webhooks.ts";
 import { database } from "../db/client.ts";
 import { webhookSubscriptions } from "../db/schema.ts";

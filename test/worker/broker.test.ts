@@ -5,17 +5,16 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
-import type { JobSpec } from "../../durable-objects/job-broker.ts";
 import {
 	afterLeaseExpired,
 	afterRunnerFailure,
 	type CandidateJob,
 	LEASE_SECONDS,
-	MAX_ATTEMPTS,
 	PREVIEW_AGING_MS,
 	selectJobs,
 	transientRetryDelayMs,
 } from "../../durable-objects/job-broker-logic.ts";
+import { type ConversionJob, MAX_ATTEMPTS } from "../../src/contracts/broker.ts";
 import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
 import {
 	broker,
@@ -37,7 +36,7 @@ beforeEach(resetBroker);
 const LEASE_MS = LEASE_SECONDS * 1000;
 
 /** A job for the broker alone (no D1 row): enough for selection and exclusivity tests. */
-const job = (overrides: Partial<JobSpec> = {}): JobSpec => ({
+const job = (overrides: Partial<ConversionJob> = {}): ConversionJob => ({
 	conversionId: crypto.randomUUID(),
 	accountId: "acct",
 	voiceId: crypto.randomUUID(),

@@ -1,6 +1,5 @@
 /** Turns a broker grant into the runner contract's `Lease`: everything a runner needs, with fresh signed addresses. */
-import type { GrantedLease } from "../../../durable-objects/job-broker.ts";
-import { HEARTBEAT_INTERVAL_SECONDS } from "../../../durable-objects/job-broker-logic.ts";
+import { type GrantedLease, HEARTBEAT_INTERVAL_SECONDS } from "../../contracts/broker.ts";
 import type { EngineName, Lease } from "../../contracts/runner.ts";
 import { PITCH_SHIFT_SEMITONES, type PitchShift, PREVIEW_SECONDS } from "../../contracts/voice-conversions.ts";
 import { MAX_OUTPUT_BYTES, OUTPUT_CONTENT_TYPE, outputObjectKey, outputPartBytes } from "../../conversions/outputs.ts";

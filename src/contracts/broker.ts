@@ -1,0 +1,55 @@
+/**
+ * The contract between the Worker and the `JobBroker` Durable Object: the job a conversion becomes, what a runner
+ * asks for, what a lease is, and the constants both sides rely on. Types and constants only, so that the Worker
+ * and the broker import it and neither imports the other.
+ */
+import type { EngineName } from "./runner.ts";
+
+/** Leases granted per job before the conversion fails for good. */
+export const MAX_ATTEMPTS = 3;
+/** Runners heartbeat this often; a lease lasts three intervals, so one lost heartbeat is not fatal. */
+export const HEARTBEAT_INTERVAL_SECONDS = 15;
+
+/**
+ * A conversion as a job: everything the broker needs to queue, rank and hand it out, and what the lease tells the
+ * runner about the job itself.
+ */
+export interface ConversionJob {
+	conversionId: string;
+	accountId: string;
+	voiceId: string;
+	engine: EngineName;
+	/** Convert only the first `PREVIEW_SECONDS` of the source; previews are leased first. */
+	usePreview: boolean;
+}
+
+/** What a runner asks the broker for (the runner contract's `LeaseRequest`, in the broker's words). */
+export interface LeaseWants {
+	runnerId: string;
+	capacity: number;
+	waitSeconds: number;
+	loadedVoiceIds: string[];
+	engines: string[];
+}
+
+export interface GrantedLease {
+	leaseId: string;
+	conversionId: string;
+	accountId: string;
+	attempt: number;
+	/** Epoch milliseconds. */
+	expiresAt: number;
+}
+
+export type LeaseCheck =
+	| { status: "active"; lease: GrantedLease }
+	| { status: "ended"; outcome: string; conversionId: string; accountId: string }
+	| { status: "unknown" };
+
+export interface BrokerStats {
+	waiting: number;
+	leased: number;
+	failing: number;
+	done: number;
+	waiters: number;
+}
