@@ -3,8 +3,9 @@
  * account's file (or a deleted one) simply does not exist for the caller. State changes are guarded `UPDATE … WHERE`
  * statements: a race or a replayed request can never apply a change twice or to the wrong state.
  */
-import { and, desc, eq, inArray, isNull, lt, notExists, or, sql } from "drizzle-orm";
+import { and, desc, eq, inArray, isNull, notExists, sql } from "drizzle-orm";
 import { database } from "../db/client.ts";
+import { newestFirstPage, olderThan } from "../db/newest-first-page.ts";
 import { audioFiles, voiceConversions } from "../db/schema.ts";
 import type { PageCursor } from "../http/page-cursor.ts";
 import { audioFileObjectKey, UPLOAD_URL_SECONDS } from "./limits.ts";
@@ -66,23 +67,10 @@ export async function listAudioFiles(
 	const rows = await database(env)
 		.select()
 		.from(audioFiles)
-		.where(
-			and(
-				eq(audioFiles.accountId, accountId),
-				isNull(audioFiles.deletedAt),
-				after
-					? or(
-							lt(audioFiles.createdAt, after.createdAt),
-							and(eq(audioFiles.createdAt, after.createdAt), lt(audioFiles.id, after.id)),
-						)
-					: undefined,
-			),
-		)
+		.where(and(eq(audioFiles.accountId, accountId), isNull(audioFiles.deletedAt), olderThan(audioFiles, after)))
 		.orderBy(desc(audioFiles.createdAt), desc(audioFiles.id))
 		.limit(limit + 1);
-	const page = rows.slice(0, limit);
-	const last = page.at(-1);
-	return { rows: page, next: rows.length > limit && last ? { createdAt: last.createdAt, id: last.id } : null };
+	return newestFirstPage(rows, limit);
 }
 
 /** Soft-deletes the file unless a conversion still needs it. Returns the deleted row, or why nothing was deleted. */

@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import { registerConsumer } from "../queues/dispatch.ts";
-import { loadDispatchableJobs } from "./dispatchable-jobs.ts";
+import { findDispatchableJobs } from "./conversion-store.ts";
 import { failure } from "./failure-messages.ts";
 import { jobBroker } from "./job-broker-client.ts";
 import { failConversion } from "./state-machine.ts";
@@ -21,7 +21,7 @@ export async function handleConversionJob(message: Message<unknown>, env: Env): 
 		return;
 	}
 	// Only `queued` and `processing` conversions have a job; anything else (late, duplicate) is acknowledged.
-	const [job] = await loadDispatchableJobs(env, [body.data.conversion_id]);
+	const [job] = await findDispatchableJobs(env, [body.data.conversion_id]);
 	if (job) await jobBroker(env).enqueue(job);
 	message.ack();
 }

@@ -1,53 +1,232 @@
 /**
- * A conversion as read from D1 with the names the API shows (file name, voice name). Every reader of a
- * conversion goes through `loadConversion(s)` so that presenters and event payloads see the same columns.
+ * D1 access for voice conversions. Reads join the names the API shows (file name, voice name), so presenters and
+ * event payloads see the same fields. Status changes are not here: they belong to `state-machine.ts`, the only code
+ * that writes `status`.
  */
-import type { ConversionStatus } from "../db/schema.ts";
+import { and, asc, desc, eq, inArray, type SQL, sql } from "drizzle-orm";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import type { ConversionJob } from "../contracts/broker.ts";
+import type { CreateConversionBody } from "../contracts/voice-conversions.ts";
+import { database } from "../db/client.ts";
+import { newestFirstPage, olderThan } from "../db/newest-first-page.ts";
+import { audioFiles, type ConversionStatus, voiceConversions, voices } from "../db/schema.ts";
+import type { PageCursor } from "../http/page-cursor.ts";
 
-export interface ConversionRow {
-	id: string;
-	account_id: string;
-	audio_file_id: string;
-	audio_file_name: string;
-	voice_model_id: string;
-	voice_model_name: string;
-	pitch_shift: string;
-	use_preview: number;
-	status: ConversionStatus;
-	error_code: string | null;
-	error_message: string | null;
-	attempts: number;
-	output_key: string | null;
-	output_size_bytes: number | null;
-	output_duration_seconds: number | null;
-	dispatched_at: string | null;
-	created_at: string;
-	queued_at: string | null;
-	processing_started_at: string | null;
-	completed_at: string | null;
-	failed_at: string | null;
-	updated_at: string;
+export type ConversionRow = typeof voiceConversions.$inferSelect;
+/** A conversion with the names the API shows beside the ids. */
+export type Conversion = ConversionRow & { audioFileName: string; voiceModelName: string };
+
+const withNames = (db: ReturnType<typeof database>) =>
+	db
+		.select({ conversion: voiceConversions, audioFileName: audioFiles.fileName, voiceModelName: voices.name })
+		.from(voiceConversions)
+		.innerJoin(audioFiles, eq(audioFiles.id, voiceConversions.audioFileId))
+		.innerJoin(voices, eq(voices.id, voiceConversions.voiceModelId));
+
+const flatten = (row: { conversion: ConversionRow; audioFileName: string; voiceModelName: string }): Conversion => ({
+	...row.conversion,
+	audioFileName: row.audioFileName,
+	voiceModelName: row.voiceModelName,
+});
+
+/**
+ * `column IN (ids)` with the ids bound as one JSON array: D1 binds at most 100 parameters per statement, and the
+ * safety net and dispatch pass up to that many ids at once.
+ */
+const inIds = (column: SQLiteColumn, ids: string[]) =>
+	sql`${column} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
+
+async function findOne(env: Pick<Env, "DB">, where: SQL | undefined): Promise<Conversion | null> {
+	const [row] = await withNames(database(env)).where(where).limit(1);
+	return row ? flatten(row) : null;
 }
 
-export const CONVERSION_SELECT = `SELECT c.id, c.account_id, c.audio_file_id, a.file_name AS audio_file_name, c.voice_model_id,
-	v.name AS voice_model_name, c.pitch_shift, c.use_preview, c.status, c.error_code, c.error_message, c.attempts,
-	c.output_key, c.output_size_bytes, c.output_duration_seconds, c.dispatched_at, c.created_at, c.queued_at,
-	c.processing_started_at, c.completed_at, c.failed_at, c.updated_at
-FROM voice_conversions c
-JOIN audio_files a ON a.id = c.audio_file_id
-JOIN voices v ON v.id = c.voice_model_id`;
-
-export async function loadConversion(env: Pick<Env, "DB">, id: string): Promise<ConversionRow | null> {
-	return env.DB.prepare(`${CONVERSION_SELECT} WHERE c.id = ?`).bind(id).first<ConversionRow>();
+export function findConversion(env: Pick<Env, "DB">, id: string): Promise<Conversion | null> {
+	return findOne(env, eq(voiceConversions.id, id));
 }
 
 /** Tenant-scoped read: another account's conversion is indistinguishable from a missing one. */
-export async function loadAccountConversion(
+export function findAccountConversion(env: Pick<Env, "DB">, accountId: string, id: string): Promise<Conversion | null> {
+	return findOne(env, and(eq(voiceConversions.id, id), eq(voiceConversions.accountId, accountId)));
+}
+
+/** One page, newest first; `next` is where the following page starts, or null on the last page. */
+export async function listConversions(
 	env: Pick<Env, "DB">,
 	accountId: string,
-	id: string,
-): Promise<ConversionRow | null> {
-	return env.DB.prepare(`${CONVERSION_SELECT} WHERE c.id = ? AND c.account_id = ?`)
-		.bind(id, accountId)
-		.first<ConversionRow>();
+	options: { status?: ConversionStatus | undefined; limit: number; after: PageCursor | null },
+): Promise<{ rows: Conversion[]; next: PageCursor | null }> {
+	const { status, limit, after } = options;
+	const rows = await withNames(database(env))
+		.where(
+			and(
+				eq(voiceConversions.accountId, accountId),
+				status ? eq(voiceConversions.status, status) : undefined,
+				olderThan(voiceConversions, after),
+			),
+		)
+		.orderBy(desc(voiceConversions.createdAt), desc(voiceConversions.id))
+		.limit(limit + 1);
+	return newestFirstPage(rows.map(flatten), limit);
+}
+
+export type SourcePreprocessing = Pick<
+	typeof audioFiles.$inferSelect,
+	"preprocessingStatus" | "preprocessingErrorCode" | "preprocessingError"
+>;
+
+/**
+ * Inserts a conversion in `pending_preprocessing`, and reads its source file's preprocessing state in the same
+ * batch, after the insert: preprocessing that ended between the caller's check and the insert notified nobody
+ * about this conversion, so the caller acts on what this read finds.
+ */
+export async function insertConversion(
+	env: Pick<Env, "DB">,
+	accountId: string,
+	input: CreateConversionBody & { audioFileName: string; voiceModelName: string },
+	now = new Date(),
+): Promise<{ conversion: Conversion; source: SourcePreprocessing | undefined }> {
+	const at = now.toISOString();
+	const row: ConversionRow = {
+		id: crypto.randomUUID(),
+		accountId,
+		audioFileId: input.audio_file_id,
+		voiceModelId: input.voice_model_id,
+		pitchShift: input.pitch_shift,
+		usePreview: input.use_preview,
+		status: "pending_preprocessing",
+		errorCode: null,
+		errorMessage: null,
+		attempts: 0,
+		outputKey: null,
+		outputSizeBytes: null,
+		outputDurationSeconds: null,
+		dispatchedAt: null,
+		createdAt: at,
+		queuedAt: null,
+		processingStartedAt: null,
+		completedAt: null,
+		failedAt: null,
+		updatedAt: at,
+	};
+	const db = database(env);
+	const [, [source]] = await db.batch([
+		db.insert(voiceConversions).values(row),
+		db
+			.select({
+				preprocessingStatus: audioFiles.preprocessingStatus,
+				preprocessingErrorCode: audioFiles.preprocessingErrorCode,
+				preprocessingError: audioFiles.preprocessingError,
+			})
+			.from(audioFiles)
+			.where(eq(audioFiles.id, input.audio_file_id)),
+	]);
+	return {
+		conversion: { ...row, audioFileName: input.audioFileName, voiceModelName: input.voiceModelName },
+		source,
+	};
+}
+
+/** Ids of the conversions still waiting for this file's preprocessing. */
+export async function conversionsWaitingOnFile(env: Pick<Env, "DB">, audioFileId: string): Promise<string[]> {
+	const rows = await database(env)
+		.select({ id: voiceConversions.id })
+		.from(voiceConversions)
+		.where(and(eq(voiceConversions.audioFileId, audioFileId), eq(voiceConversions.status, "pending_preprocessing")));
+	return rows.map((row) => row.id);
+}
+
+/** The jobs of these conversions that should have one: `queued` ones, and `processing` ones being retried. */
+export async function findDispatchableJobs(env: Pick<Env, "DB">, ids: string[]): Promise<ConversionJob[]> {
+	if (ids.length === 0) return [];
+	return database(env)
+		.select({
+			conversionId: voiceConversions.id,
+			accountId: voiceConversions.accountId,
+			voiceId: voiceConversions.voiceModelId,
+			engine: voices.engine,
+			usePreview: voiceConversions.usePreview,
+		})
+		.from(voiceConversions)
+		.innerJoin(voices, eq(voices.id, voiceConversions.voiceModelId))
+		.where(and(inIds(voiceConversions.id, ids), inArray(voiceConversions.status, ["queued", "processing"])));
+}
+
+/** What a lease tells a runner about a `processing` conversion: its source file's facts and its voice. */
+export async function findLeaseSources(env: Pick<Env, "DB">, ids: string[]) {
+	if (ids.length === 0) return [];
+	return database(env)
+		.select({
+			id: voiceConversions.id,
+			accountId: voiceConversions.accountId,
+			pitchShift: voiceConversions.pitchShift,
+			usePreview: voiceConversions.usePreview,
+			file: {
+				objectKey: audioFiles.objectKey,
+				mimeType: audioFiles.mimeType,
+				format: audioFiles.format,
+				sampleRate: audioFiles.sampleRate,
+				channels: audioFiles.channels,
+				durationSeconds: audioFiles.durationSeconds,
+				sizeBytes: audioFiles.sizeBytes,
+			},
+			voice: {
+				id: voices.id,
+				name: voices.name,
+				engine: voices.engine,
+				engineParams: voices.engineParams,
+				artifacts: voices.artifacts,
+			},
+		})
+		.from(voiceConversions)
+		.innerJoin(audioFiles, eq(audioFiles.id, voiceConversions.audioFileId))
+		.innerJoin(voices, eq(voices.id, voiceConversions.voiceModelId))
+		.where(and(inIds(voiceConversions.id, ids), eq(voiceConversions.status, "processing")));
+}
+export type LeaseSource = Awaited<ReturnType<typeof findLeaseSources>>[number];
+
+/** `queued` conversions whose job was last sent at or before `cutoff`, oldest first (the safety net's candidates). */
+export async function queuedDispatchedBefore(env: Pick<Env, "DB">, cutoff: string, limit: number): Promise<string[]> {
+	const rows = await database(env)
+		.select({ id: voiceConversions.id })
+		.from(voiceConversions)
+		.where(
+			and(
+				eq(voiceConversions.status, "queued"),
+				sql`COALESCE(${voiceConversions.dispatchedAt}, ${voiceConversions.queuedAt}) <= ${cutoff}`,
+			),
+		)
+		.orderBy(asc(voiceConversions.queuedAt))
+		.limit(limit);
+	return rows.map((row) => row.id);
+}
+
+/** Records that these `queued` conversions' jobs were sent again (not a status change). */
+export async function markDispatched(env: Pick<Env, "DB">, ids: string[], now: Date): Promise<void> {
+	if (ids.length === 0) return;
+	await database(env)
+		.update(voiceConversions)
+		.set({ dispatchedAt: now.toISOString() })
+		.where(and(inIds(voiceConversions.id, ids), eq(voiceConversions.status, "queued")));
+}
+
+/** Conversions in one of `statuses` that have not moved since `cutoff`, oldest first, with their file's upload state. */
+export function conversionsStuckSince(
+	env: Pick<Env, "DB">,
+	statuses: readonly ConversionStatus[],
+	cutoff: string,
+	limit: number,
+) {
+	return database(env)
+		.select({ id: voiceConversions.id, status: voiceConversions.status, uploadStatus: audioFiles.uploadStatus })
+		.from(voiceConversions)
+		.innerJoin(audioFiles, eq(audioFiles.id, voiceConversions.audioFileId))
+		.where(
+			and(
+				inArray(voiceConversions.status, [...statuses]),
+				sql`COALESCE(${voiceConversions.processingStartedAt}, ${voiceConversions.queuedAt}, ${voiceConversions.createdAt}) <= ${cutoff}`,
+			),
+		)
+		.orderBy(asc(voiceConversions.createdAt))
+		.limit(limit);
 }

@@ -1,22 +1,22 @@
 /** How a conversion looks to clients (API responses) and to webhook receivers (event payloads). */
-import type { ConversionEventData, PitchShift, VoiceConversion } from "../contracts/voice-conversions.ts";
+import type { ConversionEventData, VoiceConversion } from "../contracts/voice-conversions.ts";
 import { OUTPUT_URL_SECONDS } from "../contracts/voice-conversions.ts";
 import { signStorageUrl } from "../storage/signed-url.ts";
-import type { ConversionRow } from "./conversion-store.ts";
+import type { Conversion } from "./conversion-store.ts";
 
 /** The fields API responses and event payloads present alike. */
-function sharedFields(row: ConversionRow) {
+function sharedFields(row: Conversion) {
 	return {
 		id: row.id,
-		audio_file_id: row.audio_file_id,
-		audio_file_name: row.audio_file_name,
-		voice_model_id: row.voice_model_id,
-		voice_model_name: row.voice_model_name,
-		pitch_shift: row.pitch_shift as PitchShift,
-		use_preview: Boolean(row.use_preview),
-		queued_at: row.queued_at,
-		processing_started_at: row.processing_started_at,
-		completed_at: row.completed_at,
+		audio_file_id: row.audioFileId,
+		audio_file_name: row.audioFileName,
+		voice_model_id: row.voiceModelId,
+		voice_model_name: row.voiceModelName,
+		pitch_shift: row.pitchShift,
+		use_preview: row.usePreview,
+		queued_at: row.queuedAt,
+		processing_started_at: row.processingStartedAt,
+		completed_at: row.completedAt,
 	};
 }
 
@@ -24,14 +24,14 @@ function sharedFields(row: ConversionRow) {
 export async function presentConversion(
 	env: Env,
 	origin: string,
-	row: ConversionRow,
+	row: Conversion,
 	now = new Date(),
 ): Promise<VoiceConversion> {
 	const outputUrl =
-		row.status === "completed" && row.output_key
+		row.status === "completed" && row.outputKey
 			? await signStorageUrl(env, origin, {
 					method: "GET",
-					key: row.output_key,
+					key: row.outputKey,
 					expiresAt: new Date(now.getTime() + OUTPUT_URL_SECONDS * 1000),
 				})
 			: null;
@@ -39,14 +39,14 @@ export async function presentConversion(
 		...sharedFields(row),
 		status: row.status,
 		output_url: outputUrl,
-		created_at: row.created_at,
-		error_message: row.status === "failed" ? row.error_message : null,
+		created_at: row.createdAt,
+		error_message: row.status === "failed" ? row.errorMessage : null,
 	};
 }
 
 /** `data.conversion` of a terminal event (spec section 6): never `output_url`; `error_message` only on failure. */
-export function conversionEventData(row: ConversionRow): ConversionEventData {
+export function conversionEventData(row: Conversion): ConversionEventData {
 	const data: ConversionEventData = { ...sharedFields(row), status: row.status as "completed" | "failed" };
-	if (row.status === "failed") data.error_message = row.error_message ?? "";
+	if (row.status === "failed") data.error_message = row.errorMessage ?? "";
 	return data;
 }

@@ -5,7 +5,7 @@
 
 import type { PreprocessingOutcome } from "../audio-files/preprocessing-listeners.ts";
 import { registerPreprocessingListener } from "../audio-files/preprocessing-listeners.ts";
-import { loadDispatchableJobs } from "./dispatchable-jobs.ts";
+import { conversionsWaitingOnFile, findDispatchableJobs } from "./conversion-store.ts";
 import { preprocessingFailure } from "./failure-messages.ts";
 import { jobBroker } from "./job-broker-client.ts";
 import { failConversion, promoteConversion, promoteWaitingOnFile } from "./state-machine.ts";
@@ -48,7 +48,7 @@ export async function dispatchConversions(
 		warn("conversion-jobs send failed; relying on the direct hand-over and the safety net", error);
 	}
 	try {
-		const jobs = await loadDispatchableJobs(env, ids);
+		const jobs = await findDispatchableJobs(env, ids);
 		const broker = jobBroker(env);
 		for (const job of jobs) await broker.enqueue(job);
 	} catch (error) {
@@ -66,13 +66,9 @@ export async function promoteWaitingConversions(env: Env, event: PreprocessingOu
 		await dispatchConversions(env, promoted);
 		return;
 	}
-	const waiting = await env.DB.prepare(
-		"SELECT id FROM voice_conversions WHERE audio_file_id = ? AND status = 'pending_preprocessing'",
-	)
-		.bind(event.audioFileId)
-		.all<{ id: string }>();
+	const waiting = await conversionsWaitingOnFile(env, event.audioFileId);
 	const reason = preprocessingFailure(event.errorCode, event.errorMessage);
-	for (const { id } of waiting.results) await failConversion(env, id, reason);
+	for (const id of waiting) await failConversion(env, id, reason);
 }
 
 /** At creation: a conversion whose file is already preprocessed starts at once. */

@@ -11,46 +11,56 @@
  * A terminal transition inserts its outbox `events` row in the same D1 batch (atomic), and the event id
  * is then sent on `webhook-events`; if that send is lost the cron safety net re-sends unsent rows.
  */
-import type { ConversionStatus } from "../db/schema.ts";
-import { type ConversionRow, loadConversion } from "./conversion-store.ts";
+import { type ConversionStatus, voiceConversions } from "../db/schema.ts";
+import { type Conversion, type ConversionRow, findConversion } from "./conversion-store.ts";
 import type { Failure } from "./failure-messages.ts";
 import { conversionEventData } from "./present-conversion.ts";
 
-type Stamp = "queued_at" | "processing_started_at" | "completed_at" | "failed_at";
+type Stamp = "queuedAt" | "processingStartedAt" | "completedAt" | "failedAt";
+/** Fields a transition may set along with the status. */
+type Settable =
+	| "dispatchedAt"
+	| "attempts"
+	| "outputKey"
+	| "outputSizeBytes"
+	| "outputDurationSeconds"
+	| "errorCode"
+	| "errorMessage";
+type Columns = Partial<Pick<ConversionRow, Settable>>;
 export type ConversionEventType = "conversion.completed" | "conversion.failed";
 
 interface TransitionSpec {
 	from: readonly ConversionStatus[];
 	to: ConversionStatus;
 	stamp: Stamp;
-	/** Columns the caller may set along with the status. */
-	columns: readonly string[];
-	/** Columns that only ever grow (`MAX(column, ?)`), e.g. the attempt count. */
-	monotonic?: readonly string[];
+	/** Fields the caller may set along with the status. */
+	columns: readonly Settable[];
+	/** Fields that only ever grow (`MAX(column, ?)`), e.g. the attempt count. */
+	monotonic?: readonly Settable[];
 	event?: ConversionEventType;
 }
 
 export const TRANSITIONS = {
-	promote: { from: ["pending_preprocessing"], to: "queued", stamp: "queued_at", columns: ["dispatched_at"] },
+	promote: { from: ["pending_preprocessing"], to: "queued", stamp: "queuedAt", columns: ["dispatchedAt"] },
 	lease: {
 		from: ["queued", "processing"],
 		to: "processing",
-		stamp: "processing_started_at",
+		stamp: "processingStartedAt",
 		columns: ["attempts"],
 		monotonic: ["attempts"],
 	},
 	complete: {
 		from: ["processing"],
 		to: "completed",
-		stamp: "completed_at",
-		columns: ["output_key", "output_size_bytes", "output_duration_seconds"],
+		stamp: "completedAt",
+		columns: ["outputKey", "outputSizeBytes", "outputDurationSeconds"],
 		event: "conversion.completed",
 	},
 	fail: {
 		from: ["pending_preprocessing", "queued", "processing"],
 		to: "failed",
-		stamp: "failed_at",
-		columns: ["error_code", "error_message"],
+		stamp: "failedAt",
+		columns: ["errorCode", "errorMessage"],
 		event: "conversion.failed",
 	},
 } as const satisfies Record<string, TransitionSpec>;
@@ -66,15 +76,17 @@ function guardedUpdate(
 	name: TransitionName,
 	where: { sql: string; bindings: Value[] },
 	guard: readonly ConversionStatus[],
-	columns: Record<string, Value>,
+	columns: Columns,
 	now: string,
 ): D1PreparedStatement {
 	const spec: TransitionSpec = TRANSITIONS[name];
-	const sets = ["status = ?", `${spec.stamp} = COALESCE(${spec.stamp}, ?)`, "updated_at = ?"];
+	const stamp = voiceConversions[spec.stamp].name;
+	const sets = ["status = ?", `${stamp} = COALESCE(${stamp}, ?)`, "updated_at = ?"];
 	const bindings: Value[] = [spec.to, now, now];
-	for (const [column, value] of Object.entries(columns)) {
-		if (!spec.columns.includes(column)) throw new Error(`transition ${name} may not set ${column}`);
-		sets.push(spec.monotonic?.includes(column) ? `${column} = MAX(${column}, ?)` : `${column} = ?`);
+	for (const [field, value] of Object.entries(columns) as [Settable, Value][]) {
+		if (!spec.columns.includes(field)) throw new Error(`transition ${name} may not set ${field}`);
+		const column = voiceConversions[field].name;
+		sets.push(spec.monotonic?.includes(field) ? `${column} = MAX(${column}, ?)` : `${column} = ?`);
 		bindings.push(value);
 	}
 	const statuses = guard.map(() => "?").join(", ");
@@ -84,9 +96,9 @@ function guardedUpdate(
 }
 
 export type TransitionResult =
-	| { outcome: "applied"; conversion: ConversionRow; eventId: string | null }
+	| { outcome: "applied"; conversion: Conversion; eventId: string | null }
 	/** The guard was false: the conversion is already past (or not at) the transition's starting point. */
-	| { outcome: "unchanged"; conversion: ConversionRow }
+	| { outcome: "unchanged"; conversion: Conversion }
 	| { outcome: "not_found" };
 
 /**
@@ -98,21 +110,21 @@ async function transition(
 	env: Pick<Env, "DB" | "WEBHOOK_EVENTS_QUEUE">,
 	name: TransitionName,
 	id: string,
-	columns: Record<string, Value>,
+	columns: Columns,
 	now: Date,
 ): Promise<TransitionResult> {
 	const spec: TransitionSpec = TRANSITIONS[name];
 	for (let round = 0; round < 5; round++) {
-		const current = await loadConversion(env, id);
+		const current = await findConversion(env, id);
 		if (!current) return { outcome: "not_found" };
 		if (!spec.from.includes(current.status)) return { outcome: "unchanged", conversion: current };
 		const at = now.toISOString();
-		const next: ConversionRow = {
+		const next: Conversion = {
 			...current,
-			...(columns as Partial<ConversionRow>),
+			...columns,
 			status: spec.to,
 			[spec.stamp]: current[spec.stamp] ?? at,
-			updated_at: at,
+			updatedAt: at,
 		};
 		const statements = [guardedUpdate(env, name, { sql: "id = ?", bindings: [id] }, [current.status], columns, at)];
 		const eventId = crypto.randomUUID();
@@ -127,7 +139,7 @@ async function transition(
 					 ON CONFLICT (type, subject_id) DO NOTHING RETURNING id`,
 				).bind(
 					eventId,
-					current.account_id,
+					current.accountId,
 					spec.event,
 					id,
 					JSON.stringify({ conversion: conversionEventData(next) }),
@@ -173,7 +185,7 @@ export function completeConversion(
 		env,
 		"complete",
 		id,
-		{ output_key: output.key, output_size_bytes: output.sizeBytes, output_duration_seconds: output.durationSeconds },
+		{ outputKey: output.key, outputSizeBytes: output.sizeBytes, outputDurationSeconds: output.durationSeconds },
 		now,
 	);
 }
@@ -184,7 +196,7 @@ export function failConversion(
 	reason: Failure,
 	now = new Date(),
 ): Promise<TransitionResult> {
-	return transition(env, "fail", id, { error_code: reason.code, error_message: reason.message }, now);
+	return transition(env, "fail", id, { errorCode: reason.code, errorMessage: reason.message }, now);
 }
 
 /**
@@ -202,7 +214,7 @@ export async function promoteWaitingOnFile(
 		"promote",
 		{ sql: "audio_file_id = ?", bindings: [audioFileId] },
 		TRANSITIONS.promote.from,
-		{ dispatched_at: at },
+		{ dispatchedAt: at },
 		at,
 	).all<{ id: string }>();
 	return result.results.map((row) => row.id);
@@ -216,7 +228,7 @@ export async function promoteConversion(env: Pick<Env, "DB">, id: string, now = 
 		"promote",
 		{ sql: "id = ?", bindings: [id] },
 		TRANSITIONS.promote.from,
-		{ dispatched_at: at },
+		{ dispatchedAt: at },
 		at,
 	).all<{ id: string }>();
 	return result.results.length === 1;
@@ -224,17 +236,15 @@ export async function promoteConversion(env: Pick<Env, "DB">, id: string, now = 
 
 /**
  * Records leases granted by the broker: `queued → processing` (or `processing` again for a retry, which keeps
- * the first `processing_started_at`) and the attempt count. Returns the ids that may run, and the rows of
- * `details` (a read run in the same batch, after the updates). A conversion missing from `leased` is terminal:
- * its job must be dropped, not handed to a runner.
+ * the first `processing_started_at`) and the attempt count, in one batch. Returns the ids that may run: a
+ * conversion missing from it is terminal, and its job must be dropped, not handed to a runner.
  */
-export async function markLeased<T>(
+export async function markLeased(
 	env: Pick<Env, "DB">,
 	grants: { conversionId: string; attempt: number }[],
-	details: D1PreparedStatement,
 	now = new Date(),
-): Promise<{ leased: Set<string>; rows: T[] }> {
-	if (grants.length === 0) return { leased: new Set(), rows: [] };
+): Promise<Set<string>> {
+	if (grants.length === 0) return new Set();
 	const at = now.toISOString();
 	const updates = grants.map((grant) =>
 		guardedUpdate(
@@ -246,7 +256,6 @@ export async function markLeased<T>(
 			at,
 		),
 	);
-	const results = await env.DB.batch([...updates, details]);
-	const leased = new Set(results.slice(0, -1).flatMap((r) => (r.results as { id: string }[]).map((row) => row.id)));
-	return { leased, rows: (results.at(-1)?.results ?? []) as T[] };
+	const results = await env.DB.batch<{ id: string }>(updates);
+	return new Set(results.flatMap((result) => result.results.map((row) => row.id)));
 }

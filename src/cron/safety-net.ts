@@ -8,11 +8,13 @@
  * 5. Uploaded files whose preprocessing message was lost (still pending, or claimed by a consumer that died) are re-sent.
  */
 import { resendStalePreprocessing } from "../audio-files/send-audio-uploaded.ts";
+import { conversionsStuckSince, markDispatched, queuedDispatchedBefore } from "../conversions/conversion-store.ts";
 import { failure } from "../conversions/failure-messages.ts";
 import { jobBroker } from "../conversions/job-broker-client.ts";
 import { dispatchConversions } from "../conversions/promotion.ts";
 import { failConversion, NON_TERMINAL_STATUSES } from "../conversions/state-machine.ts";
 import { purgeExpiredIdempotencyKeys } from "../http/idempotency.ts";
+import { unsentEventsBefore } from "../webhooks/event-outbox.ts";
 
 /** An event still unsent after this long is assumed lost (its consumer marks `sent_at`). */
 export const EVENT_RESEND_AFTER_SECONDS = 60;
@@ -34,54 +36,30 @@ export interface SafetyNetReport {
 const secondsBefore = (now: Date, seconds: number) => new Date(now.getTime() - seconds * 1000).toISOString();
 
 export async function resendUnsentEvents(env: Env, now: Date): Promise<number> {
-	const { results } = await env.DB.prepare(
-		"SELECT id FROM events WHERE sent_at IS NULL AND created_at <= ? ORDER BY created_at LIMIT ?",
-	)
-		.bind(secondsBefore(now, EVENT_RESEND_AFTER_SECONDS), BATCH)
-		.all<{ id: string }>();
-	if (results.length === 0) return 0;
-	await env.WEBHOOK_EVENTS_QUEUE.sendBatch(
-		results.map((row) => ({ body: { event_id: row.id }, contentType: "json" as const })),
-	);
-	return results.length;
+	const ids = await unsentEventsBefore(env, secondsBefore(now, EVENT_RESEND_AFTER_SECONDS), BATCH);
+	if (ids.length === 0) return 0;
+	await env.WEBHOOK_EVENTS_QUEUE.sendBatch(ids.map((id) => ({ body: { event_id: id }, contentType: "json" as const })));
+	return ids.length;
 }
 
 export async function redispatchLostJobs(env: Env, now: Date): Promise<number> {
 	const cutoff = secondsBefore(now, JOB_REDISPATCH_AFTER_SECONDS);
-	const { results } = await env.DB.prepare(
-		`SELECT id FROM voice_conversions WHERE status = 'queued' AND COALESCE(dispatched_at, queued_at) <= ?
-		 ORDER BY queued_at LIMIT ?`,
-	)
-		.bind(cutoff, BATCH)
-		.all<{ id: string }>();
-	if (results.length === 0) return 0;
-	const ids = results.map((row) => row.id);
+	const ids = await queuedDispatchedBefore(env, cutoff, BATCH);
+	if (ids.length === 0) return 0;
 	const known = new Set(await jobBroker(env).knownJobs(ids));
 	const lost = ids.filter((id) => !known.has(id));
 	if (lost.length === 0) return 0;
 	await dispatchConversions(env, lost);
-	const at = now.toISOString();
-	await env.DB.batch(
-		lost.map((id) =>
-			env.DB.prepare("UPDATE voice_conversions SET dispatched_at = ? WHERE id = ? AND status = 'queued'").bind(at, id),
-		),
-	);
+	await markDispatched(env, lost, now);
 	return lost.length;
 }
 
 export async function failStuckConversions(env: Env, now: Date): Promise<number> {
 	const stuckSeconds = Number(env.STUCK_CONVERSION_SECONDS) || 3600;
-	const statuses = NON_TERMINAL_STATUSES.map(() => "?").join(", ");
-	const { results } = await env.DB.prepare(
-		`SELECT c.id, c.status, a.upload_status FROM voice_conversions c JOIN audio_files a ON a.id = c.audio_file_id
-		 WHERE c.status IN (${statuses}) AND COALESCE(c.processing_started_at, c.queued_at, c.created_at) <= ?
-		 ORDER BY c.created_at LIMIT ?`,
-	)
-		.bind(...NON_TERMINAL_STATUSES, secondsBefore(now, stuckSeconds), BATCH)
-		.all<{ id: string; status: string; upload_status: string }>();
+	const results = await conversionsStuckSince(env, NON_TERMINAL_STATUSES, secondsBefore(now, stuckSeconds), BATCH);
 	let failed = 0;
 	for (const row of results) {
-		const neverUploaded = row.status === "pending_preprocessing" && row.upload_status === "awaiting_upload";
+		const neverUploaded = row.status === "pending_preprocessing" && row.uploadStatus === "awaiting_upload";
 		const result = await failConversion(env, row.id, failure(neverUploaded ? "never_uploaded" : "timed_out"), now);
 		if (result.outcome === "applied") failed++;
 	}

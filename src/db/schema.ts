@@ -4,6 +4,7 @@
  * Migrations in `migrations/` are generated from this file by `npm run db:generate`.
  */
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { PITCH_SHIFTS } from "../contracts/voice-conversions.ts";
 
 export const accounts = sqliteTable("accounts", {
 	id: text("id").primaryKey(),
@@ -95,7 +96,7 @@ export const voiceConversions = sqliteTable(
 		voiceModelId: text("voice_model_id")
 			.notNull()
 			.references(() => voices.id),
-		pitchShift: text("pitch_shift").notNull(),
+		pitchShift: text("pitch_shift", { enum: PITCH_SHIFTS }).notNull(),
 		usePreview: integer("use_preview", { mode: "boolean" }).notNull(),
 		status: text("status", { enum: CONVERSION_STATUSES }).notNull(),
 		errorCode: text("error_code"),

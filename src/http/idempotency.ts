@@ -5,7 +5,10 @@
  * addresses, never collide. A concurrent duplicate that arrives while the first is still running gets a 409 to
  * retry shortly. 5xx responses are not kept: the client may retry those with the same key.
  */
+import { and, eq, isNull, lte, or, type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
+import { database } from "../db/client.ts";
+import { idempotencyKeys } from "../db/schema.ts";
 import { sha256Hex } from "../lib/encoding.ts";
 import { ApiError, badRequest, errorResponse } from "./errors.ts";
 
@@ -32,12 +35,6 @@ export function canonicalJson(value: unknown): string {
 		return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
 	}
 	return JSON.stringify(value ?? null);
-}
-
-interface StoredKey {
-	request_hash: string;
-	response_status: number | null;
-	response_body: string | null;
 }
 
 export interface IdempotentCall {
@@ -71,35 +68,49 @@ export async function withIdempotency(
 	const abandonedBefore = new Date(now.getTime() - ABANDONED_CLAIM_SECONDS * 1000).toISOString();
 	const expiresAt = new Date(now.getTime() + IDEMPOTENCY_WINDOW_SECONDS * 1000).toISOString();
 	// One statement claims the key: a new key, an expired one, or one whose first request died.
-	const claimed = await env.DB.prepare(
-		`INSERT INTO idempotency_keys (account_id, key, operation, request_hash, created_at, expires_at)
-		 VALUES (?, ?, ?, ?, ?, ?)
-		 ON CONFLICT (account_id, operation, key) DO UPDATE SET
-		   request_hash = excluded.request_hash, response_status = NULL, response_body = NULL,
-		   created_at = excluded.created_at, expires_at = excluded.expires_at
-		 WHERE idempotency_keys.expires_at <= ?
-		    OR (idempotency_keys.response_status IS NULL AND idempotency_keys.created_at <= ?)
-		 RETURNING key`,
-	)
-		.bind(call.accountId, call.key, call.operation, requestHash, at, expiresAt, at, abandonedBefore)
-		.first();
-	const scope = [call.accountId, call.operation, call.key] as const;
+	const db = database(env);
+	const [claimed] = await db
+		.insert(idempotencyKeys)
+		.values({
+			accountId: call.accountId,
+			key: call.key,
+			operation: call.operation,
+			requestHash,
+			createdAt: at,
+			expiresAt,
+		})
+		.onConflictDoUpdate({
+			target: [idempotencyKeys.accountId, idempotencyKeys.operation, idempotencyKeys.key],
+			set: {
+				requestHash: sql`excluded.request_hash`,
+				responseStatus: null,
+				responseBody: null,
+				createdAt: sql`excluded.created_at`,
+				expiresAt: sql`excluded.expires_at`,
+			},
+			setWhere: or(
+				lte(idempotencyKeys.expiresAt, at),
+				and(isNull(idempotencyKeys.responseStatus), lte(idempotencyKeys.createdAt, abandonedBefore)),
+			),
+		})
+		.returning({ key: idempotencyKeys.key });
+	const scope = and(
+		eq(idempotencyKeys.accountId, call.accountId),
+		eq(idempotencyKeys.operation, call.operation),
+		eq(idempotencyKeys.key, call.key),
+	);
 
 	if (!claimed) {
-		const stored = await env.DB.prepare(
-			"SELECT request_hash, response_status, response_body FROM idempotency_keys WHERE account_id = ? AND operation = ? AND key = ?",
-		)
-			.bind(...scope)
-			.first<StoredKey>();
+		const stored = await db.query.idempotencyKeys.findFirst({ where: scope });
 		if (!stored) throw new ApiError(409, "idempotency_conflict", "Please retry the request");
-		if (stored.request_hash !== requestHash) {
+		if (stored.requestHash !== requestHash) {
 			throw new ApiError(
 				409,
 				"idempotency_key_reused",
 				`This ${IDEMPOTENCY_HEADER} was already used with a different request body; use a new key for a new request`,
 			);
 		}
-		if (stored.response_status === null) {
+		if (stored.responseStatus === null) {
 			throw new ApiError(
 				409,
 				"idempotency_request_in_progress",
@@ -107,8 +118,8 @@ export async function withIdempotency(
 				{ headers: { "Retry-After": "1" } },
 			);
 		}
-		return new Response(stored.response_body, {
-			status: stored.response_status,
+		return new Response(stored.responseBody, {
+			status: stored.responseStatus,
 			headers: { "Content-Type": "application/json", "Idempotent-Replayed": "true" },
 		});
 	}
@@ -127,24 +138,19 @@ export async function withIdempotency(
 		await release(env, scope);
 		return response;
 	}
-	await env.DB.prepare(
-		"UPDATE idempotency_keys SET response_status = ?, response_body = ? WHERE account_id = ? AND operation = ? AND key = ?",
-	)
-		.bind(response.status, await response.clone().text(), ...scope)
-		.run();
+	await db
+		.update(idempotencyKeys)
+		.set({ responseStatus: response.status, responseBody: await response.clone().text() })
+		.where(scope);
 	return response;
 }
 
-async function release(env: Pick<Env, "DB">, scope: readonly [string, string, string]): Promise<void> {
-	await env.DB.prepare("DELETE FROM idempotency_keys WHERE account_id = ? AND operation = ? AND key = ?")
-		.bind(...scope)
-		.run();
+async function release(env: Pick<Env, "DB">, scope: SQL | undefined): Promise<void> {
+	await database(env).delete(idempotencyKeys).where(scope);
 }
 
 /** Forgets keys past their 24 hours (cron). */
 export async function purgeExpiredIdempotencyKeys(env: Pick<Env, "DB">, now = new Date()): Promise<number> {
-	const result = await env.DB.prepare("DELETE FROM idempotency_keys WHERE expires_at <= ?")
-		.bind(now.toISOString())
-		.run();
+	const result = await database(env).delete(idempotencyKeys).where(lte(idempotencyKeys.expiresAt, now.toISOString()));
 	return result.meta.changes ?? 0;
 }

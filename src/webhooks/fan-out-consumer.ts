@@ -4,12 +4,10 @@
  * row sent. Queues deliver at least once and the cron re-sends unsent rows, so this runs more than once per event
  * at times; each object remembers the event ids it accepted and ignores repeats.
  */
-import { and, eq, isNull } from "drizzle-orm";
 import type { EnqueueRequest, OutboxEvent } from "../contracts/webhook-delivery.ts";
 import { WebhookEventMessage } from "../contracts/webhooks.ts";
-import { database, nowIso } from "../db/client.ts";
-import { events } from "../db/schema.ts";
 import { registerConsumer } from "../queues/dispatch.ts";
+import { findOutboxEvent, markEventSent } from "./event-outbox.ts";
 import { subscriptionNameOf } from "./payloads.ts";
 import { subscribersOf } from "./subscription-store.ts";
 
@@ -21,8 +19,7 @@ export function subscriptionStub(env: Env, subscriptionId: string) {
 
 /** Hands an outbox event to its subscribers; returns how many accepted it (repeats not counted). */
 export async function fanOutEvent(env: Env, eventId: string): Promise<{ delivered: number; skipped?: string }> {
-	const db = database(env);
-	const row = await db.query.events.findFirst({ where: eq(events.id, eventId) });
+	const row = await findOutboxEvent(env, eventId);
 	if (!row) return { delivered: 0, skipped: "no such event" };
 	const name = subscriptionNameOf(row.type);
 	if (!name) return { delivered: 0, skipped: `event type ${row.type} is not delivered by webhooks` };
@@ -40,11 +37,7 @@ export async function fanOutEvent(env: Env, eventId: string): Promise<{ delivere
 		// Retry the whole message: objects that already accepted the event will ignore it the second time.
 		throw new Error(`${failed.length} of ${results.length} subscriptions did not accept event ${eventId}`);
 	}
-	await db
-		.update(events)
-		.set({ sentAt: nowIso() })
-		.where(and(eq(events.id, row.id), isNull(events.sentAt)))
-		.run();
+	await markEventSent(env, row.id);
 	return { delivered: results.filter((r) => r.status === "fulfilled" && r.value.status === "accepted").length };
 }
 

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { envelope } from "../../contracts/common.ts";
 import { CompleteRequest } from "../../contracts/runner.ts";
-import { loadConversion } from "../../conversions/conversion-store.ts";
+import { findConversion } from "../../conversions/conversion-store.ts";
 import { jobBroker } from "../../conversions/job-broker-client.ts";
 import { outputObjectKey } from "../../conversions/outputs.ts";
 import { completeConversion } from "../../conversions/state-machine.ts";
@@ -49,13 +49,13 @@ export const completeLeaseRoute = defineRoute({
 			durationSeconds: body.output.duration_seconds,
 		});
 		if (result.outcome === "not_found") throw leaseLost("its conversion no longer exists");
-		if (result.outcome === "unchanged" && result.conversion.output_key !== key) {
+		if (result.outcome === "unchanged" && result.conversion.outputKey !== key) {
 			// Ended another way meanwhile (for instance failed by the safety net): this output is not used.
 			await broker.discard([conversionId]);
 			throw leaseLost(`the conversion is already ${result.conversion.status}`);
 		}
 		await broker.complete(params.lease_id);
-		const conversion = result.outcome === "applied" ? result.conversion : await loadConversion(env, conversionId);
+		const conversion = result.outcome === "applied" ? result.conversion : await findConversion(env, conversionId);
 		return ok({ conversion_id: conversionId, status: conversion?.status ?? "completed" });
 	},
 });

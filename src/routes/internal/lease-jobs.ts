@@ -1,12 +1,13 @@
 import { envelope } from "../../contracts/common.ts";
 import { type Lease, LeaseRequest, LeaseResponse } from "../../contracts/runner.ts";
+import { findLeaseSources } from "../../conversions/conversion-store.ts";
 import { failure } from "../../conversions/failure-messages.ts";
 import { jobBroker } from "../../conversions/job-broker-client.ts";
 import { failConversion, markLeased } from "../../conversions/state-machine.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
-import { buildLease, LEASE_SOURCE_SELECT, type LeaseSourceRow } from "./build-lease.ts";
+import { buildLease } from "./build-lease.ts";
 
 export const leaseJobsRoute = defineRoute({
 	method: "POST",
@@ -28,12 +29,11 @@ export const leaseJobsRoute = defineRoute({
 		});
 		if (granted.length === 0) return ok({ leases: [] });
 		try {
-			const ids = granted.map((g) => g.conversionId);
-			const { leased, rows } = await markLeased<LeaseSourceRow>(
+			const leased = await markLeased(
 				env,
 				granted.map((g) => ({ conversionId: g.conversionId, attempt: g.attempt })),
-				env.DB.prepare(LEASE_SOURCE_SELECT).bind(JSON.stringify(ids)),
 			);
+			const rows = await findLeaseSources(env, [...leased]);
 			const byId = new Map(rows.map((row) => [row.id, row]));
 			const origin = publicOrigin(env, request.url);
 			const leases: Lease[] = [];

@@ -3,13 +3,11 @@
  * HTTP Basic (§2.3.1). Errors keep RFC 6749 §5.2's `error` / `error_description` and add the spec's `message`;
  * per the spec, wrong credentials or scope are 401.
  */
-import { eq } from "drizzle-orm";
 import { z } from "zod";
 import { issueAccessToken } from "../../auth/access-tokens.ts";
+import { findApiClient } from "../../auth/client-store.ts";
 import { BASE_SCOPE, RUNNER_SCOPE, TOKEN_LIFETIME_SECONDS } from "../../auth/scopes.ts";
 import { clientSecretMatches } from "../../contracts/client-credentials.ts";
-import { database } from "../../db/client.ts";
-import { apiClients } from "../../db/schema.ts";
 import { MAX_JSON_BODY_BYTES, mediaType, readLimitedText } from "../../http/request-body.ts";
 import { defineRoute } from "../../http/route.ts";
 
@@ -92,7 +90,7 @@ export const tokenRoute = defineRoute({
 		const scope = form.get("scope");
 		if (!scope) return oauthError(400, "invalid_request", "scope is required");
 
-		const client = await database(env).query.apiClients.findFirst({ where: eq(apiClients.id, clientId) });
+		const client = await findApiClient(env, clientId);
 		const secretOk = client ? await clientSecretMatches(clientSecret, client.secretHash) : false;
 		if (!client || client.revokedAt || !secretOk) {
 			return oauthError(401, "invalid_client", "Client authentication failed", Boolean(basic));

@@ -1,6 +1,6 @@
 import { envelope, IdParams } from "../../contracts/common.ts";
 import { VoiceConversion } from "../../contracts/voice-conversions.ts";
-import { loadAccountConversion } from "../../conversions/conversion-store.ts";
+import { findAccountConversion } from "../../conversions/conversion-store.ts";
 import { presentConversion } from "../../conversions/present-conversion.ts";
 import { notFound } from "../../http/errors.ts";
 import { ok } from "../../http/respond.ts";
@@ -22,7 +22,7 @@ export const getConversionRoute = defineRoute({
 		404: { description: "No such conversion for this account" },
 	},
 	async handler({ env, request, auth, params }) {
-		const row = await loadAccountConversion(env, auth.accountId, params.id);
+		const row = await findAccountConversion(env, auth.accountId, params.id);
 		if (!row) throw notFound("Voice conversion");
 		return ok(await presentConversion(env, publicOrigin(env, request.url), row), {
 			headers: { "Cache-Control": "no-store" },

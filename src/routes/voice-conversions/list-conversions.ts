@@ -1,5 +1,5 @@
 import { ConversionPage, ListConversionsQuery } from "../../contracts/voice-conversions.ts";
-import { CONVERSION_SELECT, type ConversionRow } from "../../conversions/conversion-store.ts";
+import { listConversions } from "../../conversions/conversion-store.ts";
 import { presentConversion } from "../../conversions/present-conversion.ts";
 import { decodePageCursor, encodePageCursor } from "../../http/page-cursor.ts";
 import { defineRoute } from "../../http/route.ts";
@@ -17,31 +17,17 @@ export const listConversionsRoute = defineRoute({
 		400: { description: "Invalid status, limit or cursor" },
 	},
 	async handler({ env, request, auth, query }) {
-		const where = ["c.account_id = ?"];
-		const bindings: (string | number)[] = [auth.accountId];
-		if (query.status) {
-			where.push("c.status = ?");
-			bindings.push(query.status);
-		}
-		if (query.cursor) {
-			const { createdAt, id } = decodePageCursor(query.cursor);
-			where.push("(c.created_at < ? OR (c.created_at = ? AND c.id < ?))");
-			bindings.push(createdAt, createdAt, id);
-		}
-		const { results } = await env.DB.prepare(
-			`${CONVERSION_SELECT} WHERE ${where.join(" AND ")} ORDER BY c.created_at DESC, c.id DESC LIMIT ?`,
-		)
-			.bind(...bindings, query.limit + 1)
-			.all<ConversionRow>();
-		const page = results.slice(0, query.limit);
-		const last = page.at(-1);
+		const { rows, next } = await listConversions(env, auth.accountId, {
+			status: query.status,
+			limit: query.limit,
+			after: query.cursor ? decodePageCursor(query.cursor) : null,
+		});
 		const origin = publicOrigin(env, request.url);
 		return Response.json(
 			{
 				success: true,
-				data: await Promise.all(page.map((row) => presentConversion(env, origin, row))),
-				next_cursor:
-					results.length > query.limit && last ? encodePageCursor({ createdAt: last.created_at, id: last.id }) : null,
+				data: await Promise.all(rows.map((row) => presentConversion(env, origin, row))),
+				next_cursor: next ? encodePageCursor(next) : null,
 			},
 			{ headers: { "Cache-Control": "no-store" } },
 		);

@@ -1,13 +1,11 @@
-import { and, eq } from "drizzle-orm";
 import { envelope, IdParams } from "../../contracts/common.ts";
 import { VoiceModel } from "../../contracts/voices.ts";
-import { database } from "../../db/client.ts";
-import { voices } from "../../db/schema.ts";
 import { notFound } from "../../http/errors.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
 import { presentVoice } from "../../voices/present-voice.ts";
+import { findActiveVoice } from "../../voices/voice-store.ts";
 
 export const getVoiceRoute = defineRoute({
 	method: "GET",
@@ -21,9 +19,7 @@ export const getVoiceRoute = defineRoute({
 		404: { description: "No such voice" },
 	},
 	async handler({ env, request, params }) {
-		const voice = await database(env).query.voices.findFirst({
-			where: and(eq(voices.id, params.id), eq(voices.isActive, true)),
-		});
+		const voice = await findActiveVoice(env, params.id);
 		if (!voice) throw notFound("Voice model");
 		return ok(await presentVoice(env, publicOrigin(env, request.url), voice));
 	},

@@ -1,13 +1,11 @@
-import { asc, eq } from "drizzle-orm";
 import { z } from "zod";
 import { envelope } from "../../contracts/common.ts";
 import { VoiceModel } from "../../contracts/voices.ts";
-import { database } from "../../db/client.ts";
-import { voices } from "../../db/schema.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
 import { presentVoice } from "../../voices/present-voice.ts";
+import { listActiveVoices } from "../../voices/voice-store.ts";
 
 export const listVoicesRoute = defineRoute({
 	method: "GET",
@@ -17,7 +15,7 @@ export const listVoicesRoute = defineRoute({
 	tags: ["Voices"],
 	responses: { 200: { description: "All available voice models", schema: envelope(z.array(VoiceModel)) } },
 	async handler({ env, request }) {
-		const rows = await database(env).select().from(voices).where(eq(voices.isActive, true)).orderBy(asc(voices.name));
+		const rows = await listActiveVoices(env);
 		const origin = publicOrigin(env, request.url);
 		return ok(await Promise.all(rows.map((row) => presentVoice(env, origin, row))));
 	},

@@ -1,12 +1,10 @@
-import { eq } from "drizzle-orm";
 import { envelope } from "../../contracts/common.ts";
 import { DeliveryParams, RedeliveryAccepted } from "../../contracts/webhooks.ts";
-import { database } from "../../db/client.ts";
-import { events } from "../../db/schema.ts";
 import { conflict, notFound } from "../../http/errors.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { findDelivery } from "../../webhooks/delivery-log.ts";
+import { findOutboxEvent } from "../../webhooks/event-outbox.ts";
 import { subscriptionStub } from "../../webhooks/fan-out-consumer.ts";
 import { findSubscription } from "../../webhooks/subscription-store.ts";
 import { SUBSCRIPTIONS_PATH, TAGS } from "./shared.ts";
@@ -31,7 +29,7 @@ export const redeliverDeliveryRoute = defineRoute({
 		if (!subscription.isActive) {
 			throw conflict("subscription_inactive", "The subscription is inactive; reactivate it before redelivering");
 		}
-		const event = await database(env).query.events.findFirst({ where: eq(events.id, delivery.eventId) });
+		const event = await findOutboxEvent(env, delivery.eventId);
 		if (!event) throw notFound("Event");
 		const result = await subscriptionStub(env, subscription.id).enqueue({
 			subscriptionId: subscription.id,
