@@ -15,6 +15,7 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import type { BrokerStats, ConversionJob, GrantedLease, LeaseCheck, LeaseWants } from "../src/contracts/broker.ts";
+import type { EngineName } from "../src/contracts/runner.ts";
 import { type FailureCode, failure } from "../src/conversions/failure-messages.ts";
 import { failConversion } from "../src/conversions/state-machine.ts";
 import {
@@ -46,6 +47,17 @@ type LeaseRow = {
 	expires_at: number;
 	outcome: string | null;
 };
+
+/** A job as stored: SQLite has no booleans, so `use_preview` is 0 or 1 here and nowhere else. */
+type JobRow = { conversion_id: string; account_id: string; voice_id: string; engine: EngineName; use_preview: number };
+
+const jobOf = (row: JobRow): ConversionJob => ({
+	conversionId: row.conversion_id,
+	accountId: row.account_id,
+	voiceId: row.voice_id,
+	engine: row.engine,
+	usePreview: row.use_preview === 1,
+});
 
 export class JobBroker extends DurableObject<Env> {
 	/** The broker's clock. Tests replace it (through `runInDurableObject`) to step lease expiry without sleeping. */
@@ -160,7 +172,16 @@ export class JobBroker extends DurableObject<Env> {
 		if (row.outcome !== null) {
 			return { status: "ended", outcome: row.outcome, conversionId: row.conversion_id, accountId: row.account_id };
 		}
-		return { status: "active", lease: this.#granted(row) };
+		const job = this.#sql
+			.exec<JobRow>(
+				"SELECT conversion_id, account_id, voice_id, engine, use_preview FROM jobs WHERE conversion_id = ?",
+				row.conversion_id,
+			)
+			.one();
+		return {
+			status: "active",
+			lease: { leaseId: row.lease_id, job: jobOf(job), attempt: row.attempt, expiresAt: row.expires_at },
+		};
 	}
 
 	/** Ends an active lease as completed (the conversion is already `completed` in D1). Repeats are answered true. */
@@ -351,9 +372,10 @@ export class JobBroker extends DurableObject<Env> {
 			return selectJobs(candidates, wants, now).map((job) => {
 				const leaseId = crypto.randomUUID();
 				const updated = this.#sql
-					.exec<{ attempts: number; account_id: string }>(
+					.exec<JobRow & { attempts: number }>(
 						`UPDATE jobs SET state = 'leased', lease_id = ?, attempts = attempts + 1, updated_at = ?
-						 WHERE conversion_id = ? AND state = 'waiting' RETURNING attempts, account_id`,
+						 WHERE conversion_id = ? AND state = 'waiting'
+						 RETURNING conversion_id, account_id, voice_id, engine, use_preview, attempts`,
 						leaseId,
 						now,
 						job.conversion_id,
@@ -370,13 +392,7 @@ export class JobBroker extends DurableObject<Env> {
 					now,
 					expiresAt,
 				);
-				return {
-					leaseId,
-					conversionId: job.conversion_id,
-					accountId: updated.account_id,
-					attempt: updated.attempts,
-					expiresAt,
-				};
+				return { leaseId, job: jobOf(updated), attempt: updated.attempts, expiresAt };
 			});
 		});
 	}
@@ -474,16 +490,6 @@ export class JobBroker extends DurableObject<Env> {
 				leaseId,
 			)
 			.toArray()[0];
-	}
-
-	#granted(row: LeaseRow): GrantedLease {
-		return {
-			leaseId: row.lease_id,
-			conversionId: row.conversion_id,
-			accountId: row.account_id,
-			attempt: row.attempt,
-			expiresAt: row.expires_at,
-		};
 	}
 
 	#attempts(conversionId: string): number {

@@ -12,7 +12,8 @@ export const HEARTBEAT_INTERVAL_SECONDS = 15;
 
 /**
  * A conversion as a job: everything the broker needs to queue, rank and hand it out, and what the lease tells the
- * runner about the job itself.
+ * runner about the job itself. Built once from D1 (`conversion-store.ts`), held by the broker, returned in each
+ * lease of the job.
  */
 export interface ConversionJob {
 	conversionId: string;
@@ -34,8 +35,8 @@ export interface LeaseWants {
 
 export interface GrantedLease {
 	leaseId: string;
-	conversionId: string;
-	accountId: string;
+	/** The job as it was enqueued: the lease tells the runner what to do from this, not from a second read. */
+	job: ConversionJob;
 	attempt: number;
 	/** Epoch milliseconds. */
 	expiresAt: number;

@@ -152,15 +152,16 @@ export async function findDispatchableJobs(env: Pick<Env, "DB">, ids: string[]):
 		.where(and(inIds(voiceConversions.id, ids), inArray(voiceConversions.status, ["queued", "processing"])));
 }
 
-/** What a lease tells a runner about a `processing` conversion: its source file's facts and its voice. */
+/**
+ * What a lease tells a runner beyond the job itself (`ConversionJob`, carried by the broker): the pitch, the source
+ * file's facts and the voice, for conversions still `processing`.
+ */
 export async function findLeaseSources(env: Pick<Env, "DB">, ids: string[]) {
 	if (ids.length === 0) return [];
 	return database(env)
 		.select({
 			id: voiceConversions.id,
-			accountId: voiceConversions.accountId,
 			pitchShift: voiceConversions.pitchShift,
-			usePreview: voiceConversions.usePreview,
 			file: {
 				objectKey: audioFiles.objectKey,
 				mimeType: audioFiles.mimeType,

@@ -87,7 +87,9 @@ describe("lease expiry and attempts", () => {
 		const spec = job();
 		await broker().enqueue(spec);
 		const [lease] = await broker().lease(wants());
-		expect(lease?.conversionId).toBe(spec.conversionId);
+		// The lease carries the job exactly as it was enqueued, and so does a later check of it.
+		expect(lease?.job).toEqual(spec);
+		expect(await broker().checkLease(lease!.leaseId)).toEqual({ status: "active", lease });
 		await shiftBrokerClock(LEASE_MS - 5_000);
 		const extended = await broker().heartbeat(lease!.leaseId);
 		expect(extended?.expiresAt).toBeGreaterThan(lease!.expiresAt);
@@ -108,7 +110,7 @@ describe("exclusive leases", () => {
 		const rounds = await Promise.all(
 			Array.from({ length: 20 }, (_, i) => broker().lease(wants({ runnerId: `r${i}`, capacity: 3 }))),
 		);
-		const leased = rounds.flat().map((lease) => lease.conversionId);
+		const leased = rounds.flat().map((lease) => lease.job.conversionId);
 		expect(leased).toHaveLength(30);
 		expect(new Set(leased).size).toBe(30);
 		expect(await broker().stats()).toMatchObject({ waiting: 0, leased: 30 });
@@ -147,9 +149,9 @@ describe("priority and affinity", () => {
 		await broker().enqueue(full);
 		await broker().enqueue(preview);
 		const [first] = await broker().lease(wants());
-		expect(first?.conversionId).toBe(preview.conversionId);
+		expect(first?.job.conversionId).toBe(preview.conversionId);
 		const [second] = await broker().lease(wants());
-		expect(second?.conversionId).toBe(full.conversionId);
+		expect(second?.job.conversionId).toBe(full.conversionId);
 	});
 
 	it("prefers jobs for voices the runner has loaded", async () => {
@@ -159,10 +161,10 @@ describe("priority and affinity", () => {
 		await broker().enqueue(other);
 		await broker().enqueue(affine);
 		const [pick] = await broker().lease(wants({ loadedVoiceIds: [loadedVoice] }));
-		expect(pick?.conversionId).toBe(affine.conversionId);
+		expect(pick?.job.conversionId).toBe(affine.conversionId);
 		// Without loaded voices it is first come, first served.
 		const [next] = await broker().lease(wants());
-		expect(next?.conversionId).toBe(other.conversionId);
+		expect(next?.job.conversionId).toBe(other.conversionId);
 	});
 
 	it("only leases jobs for the runner's engines", async () => {
@@ -170,7 +172,7 @@ describe("priority and affinity", () => {
 		await broker().enqueue(rvc);
 		expect(await broker().lease(wants({ engines: ["dsp"] }))).toEqual([]);
 		const [got] = await broker().lease(wants({ engines: ["dsp", "rvc"] }));
-		expect(got?.conversionId).toBe(rvc.conversionId);
+		expect(got?.job.conversionId).toBe(rvc.conversionId);
 	});
 
 	it("ranks urgency, then affinity, then age (pure selection rule)", () => {
@@ -216,7 +218,7 @@ describe("long-poll", () => {
 		const waiting = broker().lease(wants({ waitSeconds: 20 }));
 		await broker().enqueue(spec);
 		const [lease] = await waiting;
-		expect(lease?.conversionId).toBe(spec.conversionId);
+		expect(lease?.job).toEqual(spec);
 		expect(Date.now() - started).toBeLessThan(2_000);
 	});
 

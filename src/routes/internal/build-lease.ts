@@ -23,7 +23,7 @@ export async function buildLease(
 	const expiresAt = new Date(now.getTime() + LEASE_URL_SECONDS * 1000);
 	return {
 		lease_id: grant.leaseId,
-		conversion_id: source.id,
+		conversion_id: grant.job.conversionId,
 		attempt: grant.attempt,
 		lease_expires_at: new Date(grant.expiresAt).toISOString(),
 		heartbeat_interval_seconds: HEARTBEAT_INTERVAL_SECONDS,
@@ -53,7 +53,7 @@ export async function buildLease(
 		output: {
 			url: await signStorageUrl(env, origin, {
 				method: "PUT",
-				key: outputObjectKey(source.accountId, source.id, grant.leaseId),
+				key: outputObjectKey(grant.job.accountId, grant.job.conversionId, grant.leaseId),
 				expiresAt,
 				contentType: OUTPUT_CONTENT_TYPE,
 				maxBytes: MAX_OUTPUT_BYTES,
@@ -62,7 +62,7 @@ export async function buildLease(
 			part_size_bytes: outputPartBytes(env),
 		},
 		semitones: PITCH_SHIFT_SEMITONES[source.pitchShift],
-		use_preview: source.usePreview,
+		use_preview: grant.job.usePreview,
 		preview_seconds: PREVIEW_SECONDS,
 	};
 }

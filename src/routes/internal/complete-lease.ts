@@ -33,7 +33,7 @@ export const completeLeaseRoute = defineRoute({
 			return ok({ conversion_id: check.conversionId, status: "completed" });
 		}
 		if (check.status !== "active") throw leaseLost();
-		const { conversionId, accountId } = check.lease;
+		const { conversionId, accountId } = check.lease.job;
 		const key = outputObjectKey(accountId, conversionId, params.lease_id);
 		const output = await env.BUCKET.head(key);
 		if (!output) {

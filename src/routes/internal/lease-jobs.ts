@@ -31,7 +31,7 @@ export const leaseJobsRoute = defineRoute({
 		try {
 			const leased = await markLeased(
 				env,
-				granted.map((g) => ({ conversionId: g.conversionId, attempt: g.attempt })),
+				granted.map((g) => ({ conversionId: g.job.conversionId, attempt: g.attempt })),
 			);
 			const rows = await findLeaseSources(env, [...leased]);
 			const byId = new Map(rows.map((row) => [row.id, row]));
@@ -39,10 +39,10 @@ export const leaseJobsRoute = defineRoute({
 			const leases: Lease[] = [];
 			const dropped: string[] = [];
 			for (const grant of granted) {
-				const row = byId.get(grant.conversionId);
+				const row = byId.get(grant.job.conversionId);
 				// Not leasable: the conversion ended meanwhile (late message, safety net, duplicate after completion).
-				if (!row || !leased.has(grant.conversionId)) {
-					dropped.push(grant.conversionId);
+				if (!row || !leased.has(grant.job.conversionId)) {
+					dropped.push(grant.job.conversionId);
 					continue;
 				}
 				const lease = await buildLease(env, origin, grant, row);
@@ -54,7 +54,7 @@ export const leaseJobsRoute = defineRoute({
 					JSON.stringify({ level: "error", msg: "source audio lacks preprocessing data", conversion_id: row.id }),
 				);
 				await failConversion(env, row.id, failure("internal"));
-				dropped.push(grant.conversionId);
+				dropped.push(grant.job.conversionId);
 			}
 			if (dropped.length > 0) await broker.discard(dropped);
 			return ok({ leases });

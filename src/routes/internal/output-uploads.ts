@@ -30,7 +30,7 @@ const PartParams = UploadParams.extend({ part_number: z.coerce.number().int().mi
 async function activeOutputKey(env: Env, leaseId: string): Promise<string> {
 	const check = await jobBroker(env).checkLease(leaseId);
 	if (check.status !== "active") throw leaseLost();
-	return outputObjectKey(check.lease.accountId, check.lease.conversionId, leaseId);
+	return outputObjectKey(check.lease.job.accountId, check.lease.job.conversionId, leaseId);
 }
 
 const uploadNotFound = () =>
@@ -149,8 +149,7 @@ export const abortOutputUploadRoute = defineRoute({
 		const check = await jobBroker(env).checkLease(params.lease_id);
 		// A runner cleans up after a lost lease too, so only an unknown lease is refused.
 		if (check.status === "unknown") throw leaseLost("no such lease");
-		const accountId = check.status === "active" ? check.lease.accountId : check.accountId;
-		const conversionId = check.status === "active" ? check.lease.conversionId : check.conversionId;
+		const { accountId, conversionId } = check.status === "active" ? check.lease.job : check;
 		const upload = env.BUCKET.resumeMultipartUpload(
 			outputObjectKey(accountId, conversionId, params.lease_id),
 			params.upload_id,
