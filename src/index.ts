@@ -1,13 +1,8 @@
 /** Worker entry: HTTP API, queue consumers, the cron safety net, and the Durable Object classes. */
-import "./audio-files/preprocessing-consumer.ts";
-import "./audio-files/upload-hook.ts";
-import "./conversions/conversion-jobs-consumer.ts";
-import "./conversions/promotion.ts";
 import { runSafetyNet } from "./cron/safety-net.ts";
 import { buildRouter } from "./http/router.ts";
 import { consumeQueueBatch } from "./queues/dispatch.ts";
 import { routes } from "./routes/index.ts";
-import "./webhooks/fan-out-consumer.ts";
 
 export { JobBroker } from "../durable-objects/job-broker.ts";
 export { WebhookSubscription } from "../durable-objects/webhook-subscription.ts";

@@ -11,14 +11,11 @@ import { and, eq, lt, or } from "drizzle-orm";
 import { AudioUploadedMessage } from "../contracts/audio-files.ts";
 import { database } from "../db/client.ts";
 import { audioFiles } from "../db/schema.ts";
-import { registerConsumer } from "../queues/dispatch.ts";
 import { notifyPreprocessingListeners, type PreprocessingOutcome } from "./preprocessing-listeners.ts";
 import type { AudioFileRow } from "./present-audio-file.ts";
 import { type ProbeResult, type ProbeStats, probeAudio } from "./probe/probe-audio.ts";
 import { r2ByteSource } from "./r2-byte-source.ts";
 import { STALE_PROCESSING_SECONDS } from "./send-audio-uploaded.ts";
-
-export const AUDIO_UPLOADED_QUEUE_NAME = "audio-uploaded";
 
 const log = (level: "info" | "warn" | "error", msg: string, fields: Record<string, unknown>) =>
 	console[level === "info" ? "log" : level](JSON.stringify({ level, msg, ...fields }));
@@ -158,15 +155,15 @@ export async function failUndeliverable(env: Env, audioFileId: string, now = new
 	if (outcome) await notifyPreprocessingListeners(env, outcome);
 }
 
-// Registered before the main queue: the dispatcher also matches `audio-uploaded-*` names to `audio-uploaded`.
-registerConsumer(`${AUDIO_UPLOADED_QUEUE_NAME}-dlq`, async (message, env) => {
+/** `audio-uploaded-dlq`: a file whose message kept failing is failed, so that it never stays pending. */
+export async function handleDeadAudioUploaded(message: Message<unknown>, env: Env): Promise<void> {
 	const parsed = AudioUploadedMessage.safeParse(message.body);
 	log("error", "audio-uploaded message dead-lettered", { id: message.id, body: message.body });
 	if (parsed.success) await failUndeliverable(env, parsed.data.audio_file_id);
 	message.ack();
-});
+}
 
-registerConsumer(AUDIO_UPLOADED_QUEUE_NAME, async (message, env) => {
+export async function handleAudioUploaded(message: Message<unknown>, env: Env): Promise<void> {
 	const parsed = AudioUploadedMessage.safeParse(message.body);
 	if (!parsed.success) {
 		log("error", "malformed audio-uploaded message; dropped", { id: message.id });
@@ -175,4 +172,4 @@ registerConsumer(AUDIO_UPLOADED_QUEUE_NAME, async (message, env) => {
 	}
 	await preprocessAudioFile(env, parsed.data.audio_file_id);
 	message.ack();
-});
+}

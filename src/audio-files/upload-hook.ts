@@ -8,8 +8,7 @@ import { database } from "../db/client.ts";
 import { audioFiles } from "../db/schema.ts";
 import { ApiError, conflict, forbidden } from "../http/errors.ts";
 import type { StorageGrant } from "../storage/signed-url.ts";
-import { registerUploadHook } from "../storage/upload-hooks.ts";
-import { AUDIO_FILE_KEY_PREFIX, audioFileIdFromKey } from "./limits.ts";
+import { audioFileIdFromKey } from "./limits.ts";
 import { sendAudioUploaded } from "./send-audio-uploaded.ts";
 
 const alreadyUploaded = () =>
@@ -80,5 +79,3 @@ export async function afterAudioUpload(
 	}
 	await sendAudioUploaded(env, id);
 }
-
-registerUploadHook({ prefix: AUDIO_FILE_KEY_PREFIX, beforePut: beforeAudioUpload, afterPut: afterAudioUpload });

@@ -5,7 +5,6 @@
  * dead-letter queue, whose consumer fails the conversion so that it never waits forever.
  */
 import { z } from "zod";
-import { registerConsumer } from "../queues/dispatch.ts";
 import { findDispatchableJobs } from "./conversion-store.ts";
 import { failure } from "./failure-messages.ts";
 import { jobBroker } from "./job-broker-client.ts";
@@ -43,6 +42,3 @@ export async function handleDeadConversionJob(message: Message<unknown>, env: En
 	}
 	message.ack();
 }
-
-registerConsumer("conversion-jobs", handleConversionJob);
-registerConsumer("conversion-jobs-dlq", handleDeadConversionJob);

@@ -4,7 +4,6 @@
  */
 
 import type { PreprocessingOutcome } from "../audio-files/preprocessing-listeners.ts";
-import { registerPreprocessingListener } from "../audio-files/preprocessing-listeners.ts";
 import { conversionsWaitingOnFile, findDispatchableJobs } from "./conversion-store.ts";
 import { preprocessingFailure } from "./failure-messages.ts";
 import { jobBroker } from "./job-broker-client.ts";
@@ -77,5 +76,3 @@ export async function promoteIfReady(env: Env, conversionId: string): Promise<bo
 	await dispatchConversions(env, [conversionId]);
 	return true;
 }
-
-registerPreprocessingListener(promoteWaitingConversions);

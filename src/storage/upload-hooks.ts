@@ -1,8 +1,11 @@
 /**
  * What happens around a signed PUT, by object-key prefix. A hook may refuse an upload before any byte is
  * stored (`beforePut`, e.g. a second upload of the same audio file, or one through a superseded address) and
- * reacts once the object is in R2 (`afterPut`, e.g. mark the file uploaded and start preprocessing).
+ * reacts once the object is in R2 (`afterPut`, e.g. mark the file uploaded and start preprocessing). Keys under
+ * no prefix here have no hook.
  */
+import { AUDIO_FILE_KEY_PREFIX } from "../audio-files/limits.ts";
+import { afterAudioUpload, beforeAudioUpload } from "../audio-files/upload-hook.ts";
 import type { StorageGrant } from "./signed-url.ts";
 
 export interface UploadHook {
@@ -11,10 +14,8 @@ export interface UploadHook {
 	afterPut?(env: Env, grant: StorageGrant, object: R2Object): Promise<void>;
 }
 
-const hooks: UploadHook[] = [];
+const UPLOAD_HOOKS: readonly UploadHook[] = [
+	{ prefix: AUDIO_FILE_KEY_PREFIX, beforePut: beforeAudioUpload, afterPut: afterAudioUpload },
+];
 
-export function registerUploadHook(hook: UploadHook): void {
-	hooks.push(hook);
-}
-
-export const uploadHookFor = (key: string) => hooks.find((h) => key.startsWith(h.prefix));
+export const uploadHookFor = (key: string) => UPLOAD_HOOKS.find((h) => key.startsWith(h.prefix));

@@ -6,12 +6,9 @@
  */
 import type { EnqueueRequest, OutboxEvent } from "../contracts/webhook-delivery.ts";
 import { WebhookEventMessage } from "../contracts/webhooks.ts";
-import { registerConsumer } from "../queues/dispatch.ts";
 import { findOutboxEvent, markEventSent } from "./event-outbox.ts";
 import { subscriptionNameOf } from "./payloads.ts";
 import { subscribersOf } from "./subscription-store.ts";
-
-export const WEBHOOK_EVENTS_QUEUE_NAME = "webhook-events";
 
 export function subscriptionStub(env: Env, subscriptionId: string) {
 	return env.WEBHOOK_SUBSCRIPTION.get(env.WEBHOOK_SUBSCRIPTION.idFromName(subscriptionId));
@@ -41,7 +38,7 @@ export async function fanOutEvent(env: Env, eventId: string): Promise<{ delivere
 	return { delivered: results.filter((r) => r.status === "fulfilled" && r.value.status === "accepted").length };
 }
 
-registerConsumer(WEBHOOK_EVENTS_QUEUE_NAME, async (message, env) => {
+export async function handleWebhookEvent(message: Message<unknown>, env: Env): Promise<void> {
 	const parsed = WebhookEventMessage.safeParse(message.body);
 	if (!parsed.success) {
 		// Permanent: retrying a malformed message cannot help. Recorded, then acknowledged.
@@ -61,4 +58,4 @@ registerConsumer(WEBHOOK_EVENTS_QUEUE_NAME, async (message, env) => {
 		);
 	}
 	message.ack();
-});
+}

@@ -7,8 +7,9 @@ import { createExecutionContext, createMessageBatch, getQueueResult, waitOnExecu
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
+	PREPROCESSING_LISTENERS,
+	type PreprocessingListener,
 	type PreprocessingOutcome,
-	registerPreprocessingListener,
 } from "../../src/audio-files/preprocessing-listeners.ts";
 import { resendStalePreprocessing } from "../../src/audio-files/send-audio-uploaded.ts";
 import type { AudioFile } from "../../src/contracts/audio-files.ts";
@@ -20,8 +21,17 @@ import { makeWav } from "../support/wav-generator.ts";
 import { type Api, getFile, objectKeyOf, registerFile, upload, waitForPreprocessing } from "./audio-files-helpers.ts";
 import { runSql, signedInClient } from "./helpers.ts";
 
+/** Adds a listener after the real ones; returns a function that removes it. */
+function observePreprocessing(listener: PreprocessingListener): () => void {
+	PREPROCESSING_LISTENERS.push(listener);
+	return () => {
+		const index = PREPROCESSING_LISTENERS.indexOf(listener);
+		if (index >= 0) PREPROCESSING_LISTENERS.splice(index, 1);
+	};
+}
+
 const outcomes: PreprocessingOutcome[] = [];
-const unregister = registerPreprocessingListener(async (_env, outcome) => {
+const unregister = observePreprocessing(async (_env, outcome) => {
 	outcomes.push(outcome);
 });
 afterAll(() => unregister());
@@ -336,7 +346,7 @@ describe("the audio-uploaded consumer", () => {
 	it("retries when a listener fails, and notifies again on the retry", async () => {
 		const { file } = await pendingFile(bytes);
 		let calls = 0;
-		const remove = registerPreprocessingListener(async (_env, outcome) => {
+		const remove = observePreprocessing(async (_env, outcome) => {
 			if (outcome.audioFileId !== file.id) return;
 			calls++;
 			if (calls === 1) throw new Error("conversions unavailable");
