@@ -1,4 +1,5 @@
 /** The one error type the SDK throws: what failed, how the service (or the network) answered, and whether to retry. */
+import type { ApiErrorCode } from "../src/contracts/errors.ts";
 
 export interface FieldError {
 	field: string;
@@ -8,8 +9,12 @@ export interface FieldError {
 export interface VoiceConversionErrorInit {
 	/** HTTP status, or null when no response came back (network error, timeout) or the SDK refused locally. */
 	status: number | null;
-	/** The service's stable error code (`not_found`, `validation_error`, `invalid_client`, ...) or the SDK's own. */
-	code: string;
+	/**
+	 * The service's stable error code (an `ApiErrorCode`: `invalid_request`, `not_found`, `invalid_client`, ...; the
+	 * list with statuses is `src/contracts/errors.ts`), the SDK's own (`SDK_ERROR_CODES`), or `http_<status>` for an
+	 * answer without a code (a proxy's error page). A string, so that a code added later still reads.
+	 */
+	code: ApiErrorCode | SdkErrorCode | (string & {});
 	message: string;
 	fieldErrors?: FieldError[];
 	/** Seconds from a `Retry-After` header, when the service sent one. */
@@ -29,11 +34,12 @@ export const SDK_ERROR_CODES = {
 	notCompleted: "conversion_not_completed",
 	unexpectedResponse: "unexpected_response",
 } as const;
+export type SdkErrorCode = (typeof SDK_ERROR_CODES)[keyof typeof SDK_ERROR_CODES];
 
 export class VoiceConversionError extends Error {
 	override readonly name = "VoiceConversionError";
 	readonly status: number | null;
-	readonly code: string;
+	readonly code: VoiceConversionErrorInit["code"];
 	readonly fieldErrors: FieldError[];
 	readonly retryAfterSeconds: number | undefined;
 

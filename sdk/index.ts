@@ -15,6 +15,8 @@
  * if (done.status === "completed") await writeFile("out.wav", Buffer.from(await (await client.downloadConversion(done)).arrayBuffer()));
  * ```
  */
+
+export type { ApiErrorCode } from "../src/contracts/errors.ts";
 export {
 	CONVERSION_STATUS_VALUES,
 	PITCH_SHIFT_SEMITONES,
@@ -32,7 +34,7 @@ export {
 	type VoiceConversionClientOptions,
 	type WaitOptions,
 } from "./client.ts";
-export { type FieldError, SDK_ERROR_CODES, VoiceConversionError } from "./errors.ts";
+export { type FieldError, SDK_ERROR_CODES, type SdkErrorCode, VoiceConversionError } from "./errors.ts";
 export { DEFAULT_SCOPE, TokenSource } from "./token.ts";
 export type * from "./types.ts";
 export type { ProgressListener, UploadProgress, UploadSource } from "./upload.ts";

@@ -1,5 +1,6 @@
 /** Shapes shared by every resource: ids, timestamps, the envelope and the error body. */
 import { z } from "zod";
+import { API_ERROR_CODES } from "./errors.ts";
 
 export const Id = z.uuid();
 export const Timestamp = z.iso.datetime();
@@ -9,7 +10,8 @@ export const IdParams = z.object({ id: z.uuid() });
 export const ErrorBody = z.object({
 	success: z.literal(false),
 	message: z.string(),
-	code: z.string(),
+	/** Stable: one of the listed codes (`src/contracts/errors.ts`). */
+	code: z.enum(API_ERROR_CODES),
 	errors: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
 });
 

@@ -3,21 +3,23 @@
  * and rendered in one place into the spec's envelope; anything else becomes a logged, generic 500.
  */
 import type { z } from "zod";
+import { API_ERRORS, type ApiErrorCode, type ApiErrorStatus, type CodeWithStatus } from "../contracts/errors.ts";
 
 export interface FieldProblem {
 	field: string;
 	message: string;
 }
 
-export class ApiError extends Error {
+/** The status must be one the code is listed with in `src/contracts/errors.ts` (checked by the compiler). */
+export class ApiError<C extends ApiErrorCode = ApiErrorCode> extends Error {
 	readonly status: number;
-	readonly code: string;
+	readonly code: C;
 	readonly errors: FieldProblem[] | undefined;
 	readonly headers: Record<string, string>;
 
 	constructor(
-		status: number,
-		code: string,
+		status: ApiErrorStatus<C>,
+		code: C,
 		message: string,
 		options: { errors?: FieldProblem[]; headers?: Record<string, string> } = {},
 	) {
@@ -33,8 +35,8 @@ export class ApiError extends Error {
 export const badRequest = (message: string, errors?: FieldProblem[]) =>
 	new ApiError(400, "invalid_request", message, { errors });
 export const notFound = (what = "Resource") => new ApiError(404, "not_found", `${what} not found`);
-export const conflict = (code: string, message: string) => new ApiError(409, code, message);
-export const forbidden = (code: string, message: string) => new ApiError(403, code, message);
+export const conflict = (code: CodeWithStatus<409>, message: string) => new ApiError(409, code, message);
+export const forbidden = (code: CodeWithStatus<403>, message: string) => new ApiError(403, code, message);
 
 /** RFC 6750 §3: 401 with `WWW-Authenticate: Bearer`; no error attributes when no credentials were sent. */
 export function unauthorized(message: string, tokenError?: "invalid_token" | "invalid_request"): ApiError {
@@ -61,6 +63,8 @@ export function validationError(error: z.ZodError, prefix?: string): ApiError {
 }
 
 export function errorResponse(error: ApiError): Response {
+	// A code whose message is not for clients is answered like any unexpected error.
+	if (!API_ERRORS[error.code].expose) return internalError(error);
 	const body: Record<string, unknown> = { success: false, message: error.message, code: error.code };
 	if (error.errors?.length) body.errors = error.errors;
 	return Response.json(body, {
@@ -72,6 +76,10 @@ export function errorResponse(error: ApiError): Response {
 /** Last line of defence: unknown errors are logged with a reference and never leak details. */
 export function renderError(error: unknown, request?: Request): Response {
 	if (error instanceof ApiError) return errorResponse(error);
+	return internalError(error, request);
+}
+
+function internalError(error: unknown, request?: Request): Response {
 	const reference = crypto.randomUUID();
 	console.error(
 		JSON.stringify({
@@ -83,7 +91,9 @@ export function renderError(error: unknown, request?: Request): Response {
 			error: error instanceof Error ? { name: error.name, message: error.message, stack: error.stack } : String(error),
 		}),
 	);
-	return errorResponse(
-		new ApiError(500, "internal_error", `Internal server error (reference ${reference}). Please try again later.`),
+	const code: CodeWithStatus<500> = "internal_error";
+	return Response.json(
+		{ success: false, message: `Internal server error (reference ${reference}). Please try again later.`, code },
+		{ status: 500, headers: { "Cache-Control": "no-store" } },
 	);
 }

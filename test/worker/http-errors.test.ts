@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { API_ERROR_CODES } from "../../src/contracts/errors.ts";
 import { call, signedInClient } from "./helpers.ts";
 
 describe("error envelope", () => {
@@ -35,7 +36,21 @@ describe("OpenAPI document", () => {
 		expect(doc.paths["/oauth2/token"]?.post).toBeDefined();
 		expect(Object.keys(doc.paths).some((p) => p.startsWith("/storage") || p.startsWith("/internal"))).toBe(false);
 	});
+
+	it("lists every error code in the error schema", async () => {
+		const doc = (await (await call("/openapi.json")).json()) as {
+			paths: Record<string, Record<string, { responses: Record<string, ErrorResponseDoc> }>>;
+		};
+		const notFound = doc.paths["/api/v1/voices/{id}"]?.get?.responses["404"];
+		const codes = notFound?.content?.["application/json"]?.schema.properties?.code?.enum;
+		expect(codes).toEqual(API_ERROR_CODES);
+		expect(codes).toEqual(expect.arrayContaining(["invalid_request", "not_found", "lease_lost", "internal_error"]));
+	});
 });
+
+interface ErrorResponseDoc {
+	content?: Record<string, { schema: { properties?: Record<string, { enum?: string[] }> } }>;
+}
 
 describe("API reference page", () => {
 	it("is served at /docs as self-contained HTML", async () => {

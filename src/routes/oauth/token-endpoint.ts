@@ -8,10 +8,15 @@ import { issueAccessToken } from "../../auth/access-tokens.ts";
 import { findApiClient } from "../../auth/client-store.ts";
 import { BASE_SCOPE, RUNNER_SCOPE, TOKEN_LIFETIME_SECONDS } from "../../auth/scopes.ts";
 import { clientSecretMatches } from "../../contracts/client-credentials.ts";
+import type { ApiErrorCode } from "../../contracts/errors.ts";
 import { MAX_JSON_BODY_BYTES, mediaType, readLimitedText } from "../../http/request-body.ts";
 import { defineRoute } from "../../http/route.ts";
 
-type OAuthError = "invalid_request" | "invalid_client" | "unsupported_grant_type" | "invalid_scope";
+/** RFC 6749 section 5.2 names, listed with the service's other codes in `src/contracts/errors.ts`. */
+type OAuthError = Extract<
+	ApiErrorCode,
+	"invalid_request" | "invalid_client" | "unsupported_grant_type" | "invalid_scope"
+>;
 
 const NO_STORE = { "Cache-Control": "no-store", Pragma: "no-cache" };
 
