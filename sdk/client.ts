@@ -4,8 +4,7 @@
  * and WebCrypto, so the same code runs in Node 20+, Cloudflare Workers, Deno, Bun and browsers.
  */
 import type { z } from "zod";
-import { MAX_AUDIO_FILE_BYTES } from "../src/audio-files/limits.ts";
-import { RegisterAudioFileBody } from "../src/contracts/audio-files.ts";
+import { MAX_AUDIO_FILE_BYTES, RegisterAudioFileBody } from "../src/contracts/audio-files.ts";
 import { CreateConversionBody, ListConversionsQuery } from "../src/contracts/voice-conversions.ts";
 import { CreateSubscriptionBody, UpdateSubscriptionBody } from "../src/contracts/webhooks.ts";
 import { errorFromResponse, SDK_ERROR_CODES, VoiceConversionError } from "./errors.ts";

@@ -2,9 +2,12 @@
  * Admin operations as data: each returns the SQL to run and what to print. The admin CLI runs the SQL with
  * `wrangler d1 execute` (local or remote); tests run the same SQL through the D1 binding.
  */
-
-import { BASE_SCOPE, RUNNER_SCOPE } from "../../src/auth/scopes.ts";
-import { generateClientSecret, hashClientSecret } from "../../src/contracts/client-credentials.ts";
+import {
+	BASE_SCOPE,
+	generateClientSecret,
+	hashClientSecret,
+	RUNNER_SCOPE,
+} from "../../src/contracts/client-credentials.ts";
 import { insertSql, sqlValue, updateSql } from "./sql.ts";
 
 export interface AdminPlan<T> {

@@ -1,8 +1,5 @@
-/**
- * Limits of source audio. The spec says "under 100 MB"; we read MB as 10^6 bytes (the stricter reading, so a file we
- * accept is under 100 MB in either sense): an upload must be at most 99,999,999 bytes.
- */
-export const MAX_AUDIO_FILE_BYTES = 100_000_000;
+/** Limits of source audio and where it is stored. The size limit is part of the contract (the SDK checks it too). */
+export { MAX_AUDIO_FILE_BYTES } from "../contracts/audio-files.ts";
 
 /** How long an upload address stays valid after registration (or after it is regenerated). */
 export const UPLOAD_URL_SECONDS = 30 * 60;

@@ -1,3 +1,2 @@
-export const BASE_SCOPE = "voice-conversion-api/base";
-export { RUNNER_SCOPE } from "../contracts/runner.ts";
+export { BASE_SCOPE, RUNNER_SCOPE } from "../contracts/client-credentials.ts";
 export const TOKEN_LIFETIME_SECONDS = 3600;
