@@ -33,13 +33,30 @@ interface LocalEnv {
 	BUCKET: { put(key: string, value: Uint8Array, options: { httpMetadata: { contentType: string } }): Promise<unknown> };
 }
 
+/**
+ * The wrangler configuration the admin commands need: the Worker's name, date, D1 database and R2 bucket, nothing
+ * else. With the whole wrangler.toml the platform proxy would also bind the Durable Objects, whose classes live in
+ * the Worker's script, which it never loads: workerd then reports "no such Durable Object class" on every run.
+ */
+async function storageOnlyConfig(): Promise<string> {
+	const toml = await readFile(path.join(ROOT, "wrangler.toml"), "utf8");
+	const line = (key: string) => new RegExp(`^${key}\\s*=.*$`, "m").exec(toml)?.[0];
+	const block = (table: string) => new RegExp(`^\\[\\[${table}\\]\\][^[]*`, "m").exec(toml)?.[0];
+	const parts = [line("name"), line("compatibility_date"), block("d1_databases"), block("r2_buckets")];
+	if (parts.some((part) => part === undefined)) throw new Error("wrangler.toml lacks name, date, D1 or R2");
+	return parts.join("\n");
+}
+
 export async function localBackend(persistTo?: string): Promise<AdminBackend> {
+	const dir = await mkdtemp(path.join(tmpdir(), "vc-admin-"));
+	const configPath = path.join(dir, "wrangler.toml");
+	await writeFile(configPath, await storageOnlyConfig());
 	const proxy = await getPlatformProxy<LocalEnv>({
-		configPath: path.join(ROOT, "wrangler.toml"),
-		// Same layout as `wrangler --persist-to DIR` (which stores under DIR/v3).
-		persist: persistTo ? { path: path.join(persistTo, "v3") } : true,
+		configPath,
+		// Where `wrangler dev` keeps its state (or `wrangler --persist-to DIR`, which stores under DIR/v3).
+		persist: { path: persistTo ? path.join(persistTo, "v3") : path.join(ROOT, ".wrangler", "state", "v3") },
 		remoteBindings: false,
-	});
+	}).finally(() => rm(dir, { recursive: true, force: true }));
 	const { DB, BUCKET } = proxy.env;
 	return {
 		async execute(statements) {
