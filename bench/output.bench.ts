@@ -1,6 +1,6 @@
 /**
  * Output upload benchmark: a runner getting a ~95 MB output WAV from disk to the Worker, with the runner's own code
- * (gpu-runner/src/audio/output-upload.ts `uploadOutput`, RunnerApiClient, TokenProvider), on the real local stack
+ * (gpu-runner/src/storage/output-upload.ts `uploadOutput`, RunnerApiClient, TokenProvider), on the real local stack
  * (test/support/local-stack.ts: wrangler's `createTestHarness`, workerd + miniflare, 127.0.0.1 only).
  *
  * Paths, each upload on its own conversion and lease (a lease takes one output):

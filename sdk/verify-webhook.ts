@@ -1,6 +1,6 @@
 /**
  * Receiver helper: verifies a webhook delivery from this service. WebCrypto only, no dependencies beyond
- * `./signature.ts`, so it runs in Workers, Node 20+, Deno, Bun and browsers.
+ * `src/contracts/webhook-signature.ts`, so it runs in Workers, Node 20+, Deno, Bun and browsers.
  *
  * Always verify the raw request body exactly as received (read it as text or bytes before any JSON parsing),
  * answer 401 when verification fails, and deduplicate by `id` (retries and redeliveries reuse it).
