@@ -18,8 +18,9 @@ export const API_ERRORS = {
 	invalid_token: { status: [401], expose: true },
 	invalid_client: { status: [401], expose: true },
 	invalid_scope: { status: [401], expose: true },
-	// 403: a storage address whose signature does not hold.
+	// 403: a storage address whose signature does not hold, or that a newer upload address replaced.
 	signature_invalid: { status: [403], expose: true },
+	upload_url_superseded: { status: [403], expose: true },
 	// 404, 405, 410: what is (not) there.
 	not_found: { status: [404], expose: true },
 	upload_not_found: { status: [404], expose: true },
@@ -39,6 +40,8 @@ export const API_ERRORS = {
 	length_required: { status: [411], expose: true },
 	payload_too_large: { status: [413], expose: true },
 	unsupported_media_type: { status: [415], expose: true },
+	// 416: a storage read's Range outside the object.
+	range_not_satisfiable: { status: [416], expose: true },
 	// 500: never the underlying error's message, only a reference to the log line.
 	internal_error: { status: [500], expose: false },
 } as const satisfies Record<string, { status: readonly number[]; expose: boolean }>;

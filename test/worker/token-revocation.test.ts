@@ -2,7 +2,7 @@
 import { env } from "cloudflare:workers";
 import { SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { revokeClient } from "../../src/admin/provisioning.ts";
+import { revokeClient } from "../../scripts/lib/provisioning.ts";
 import { TOKEN_CLOCK_SKEW_SECONDS } from "../../src/auth/access-tokens.ts";
 import { CLIENT_STATUS_CACHE_MS } from "../../src/auth/client-status.ts";
 import { TOKEN_LIFETIME_SECONDS } from "../../src/auth/scopes.ts";

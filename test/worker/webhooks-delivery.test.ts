@@ -2,9 +2,9 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { MAX_PARALLEL_ATTEMPTS } from "../../durable-objects/webhook-delivery-logic.ts";
+import { verifyWebhook } from "../../sdk/verify-webhook.ts";
 import { CONVERSION_EVENT_FIELDS } from "../../src/contracts/webhooks.ts";
 import { DELIVERY_TIMEOUT_MS } from "../../src/webhooks/send-delivery.ts";
-import { verifyWebhook } from "../../sdk/verify-webhook.ts";
 import { signedInClient } from "./helpers.ts";
 import {
 	consumeWebhookEvent,
