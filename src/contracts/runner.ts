@@ -31,6 +31,13 @@ export const LeaseRequest = z.object({
 });
 export type LeaseRequest = z.infer<typeof LeaseRequest>;
 
+/**
+ * Source audio the service converts. Preprocessing refuses a file outside these as `unsupported_format`, and a runner
+ * refuses the same whatever the file's metadata said, so that no header value can make a decoder or an engine
+ * allocate without bound.
+ */
+export const SOURCE_AUDIO_LIMITS = { minSampleRate: 4_000, maxSampleRate: 768_000, maxChannels: 32 } as const;
+
 export const ModelArtifact = z.object({
 	/** Role of the file for the engine, e.g. `synthesizer`, `contentvec`, `rmvpe`, `index`. */
 	name: z.string(),

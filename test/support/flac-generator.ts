@@ -3,7 +3,7 @@
  * real frame headers, CRC-8 and CRC-16, so `flac -t` accepts its output. Compression is not the point; a correct
  * stream whose length we know is.
  */
-import { crc8, crc16 } from "../../src/audio-files/probe/crc.ts";
+import { crc8, crc16 } from "../../src/contracts/flac-crc.ts";
 import { asciiBytes, concatBytes, sineChannels, toInt } from "./pcm.ts";
 
 export interface FlacOptions {

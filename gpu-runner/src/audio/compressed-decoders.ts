@@ -5,8 +5,12 @@
  */
 import { FLACDecoder } from "@wasm-audio-decoders/flac";
 import { MPEGDecoder } from "mpg123-decoder";
-import { corruptedSource } from "../job-errors.ts";
+import { corruptedSource, unsupportedFormat } from "../job-errors.ts";
+import { ByteQueue } from "./byte-queue.ts";
+import { findMp3Start } from "./mp3-stream-start.ts";
 import type { AudioBlock } from "./pcm.ts";
+import { replayThen } from "./replay.ts";
+import { decodeWideFlac } from "./wide-flac-decoder.ts";
 
 interface DecodedChunk {
 	channelData: Float32Array[];
@@ -26,7 +30,7 @@ async function* decodeWith(
 	decoder: ChunkDecoder,
 	bytes: AsyncIterable<Uint8Array>,
 	/** How many of the decoder's channels are real (mpg123-decoder always returns two). */
-	channelCount: () => number | undefined = () => undefined,
+	channelCount?: number,
 ): AsyncGenerator<AudioBlock> {
 	let framesDecoded = 0;
 	const toBlock = (result: DecodedChunk): AudioBlock | undefined => {
@@ -38,7 +42,7 @@ async function* decodeWith(
 		return {
 			sampleRate: result.sampleRate,
 			channels: result.channelData
-				.slice(0, channelCount() ?? result.channelData.length)
+				.slice(0, channelCount ?? result.channelData.length)
 				.map((c) => c.slice(0, result.samplesDecoded)),
 		};
 	};
@@ -69,67 +73,41 @@ async function* decodeWith(
 	if (framesDecoded === 0) throw corruptedSource(`no ${label} frames could be decoded`);
 }
 
+/** STREAMINFO's bits per sample sit in bytes 20 and 21 of the stream (after `fLaC` and the block header). */
+const STREAMINFO_BITS_END = 22;
+
 export async function* decodeFlac(bytes: AsyncIterable<Uint8Array>): AsyncGenerator<AudioBlock> {
+	const iterator = bytes[Symbol.asyncIterator]();
+	const head = new ByteQueue();
+	const taken: Uint8Array[] = [];
+	while (head.length < STREAMINFO_BITS_END) {
+		const next = await iterator.next();
+		if (next.done) break;
+		head.push(next.value);
+		taken.push(next.value);
+	}
+	const stream = replayThen(taken, iterator);
+	const info = head.length >= STREAMINFO_BITS_END ? head.read(STREAMINFO_BITS_END) : new Uint8Array(0);
+	const bitsPerSample = ((((info[20] ?? 0) & 0x01) << 4) | ((info[21] ?? 0) >> 4)) + 1;
+	// The wasm decoder drops every frame of a 32-bit stream (see wide-flac-decoder.ts).
+	if (bitsPerSample > 24) {
+		yield* decodeWideFlac(stream);
+		return;
+	}
 	const decoder = new FLACDecoder();
 	await decoder.ready;
-	yield* decodeWith("FLAC", decoder, bytes);
+	yield* decodeWith("FLAC", decoder, stream);
 }
 
 export async function* decodeMp3(bytes: AsyncIterable<Uint8Array>): AsyncGenerator<AudioBlock> {
+	const start = await findMp3Start(bytes);
+	if (!start) throw corruptedSource("no MPEG audio frame was found at the start of the file");
+	const { frame } = start;
+	if (frame.layer !== 3)
+		throw unsupportedFormat(`MPEG-${frame.version} Layer ${"I".repeat(frame.layer)} audio, not MP3`);
 	// Gapless: drops the encoder delay and padding (LAME header), so durations match the source.
 	const decoder = new MPEGDecoder({ enableGapless: true });
 	await decoder.ready;
-	// mpg123-decoder duplicates mono into two channels; read the real count from the first frame header.
-	const probe = new Mp3ChannelProbe();
-	async function* probed(): AsyncGenerator<Uint8Array> {
-		for await (const chunk of bytes) {
-			probe.feed(chunk);
-			yield chunk;
-		}
-	}
-	yield* decodeWith("MP3", decoder, probed(), () => probe.channels);
-}
-
-/**
- * Finds the first MPEG audio frame header in a byte stream (after an ID3v2 tag, which may be megabytes of
- * cover art) and reads its channel mode. Bytes are seen before the decoder sees them, so the answer is known
- * before the first samples come out.
- */
-export class Mp3ChannelProbe {
-	channels: number | undefined;
-	#position = 0;
-	#skipUntil = 0;
-	#head: number[] = [];
-
-	feed(chunk: Uint8Array): void {
-		for (let i = 0; i < chunk.length && this.channels === undefined; i++, this.#position++) {
-			if (this.#position < this.#skipUntil) continue;
-			this.#head.push(chunk[i] as number);
-			if (this.#head.length > 10) this.#head.shift();
-			this.#inspect();
-		}
-	}
-
-	#inspect(): void {
-		const h = this.#head;
-		if (h.length === 10 && h[0] === 0x49 && h[1] === 0x44 && h[2] === 0x33) {
-			// ID3v2: 10-byte header, syncsafe size, optional 10-byte footer.
-			const size =
-				(((h[6] as number) << 21) | ((h[7] as number) << 14) | ((h[8] as number) << 7) | (h[9] as number)) >>> 0;
-			this.#skipUntil = this.#position + 1 + size + ((h[5] as number) & 0x10 ? 10 : 0);
-			this.#head = [];
-			return;
-		}
-		const n = h.length;
-		if (n < 4) return;
-		const [b0, b1, b2, b3] = [h[n - 4], h[n - 3], h[n - 2], h[n - 1]] as number[];
-		const isHeader =
-			b0 === 0xff &&
-			((b1 as number) & 0xe0) === 0xe0 &&
-			((b1 as number) & 0x18) !== 0x08 && // MPEG version not reserved
-			((b1 as number) & 0x06) !== 0 && // layer not reserved
-			((b2 as number) & 0xf0) !== 0xf0 && // bitrate index not "bad"
-			((b2 as number) & 0x0c) !== 0x0c; // sample rate not reserved
-		if (isHeader) this.channels = (b3 as number) >> 6 === 3 ? 1 : 2;
-	}
+	// mpg123-decoder duplicates mono into two channels; the first frame's header says how many are real.
+	yield* decodeWith("MP3", decoder, start.stream, frame.channels);
 }

@@ -1,7 +1,8 @@
 /**
  * Entry point of decoding: looks at the first bytes to learn the real format (the claimed MIME type and
  * even the preprocessing verdict are hints, the bytes are the truth), then streams through the matching
- * decoder. Any decode failure surfaces as a `PermanentJobError` (corrupted or unsupported).
+ * decoder. Any decode failure surfaces as a `PermanentJobError` (corrupted or unsupported). Bytes that match no
+ * magic number are searched for an MP3 stream, which is refused as corrupted when none starts near the beginning.
  */
 import { corruptedSource, unsupportedFormat } from "../job-errors.ts";
 import { ByteQueue } from "./byte-queue.ts";
@@ -41,12 +42,12 @@ export async function* decodeSource(bytes: AsyncIterable<Uint8Array>): AsyncGene
 	}
 	if (head.length === 0) throw corruptedSource("the source file is empty");
 	const sniffed = sniffFormat(head.read(Math.min(head.length, SNIFF_BYTES)));
-	if (sniffed === undefined) throw corruptedSource("the bytes are not WAV, FLAC or MP3");
 	if (typeof sniffed === "object") throw unsupportedFormat(sniffed.unsupported);
 
 	// The sniffed chunks, then the rest of the stream.
 	const replay = () => replayThen(buffered, iterator);
-	switch (sniffed) {
+	// Unknown leading bytes may be the tail of a cut MP3 frame or junk before the first one, as preprocessing allows.
+	switch (sniffed ?? "mp3") {
 		case "wav":
 			yield* decodeWav(replay());
 			return;

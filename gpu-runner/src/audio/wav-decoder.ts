@@ -137,8 +137,10 @@ export async function* decodeWav(bytes: AsyncIterable<Uint8Array>): AsyncGenerat
 				}
 				const data = queue.read(frames * wavFormat.blockAlign);
 				if (!state.untilEnd) state.remaining -= data.length;
+				const channels = samplesToPlanar(data, wavFormat);
+				if (wavFormat.encoding === "float") refuseNonFinite(channels, framesDecoded, wavFormat.sampleRate);
 				framesDecoded += frames;
-				yield { sampleRate: wavFormat.sampleRate, channels: samplesToPlanar(data, wavFormat) };
+				yield { sampleRate: wavFormat.sampleRate, channels };
 			}
 		}
 	}
@@ -149,6 +151,25 @@ export async function* decodeWav(bytes: AsyncIterable<Uint8Array>): AsyncGenerat
 	}
 	if (state.kind !== "data" && state.kind !== "skip") throw corruptedSource("WAV file has no data chunk");
 	if (framesDecoded === 0) throw corruptedSource("WAV file contains no audio frames");
+}
+
+/**
+ * NaN and ±Inf are not sound: a float WAV holding them was damaged or written by a faulty tool. Any value put in
+ * their place would be a guess the client never sees, and once inside the filters they spread over the whole
+ * output; so the file is refused as corrupted, saying where the first one is.
+ */
+function refuseNonFinite(channels: Float32Array[], firstFrame: number, sampleRate: number): void {
+	channels.forEach((channel, c) => {
+		for (let i = 0; i < channel.length; i++) {
+			const value = channel[i] as number;
+			if (Number.isFinite(value)) continue;
+			const frame = firstFrame + i;
+			const what = Number.isNaN(value) ? "a NaN" : `an infinite (${value > 0 ? "+" : "-"}Inf)`;
+			throw corruptedSource(
+				`the float WAV has ${what} sample at ${(frame / sampleRate).toFixed(3)} s (frame ${frame}, channel ${c + 1}); samples must be finite numbers`,
+			);
+		}
+	});
 }
 
 function ascii(bytes: Uint8Array, start: number, length: number): string {

@@ -38,6 +38,7 @@ export function createJobProcessor(options: {
 			voice: lease.voice,
 			semitones: lease.semitones,
 			...(lease.voice_settings ? { voiceSettings: lease.voice_settings } : {}),
+			sourceSeconds: lease.source.duration_seconds,
 			previewSeconds,
 			artifactPaths,
 			workDir: options.workDir,

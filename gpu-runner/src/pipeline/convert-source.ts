@@ -7,15 +7,22 @@
 import { randomUUID } from "node:crypto";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
+import { SOURCE_AUDIO_LIMITS, type VoiceDescriptor } from "../../../src/contracts/runner.ts";
 import { decodeSource } from "../audio/decode-source.ts";
 import { convertToFormat } from "../audio/format-conversion.ts";
 import { type AudioBlock, countFrames, framesFor, type PcmFormat, takeFrames } from "../audio/pcm.ts";
 import { replayThen } from "../audio/replay.ts";
 import { WavFileWriter } from "../audio/wav-file-writer.ts";
 import type { Engine } from "../engines/engine.ts";
-import { corruptedSource } from "../job-errors.ts";
+import { corruptedSource, unsupportedFormat } from "../job-errors.ts";
 import { downloadSource, uploadWav } from "../storage/transfer.ts";
+
+/**
+ * How far the decoded source may be from the duration preprocessing stated and still be fitted to it: decoders
+ * and probes agree to the sample on every file we know, so this only absorbs a frame of MP3 rounding. Beyond it
+ * the file is not what its metadata says (cut short, a false length field), and the job fails as corrupted.
+ */
+export const SOURCE_LENGTH_TOLERANCE_SECONDS = 0.1;
 
 export interface ConversionRequest {
 	sourceUrl: string;
@@ -27,6 +34,11 @@ export interface ConversionRequest {
 	semitones: number;
 	/** The conversion's overrides of the voice's settings, for the engine to check and apply. */
 	voiceSettings?: Readonly<Record<string, unknown>>;
+	/**
+	 * The source duration preprocessing stated (the lease's `source.duration_seconds`). The output is made exactly
+	 * that long (or the preview's length); undefined takes the length from the decoded audio.
+	 */
+	sourceSeconds?: number;
 	/** Convert only this many seconds from the start (previews); undefined converts everything. */
 	previewSeconds?: number;
 	artifactPaths: ReadonlyMap<string, string>;
@@ -56,6 +68,7 @@ export async function convertSource(request: ConversionRequest): Promise<Convers
 	const { first, rest } = await peekFirst(decoded);
 	if (!first) throw corruptedSource("no audio frames");
 	const source: PcmFormat = { sampleRate: first.sampleRate, channels: first.channels.length };
+	refuseOutsideLimits(source);
 
 	const trimmed =
 		request.previewSeconds === undefined
@@ -85,8 +98,18 @@ export async function convertSource(request: ConversionRequest): Promise<Convers
 		for await (const block of engine.convert(convertToFormat(counted, input), job, signal)) {
 			await writer.write(block);
 		}
+		const statedFrames = statedSourceFrames(request, source.sampleRate);
+		if (
+			statedFrames !== undefined &&
+			Math.abs(statedFrames - sourceFrames) > SOURCE_LENGTH_TOLERANCE_SECONDS * source.sampleRate
+		) {
+			const seconds = (frames: number) => `${(frames / source.sampleRate).toFixed(3)} s`;
+			throw corruptedSource(
+				`the source decodes to ${seconds(sourceFrames)} of audio but its metadata says ${seconds(statedFrames)}`,
+			);
+		}
 		// The engine contract allows ±10 ms; the file is made exact so previews and full outputs line up.
-		const expectedFrames = Math.round((sourceFrames * output.sampleRate) / source.sampleRate);
+		const expectedFrames = Math.round(((statedFrames ?? sourceFrames) * output.sampleRate) / source.sampleRate);
 		const file = await writer.finish(expectedFrames);
 		signal.throwIfAborted();
 		if (request.uploadOutput) await request.uploadOutput(path, file.sizeBytes, signal);
@@ -106,6 +129,24 @@ export async function convertSource(request: ConversionRequest): Promise<Convers
 		await writer.abort();
 		await rm(path, { force: true });
 	}
+}
+
+/** Source frames the output must stand for: the stated duration, cut to the preview; undefined when none was stated. */
+function statedSourceFrames(request: ConversionRequest, sampleRate: number): number | undefined {
+	const stated = request.sourceSeconds;
+	if (stated === undefined || stated <= 0) return undefined;
+	return framesFor(Math.min(stated, request.previewSeconds ?? Number.POSITIVE_INFINITY), sampleRate);
+}
+
+/** A header outside the service's limits is refused before any engine allocates for it (see `SOURCE_AUDIO_LIMITS`). */
+function refuseOutsideLimits(source: PcmFormat): void {
+	const { minSampleRate, maxSampleRate, maxChannels } = SOURCE_AUDIO_LIMITS;
+	if (source.sampleRate < minSampleRate || source.sampleRate > maxSampleRate) {
+		throw unsupportedFormat(
+			`a sample rate of ${source.sampleRate} Hz (${minSampleRate} to ${maxSampleRate} Hz are supported)`,
+		);
+	}
+	if (source.channels > maxChannels) throw unsupportedFormat(`${source.channels} channels (at most ${maxChannels})`);
 }
 
 /** Take the first block of a stream and give back a stream that starts with it again. */

@@ -3,8 +3,9 @@
  * 0 means "unknown" (allowed for streamed encodes); then the length is computed from the last frame, whose header
  * carries its frame (or sample) number: one tail read of at most `max_framesize` bytes, checked with both CRCs.
  */
+
+import { crc8, crc16 } from "../../contracts/flac-crc.ts";
 import type { AudioFacts } from "./audio-facts.ts";
-import { crc8, crc16 } from "./crc.ts";
 import { corrupted, truncated, zeroDuration } from "./probe-failure.ts";
 import { ascii, type ProbeReader, u16be, u24be, u32be } from "./probe-reader.ts";
 

@@ -5,8 +5,15 @@
  * share one bitrate it is constant-bitrate and its length follows from its size; otherwise every frame header is
  * counted in large range reads (a file is under 100 MB, so at most a hundred 1 MB reads).
  */
+
+import {
+	confirmedFrame,
+	type MpegFrame,
+	meanFrameLength,
+	parseMpegFrame,
+	sameStream,
+} from "../../contracts/mpeg-frame.ts";
 import type { AudioFacts } from "./audio-facts.ts";
-import { type MpegFrame, meanFrameLength, parseMpegFrame, sameStream } from "./mpeg-frame.ts";
 import { corrupted, truncated, unsupported, zeroDuration } from "./probe-failure.ts";
 import { ascii, type ProbeReader, u32be, u32le } from "./probe-reader.ts";
 
@@ -21,21 +28,6 @@ const MAX_FRAME_BYTES = 2881;
 interface FrameAt {
 	offset: number;
 	frame: MpegFrame;
-}
-
-/** A frame at `at` confirmed by the next two frames (or by the end of the audio). */
-function confirmedFrame(b: Uint8Array, at: number, base: number, end: number): MpegFrame | null {
-	const first = parseMpegFrame(b, at);
-	if (!first) return null;
-	let next = at + first.length;
-	for (let i = 0; i < 2; i++) {
-		if (base + next >= end) return first;
-		if (next + 4 > b.byteLength) return i > 0 ? first : null;
-		const following = parseMpegFrame(b, next);
-		if (!following || !sameStream(first, following)) return null;
-		next += following.length;
-	}
-	return first;
 }
 
 /** Where the audio ends: before an ID3v1 tag and an APEv2 tag, if the file ends with them. */
@@ -67,7 +59,7 @@ async function searchFrame(reader: ProbeReader, start: number, end: number, span
 	const window = await reader.bytes(start, span);
 	for (let at = 0; at + 4 <= window.byteLength; at++) {
 		if (window[at] !== 0xff) continue;
-		const frame = confirmedFrame(window, at, start, end);
+		const frame = confirmedFrame(window, at, end - start);
 		if (!frame) continue;
 		if (frame.layer !== 3) {
 			throw unsupported(`This is MPEG-${frame.version} Layer ${"I".repeat(frame.layer)} audio, not MP3 (Layer III)`);
@@ -80,8 +72,12 @@ async function searchFrame(reader: ProbeReader, start: number, end: number, span
 interface StreamHeader {
 	kind: "Xing" | "Info" | "VBRI";
 	frames: number;
-	/** Samples the encoder added at the start and end (LAME tag); 0 when unknown. */
-	trimSamples: number;
+	/** Stream size the encoder wrote, when the header has it. */
+	bytes: number | undefined;
+	/** Samples the encoder added at the start and at the end (LAME tag); 0 when unknown. */
+	delay: number;
+	padding: number;
+	hasLameTag: boolean;
 }
 
 function readStreamHeader(first: FrameAt, bytes: Uint8Array): StreamHeader | null {
@@ -93,19 +89,37 @@ function readStreamHeader(first: FrameAt, bytes: Uint8Array): StreamHeader | nul
 		const flags = u32be(bytes, at + 4);
 		if (!(flags & 0x1)) return null;
 		const frames = u32be(bytes, at + 8);
+		const streamBytes = flags & 0x2 ? u32be(bytes, at + 12) : undefined;
 		const lame = at + 8 + 4 + (flags & 0x2 ? 4 : 0) + (flags & 0x4 ? 100 : 0) + (flags & 0x8 ? 4 : 0);
-		let trimSamples = 0;
 		// LAME and ffmpeg (Lavc/Lavf) write the LAME tag layout: delay and padding, 12 bits each, 21 bytes in.
 		if (/^(LAME|Lavf|Lavc|L3\.9)/.test(ascii(bytes, lame, 4)) && lame + 24 <= bytes.byteLength) {
 			const d0 = bytes[lame + 21] as number;
 			const d1 = bytes[lame + 22] as number;
 			const d2 = bytes[lame + 23] as number;
-			trimSamples = ((d0 << 4) | (d1 >> 4)) + (((d1 & 0x0f) << 8) | d2);
+			const delay = (d0 << 4) | (d1 >> 4);
+			const padding = ((d1 & 0x0f) << 8) | d2;
+			return { kind: id, frames, bytes: streamBytes, delay, padding, hasLameTag: true };
 		}
-		return { kind: id, frames, trimSamples };
+		return { kind: id, frames, bytes: streamBytes, delay: 0, padding: 0, hasLameTag: false };
 	}
-	if (ascii(bytes, 36, 4) === "VBRI") return { kind: "VBRI", frames: u32be(bytes, 36 + 14), trimSamples: 0 };
+	if (ascii(bytes, 36, 4) === "VBRI") {
+		return { kind: "VBRI", frames: u32be(bytes, 50), bytes: u32be(bytes, 46), delay: 0, padding: 0, hasLameTag: false };
+	}
 	return null;
+}
+
+/**
+ * Whether the file holds less than its header describes: fewer bytes than the stated stream size, or fewer than even
+ * the smallest frames could fill. Then the header's frame count is not what a decoder will find.
+ */
+function cutShort(header: StreamHeader, first: FrameAt, end: number): boolean {
+	const present = end - first.offset;
+	if (header.bytes !== undefined && header.bytes > 0) return present < header.bytes;
+	// The lowest bitrate of the stream's MPEG version gives the smallest frame its header can announce.
+	const smallest = Math.floor(
+		(meanFrameLength(first.frame) * (first.frame.version === "1" ? 32 : 8)) / first.frame.bitrateKbps,
+	);
+	return present < header.frames * smallest;
 }
 
 /** Resyncs near `offset` and returns the bitrate there, or null when no confirmed frame is found. */
@@ -118,7 +132,7 @@ async function bitrateNear(
 	const window = await reader.bytes(offset, Math.min(4 * MAX_FRAME_BYTES, end - offset));
 	for (let at = 0; at + 4 <= window.byteLength; at++) {
 		if (window[at] !== 0xff) continue;
-		const frame = confirmedFrame(window, at, offset, end);
+		const frame = confirmedFrame(window, at, end - offset);
 		if (frame && sameStream(frame, stream)) return frame.bitrateKbps;
 	}
 	return null;
@@ -162,6 +176,9 @@ async function isConstantBitrate(reader: ProbeReader, first: FrameAt, end: numbe
 	return true;
 }
 
+/** A gapless decoder removes the synthesis filter bank's delay (528 + 1 samples) along with the encoder delay. */
+const DECODER_DELAY_SAMPLES = 529;
+
 export async function probeMp3(reader: ProbeReader, start: number): Promise<AudioFacts> {
 	const end = await audioEnd(reader);
 	if (start >= end) throw truncated("The file holds an ID3 tag but no audio");
@@ -169,22 +186,29 @@ export async function probeMp3(reader: ProbeReader, start: number): Promise<Audi
 	const { frame } = first;
 	const firstBytes = await reader.bytes(first.offset, frame.length);
 	const header = readStreamHeader(first, firstBytes);
-	let frames: number;
-	let trimSamples = 0;
+	let samples: number;
 	let method: string;
-	if (header) {
-		frames = header.frames;
-		trimSamples = header.trimSamples;
+	if (header && !cutShort(header, first, end)) {
+		samples = header.frames * frame.samplesPerFrame - header.delay - header.padding;
 		method = header.kind;
+	} else if (header) {
+		// A cut file: a decoder stops at its last whole frame, so count those. The encoder delay is still removed at
+		// the start; the padding is only removed if the cut left the stream's end in place.
+		const frames = await countFrames(reader, first.offset + frame.length, end, frame);
+		const startTrim = header.hasLameTag ? header.delay + DECODER_DELAY_SAMPLES : 0;
+		samples = Math.min(
+			header.frames * frame.samplesPerFrame - header.delay - header.padding,
+			frames * frame.samplesPerFrame - startTrim,
+		);
+		method = `${header.kind}, cut short: frame scan`;
 	} else if (await isConstantBitrate(reader, first, end)) {
-		frames = Math.round((end - first.offset) / meanFrameLength(frame));
+		samples = Math.round((end - first.offset) / meanFrameLength(frame)) * frame.samplesPerFrame;
 		method = "CBR";
 	} else {
-		frames = await countFrames(reader, first.offset, end, frame);
+		samples = (await countFrames(reader, first.offset, end, frame)) * frame.samplesPerFrame;
 		method = "frame scan";
 	}
-	const samples = frames * frame.samplesPerFrame - trimSamples;
-	if (frames === 0 || samples <= 0) throw zeroDuration("The MP3 stream contains no audio frames");
+	if (samples <= 0) throw zeroDuration("The MP3 stream contains no audio frames");
 	return {
 		format: "mp3",
 		sampleRate: frame.sampleRate,

@@ -3,12 +3,14 @@
  * channels and duration. Pure apart from the `ByteSource` it reads, so every branch is unit-testable.
  * Expected refusals come back as a value with a stable code; an error thrown from here is an I/O failure to retry.
  */
+
+import { parseMpegFrame } from "../../contracts/mpeg-frame.ts";
+import { SOURCE_AUDIO_LIMITS } from "../../contracts/runner.ts";
 import { MAX_AUDIO_FILE_BYTES } from "../limits.ts";
 import type { AudioFacts } from "./audio-facts.ts";
 import type { ByteSource } from "./byte-source.ts";
 import { probeFlac } from "./flac.ts";
 import { probeMp3 } from "./mp3.ts";
-import { parseMpegFrame } from "./mpeg-frame.ts";
 import { ProbeFailure, type ProbeFailureCode, truncated, unsupported } from "./probe-failure.ts";
 import { ascii, ProbeReader } from "./probe-reader.ts";
 import { probeWav } from "./wav.ts";
@@ -107,6 +109,19 @@ async function identifyAndProbe(reader: ProbeReader): Promise<AudioFacts> {
 	}
 }
 
+/** Why a header's values cannot be converted (see `SOURCE_AUDIO_LIMITS`), or undefined when they can. */
+function outsideLimits(facts: AudioFacts): string | undefined {
+	const { minSampleRate, maxSampleRate, maxChannels } = SOURCE_AUDIO_LIMITS;
+	const name = facts.format.toUpperCase();
+	if (facts.sampleRate < minSampleRate || facts.sampleRate > maxSampleRate) {
+		return `The ${name} header declares a sample rate of ${facts.sampleRate} Hz; rates from ${minSampleRate} to ${maxSampleRate} Hz are supported`;
+	}
+	if (facts.channels > maxChannels) {
+		return `The ${name} header declares ${facts.channels} channels; at most ${maxChannels} are supported`;
+	}
+	return undefined;
+}
+
 export async function probeAudio(source: ByteSource, stats?: ProbeStats): Promise<ProbeResult> {
 	if (source.size === 0) return { ok: false, code: "empty_file", message: "The file is empty (0 bytes)" };
 	if (source.size >= MAX_AUDIO_FILE_BYTES) {
@@ -122,6 +137,8 @@ export async function probeAudio(source: ByteSource, stats?: ProbeStats): Promis
 		if (!Number.isFinite(facts.durationSeconds) || facts.durationSeconds <= 0) {
 			return { ok: false, code: "zero_duration", message: "The audio has no duration" };
 		}
+		const refusal = outsideLimits(facts);
+		if (refusal) return { ok: false, code: "unsupported_format", message: refusal };
 		return { ok: true, ...facts };
 	} catch (error) {
 		if (error instanceof ProbeFailure) return { ok: false, code: error.code, message: error.message };

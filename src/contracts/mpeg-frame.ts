@@ -1,4 +1,8 @@
-/** MPEG audio frame headers (ISO 11172-3 / 13818-3, and the unofficial MPEG 2.5): the tables that size a frame. */
+/**
+ * MPEG audio frame headers (ISO 11172-3 / 13818-3, and the unofficial MPEG 2.5): the tables that size a frame, and
+ * what counts as the start of a stream. Shared by preprocessing and the runner's MP3 decoder, so that both begin at
+ * the same frame of a file that starts with junk or in the middle of a frame.
+ */
 export interface MpegFrame {
 	version: "1" | "2" | "2.5";
 	layer: 1 | 2 | 3;
@@ -74,3 +78,22 @@ export const sameStream = (a: MpegFrame, b: MpegFrame) =>
 /** Mean frame length of a constant-bitrate stream: padding bits make the lengths average to this exactly. */
 export const meanFrameLength = (f: MpegFrame) =>
 	((f.layer === 3 && f.version !== "1" ? 72_000 : 144_000) * f.bitrateKbps) / f.sampleRate;
+
+/**
+ * The frame at `at` when the next two frames follow it in the same stream, or it runs up to `audioEnd` (an index
+ * in `b`; pass Infinity while more bytes may follow `b`). A lone 0xFFE sync in junk or audio data passes this
+ * only by rare chance, so a stream is never started on a false header.
+ */
+export function confirmedFrame(b: Uint8Array, at: number, audioEnd: number): MpegFrame | null {
+	const first = parseMpegFrame(b, at);
+	if (!first) return null;
+	let next = at + first.length;
+	for (let i = 0; i < 2; i++) {
+		if (next >= audioEnd) return first;
+		if (next + 4 > b.byteLength) return i > 0 ? first : null;
+		const following = parseMpegFrame(b, next);
+		if (!following || !sameStream(first, following)) return null;
+		next += following.length;
+	}
+	return first;
+}

@@ -1,4 +1,7 @@
-/** The two CRCs FLAC frames carry: CRC-8 (poly 0x07) over the frame header, CRC-16 (poly 0x8005) over the frame. */
+/**
+ * The two CRCs FLAC frames carry: CRC-8 (poly 0x07) over the frame header, CRC-16 (poly 0x8005) over the frame.
+ * Shared by preprocessing (which finds the last frame by them) and the runner's FLAC decoder (which checks every frame).
+ */
 function table(width: 8 | 16, poly: number): Uint16Array {
 	const top = 1 << (width - 1);
 	const mask = (1 << width) - 1;
