@@ -2,7 +2,11 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { memoryByteSource } from "../../src/audio-files/probe/byte-source.ts";
+import { probeAudio } from "../../src/audio-files/probe/probe-audio.ts";
 import { decodeSource, sniffFormat } from "../src/audio/decode-source.ts";
+import { decodeWav } from "../src/audio/wav-decoder.ts";
+import { decodeWideFlac } from "../src/audio/wide-flac-decoder.ts";
 import { cents, medianPitch, sine, trackPitch } from "./helpers/signals.ts";
 import { bytesOf, collect } from "./helpers/streams.ts";
 import { missingToolsMessage, run } from "./helpers/tools.ts";
@@ -67,6 +71,21 @@ describe("WAV decoder", () => {
 		const bytes = makeWav([left], SAMPLE_RATE, { kind: "pcm", bits: 16 });
 		new DataView(bytes.buffer).setUint16(20, 2, true);
 		await expect(decode(bytes)).rejects.toMatchObject({ reason: "unsupported_format" });
+	});
+
+	it.each([
+		["a NaN", Number.NaN, /has a NaN sample at 0\.250 s \(frame 4000, channel 2\)/],
+		["a +Inf", Number.POSITIVE_INFINITY, /has an infinite \(\+Inf\) sample at 0\.250 s/],
+		["a -Inf", Number.NEGATIVE_INFINITY, /has an infinite \(-Inf\) sample at 0\.250 s/],
+	])("refuses a float WAV with %s sample as corrupted, saying where it is", async (_name, value, message) => {
+		for (const bits of [32, 64] as const) {
+			const bytes = makeWav([left, right], SAMPLE_RATE, { kind: "float", bits });
+			const at = 44 + (4000 * 2 + 1) * (bits / 8); // frame 4000, second channel
+			const view = new DataView(bytes.buffer);
+			if (bits === 32) view.setFloat32(at, value, true);
+			else view.setFloat64(at, value, true);
+			await expect(decode(bytes)).rejects.toMatchObject({ reason: "corrupted_source", message });
+		}
 	});
 
 	it("fails on a header with no data chunk", async () => {
@@ -157,6 +176,83 @@ describe.skipIf(toolsSkip !== undefined)(`FLAC and MP3 decoders${toolsSkip ? ` (
 		expect(out.sampleRate).toBe(22_050);
 		expect(out.channels).toHaveLength(1);
 		expect(Math.abs((out.channels[0]?.length ?? 0) / 22_050 - 2)).toBeLessThanOrEqual(0.01);
+	});
+
+	it("decodes 32-bit FLAC (as flac 1.4 writes it) sample for sample, stereo and mono, at every compression level", async () => {
+		const stereo = makeWav([tone, toneRight], rate, { kind: "pcm", bits: 32 });
+		const mono = makeWav([toneRight], rate, { kind: "pcm", bits: 32 }, { extensible: true });
+		for (const [name, wav] of [
+			["stereo32", stereo],
+			["mono32", mono],
+		] as const) {
+			writeFileSync(join(dir, `${name}.wav`), wav);
+			const expected = await collect(decodeWav(bytesOf(wav)));
+			for (const level of ["-0", "-5", "-8"]) {
+				run("flac", ["-s", "-f", level, "-o", join(dir, `${name}.flac`), join(dir, `${name}.wav`)]);
+				const out = await decode(new Uint8Array(readFileSync(join(dir, `${name}.flac`))), 7001);
+				expect(out.sampleRate).toBe(rate);
+				expect(out.channels).toHaveLength(expected.channels.length);
+				expected.channels.forEach((channel, c) => {
+					expect(out.channels[c]?.length).toBe(channel.length);
+					expect(maxError(out.channels[c] as Float32Array, channel)).toBe(0);
+				});
+			}
+		}
+	});
+
+	it("reads 16- and 24-bit FLAC with the 32-bit decoder exactly as libFLAC does", async () => {
+		for (const name of ["tone16", "tone24"]) {
+			const flac = new Uint8Array(readFileSync(join(dir, `${name}.flac`)));
+			const ours = await collect(decodeWideFlac(bytesOf(flac, 5003)));
+			const wav = await collect(decodeWav(bytesOf(new Uint8Array(readFileSync(join(dir, `${name}.wav`))))));
+			expect(ours.channels).toHaveLength(wav.channels.length);
+			wav.channels.forEach((channel, c) => {
+				expect(maxError(ours.channels[c] as Float32Array, channel)).toBe(0);
+			});
+		}
+	});
+
+	it("fails a 32-bit FLAC with a damaged frame as corrupted", async () => {
+		run("flac", ["-s", "-f", "-o", join(dir, "stereo32.flac"), join(dir, "stereo32.wav")]);
+		const bytes = new Uint8Array(readFileSync(join(dir, "stereo32.flac")));
+		bytes[bytes.length - 5000] = (bytes[bytes.length - 5000] as number) ^ 0x10;
+		await expect(decode(bytes)).rejects.toMatchObject({ reason: "corrupted_source", message: /CRC|FLAC/ });
+	});
+
+	/** Decoded frames of an MP3 and the frames preprocessing says it holds: they must be the same number. */
+	async function decodedAndStated(bytes: Uint8Array) {
+		const probe = await probeAudio(memoryByteSource(bytes));
+		if (!probe.ok) throw new Error(`probe refused the file: ${probe.message}`);
+		const out = await decode(bytes, 10_007);
+		return {
+			decoded: out.channels[0]?.length ?? 0,
+			seconds: (out.channels[0]?.length ?? 0) / out.sampleRate,
+			stated: Math.round(probe.durationSeconds * probe.sampleRate),
+			channels: [out.channels.length, probe.channels],
+		};
+	}
+
+	it("decodes an MP3 that starts in the middle of a frame from its first whole frame, as preprocessing measures it", async () => {
+		for (const [name, cut] of [
+			["tone.mp3", 5001],
+			["tone.mp3", 417],
+			["mono22k.mp3", 1234],
+		] as const) {
+			const bytes = new Uint8Array(readFileSync(join(dir, name))).subarray(cut);
+			const { decoded, seconds, stated, channels } = await decodedAndStated(bytes);
+			expect(decoded, `${name} from byte ${cut}`).toBe(stated);
+			expect(seconds).toBeGreaterThan(1.8);
+			expect(channels[0]).toBe(channels[1]);
+		}
+	});
+
+	it("decodes a truncated MP3 to exactly the length preprocessing reports for it", async () => {
+		const whole = new Uint8Array(readFileSync(join(dir, "tone.mp3")));
+		for (const keep of [0.5, 0.9, 0.999]) {
+			const { decoded, stated } = await decodedAndStated(whole.subarray(0, Math.round(whole.length * keep)));
+			expect(decoded, `first ${keep * 100}%`).toBe(stated);
+			expect(decoded).toBeLessThan(tone.length);
+		}
 	});
 
 	it("fails a FLAC file with damaged frames as corrupted", async () => {

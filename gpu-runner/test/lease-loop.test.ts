@@ -2,6 +2,8 @@ import { createHash } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FakeRunnerApi } from "./helpers/fake-runner-api.ts";
 import { readWavHeader, startTestRunner, wavJob } from "./helpers/runner-harness.ts";
+import { harmonicTone } from "./helpers/signals.ts";
+import { makeWav } from "./helpers/wav-files.ts";
 
 let api: FakeRunnerApi;
 let runner: ReturnType<typeof startTestRunner> | undefined;
@@ -98,6 +100,57 @@ describe("lease loop against the runner API", () => {
 		await waitUntil(() => api.events.some((e) => e.type === "fail"));
 		const report = api.events.find((e) => e.type === "fail");
 		expect(report?.type === "fail" && report.body).toMatchObject({ kind: "permanent", reason: "unsupported_format" });
+	});
+
+	/** Run one job to its final report and return it, with the runner's outcome counts. */
+	async function finalReportOf(job: ReturnType<typeof wavJob>) {
+		api.enqueue(job);
+		runner = startTestRunner(api);
+		await waitUntil(() => api.events.some((e) => e.type === "fail" || e.type === "complete"));
+		const lease = api.leaseFor(job.conversionId);
+		return { report: api.finalReport(lease?.lease_id ?? ""), outcomes: await runner.outcomes() };
+	}
+
+	it("fails a header that declares 4,000,000,000 Hz permanently, before any engine allocates for it", async () => {
+		const job = wavJob(1);
+		new DataView(job.source.buffer).setUint32(24, 4_000_000_000, true); // fmt sample rate
+		const { report, outcomes } = await finalReportOf(job);
+		expect(report?.type === "fail" && report.body).toMatchObject({
+			kind: "permanent",
+			reason: "unsupported_format",
+			message: expect.stringMatching(/4000000000 Hz/),
+		});
+		expect(outcomes).toEqual({ failed_permanent: 1 });
+		expect(api.uploads.size).toBe(0);
+	});
+
+	it("fails a float WAV holding NaN permanently as corrupted_source", async () => {
+		const job = wavJob(1);
+		job.source = makeWav([harmonicTone(180, 1, 22_050)], 22_050, { kind: "float", bits: 32 });
+		new DataView(job.source.buffer).setFloat32(44 + 4 * 11_025, Number.NaN, true);
+		const { report, outcomes } = await finalReportOf(job);
+		expect(report?.type === "fail" && report.body).toMatchObject({
+			kind: "permanent",
+			reason: "corrupted_source",
+			message: expect.stringMatching(/NaN sample at 0\.500 s/),
+		});
+		expect(outcomes).toEqual({ failed_permanent: 1 });
+	});
+
+	it("fails a source that decodes to less audio than its metadata states, instead of a short output", async () => {
+		const { report, outcomes } = await finalReportOf(wavJob(1, { durationSeconds: 2 }));
+		expect(report?.type === "fail" && report.body).toMatchObject({
+			kind: "permanent",
+			reason: "corrupted_source",
+			message: expect.stringMatching(/decodes to 1\.000 s of audio but its metadata says 2\.000 s/),
+		});
+		expect(outcomes).toEqual({ failed_permanent: 1 });
+		expect(api.uploads.size).toBe(0);
+	});
+
+	it("fits the output to the stated duration when the decoded length is within a frame of it", async () => {
+		const { report } = await finalReportOf(wavJob(1, { durationSeconds: 1.02 }));
+		expect(report?.type === "complete" && report.body.output.duration_seconds).toBe(1.02);
 	});
 
 	it("fails transiently when the source cannot be downloaded", async () => {

@@ -148,10 +148,43 @@ const cases: Case[] = [
 		}),
 		expected: { format: "mp3", sample_rate: 11_025, channels: 1, duration: (60 * 576) / 11_025 },
 	},
+	{
+		name: "MP3 cut 100 bytes into its 61st frame, whose Xing header counts 125",
+		mimeType: "audio/mpeg",
+		bytes: cutMp3(60, 100),
+		// A decoder stops at the last whole frame and removes the encoder delay and its own 529 samples.
+		expected: { format: "mp3", sample_rate: 44_100, channels: 2, duration: (60 * 1152 - 576 - 529) / 44_100 },
+	},
 ];
+
+/** The first `frames` whole frames of a 125-frame VBR stream with Xing and LAME tags, and `extra` bytes of the next. */
+function cutMp3(frames: number, extra: number): Uint8Array {
+	const stream = (bitrates: number[]) =>
+		makeMp3Frames({
+			version: "1",
+			sampleRate: 44_100,
+			channels: 2,
+			bitrates,
+			xing: { id: "Xing", lame: { delay: 576, padding: 1800 } },
+		});
+	const bitrates = vbr(125, [128, 192, 256]);
+	// Frames do not depend on the ones after them, so the shorter stream is a prefix of the whole one.
+	return stream(bitrates).subarray(0, stream(bitrates.slice(0, frames)).byteLength + extra);
+}
 
 const failures: { name: string; mimeType: string; bytes: Uint8Array; code: string; message: RegExp }[] = [
 	{ name: "an empty file", mimeType: "audio/wav", bytes: new Uint8Array(0), code: "empty_file", message: /empty/ },
+	{
+		name: "a WAV whose header declares 4,000,000,000 Hz",
+		mimeType: "audio/wav",
+		bytes: (() => {
+			const b = makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 });
+			new DataView(b.buffer).setUint32(24, 4_000_000_000, true);
+			return b;
+		})(),
+		code: "unsupported_format",
+		message: /sample rate of 4000000000 Hz; rates from 4000 to 768000 Hz are supported/,
+	},
 	{
 		name: "a WAV cut inside its header",
 		mimeType: "audio/wav",

@@ -140,6 +140,48 @@ describe("probeAudio: formats", () => {
 		});
 	});
 
+	describe("an MP3 cut short, whose header counts more frames than the file holds", () => {
+		const bitrates = Array.from({ length: 200 }, (_, i) => [128, 160, 192][i % 3] as number);
+		const stream = (options: Partial<Parameters<typeof makeMp3Frames>[0]>, frames = bitrates.length) =>
+			makeMp3Frames({ version: "1", sampleRate: 44_100, channels: 2, bitrates: bitrates.slice(0, frames), ...options });
+		/** The first `frames` whole frames and half of the next: frames never depend on later ones. */
+		const cut = (options: Partial<Parameters<typeof makeMp3Frames>[0]>, frames: number) =>
+			stream(options).subarray(0, stream(options, frames).byteLength + 200);
+
+		it("reports what a decoder finds: the whole frames, less the encoder and decoder delay", async () => {
+			const result = await probe(cut({ xing: { id: "Xing", lame: { delay: 576, padding: 1500 } } }, 90));
+			expect(result).toMatchObject({
+				ok: true,
+				durationSeconds: (90 * 1152 - 576 - 529) / 44_100,
+				codec: "MPEG-1 Layer III, Xing, cut short: frame scan",
+			});
+		});
+
+		it("keeps the header's count when only the last frame's padding is lost", async () => {
+			const result = await probe(cut({ xing: { id: "Xing", lame: { delay: 576, padding: 1500 } } }, 199));
+			expect(result).toMatchObject({ ok: true, durationSeconds: (200 * 1152 - 576 - 1500) / 44_100 });
+		});
+
+		it("counts whole frames when there is no LAME tag, and for a VBRI header", async () => {
+			expect(await probe(cut({ xing: { id: "Xing" } }, 75))).toMatchObject({
+				ok: true,
+				durationSeconds: (75 * 1152) / 44_100,
+			});
+			expect(await probe(cut({ vbri: true }, 40))).toMatchObject({ ok: true, durationSeconds: (40 * 1152) / 44_100 });
+		});
+	});
+
+	it("starts an MP3 cut in the middle of a frame at its first whole frame", async () => {
+		const frames = makeMp3Frames({ version: "1", sampleRate: 44_100, channels: 2, bitrates: Array(50).fill(128) });
+		for (const offset of [1, 200, 416]) {
+			expect(await probe(frames.subarray(offset))).toMatchObject({
+				ok: true,
+				durationSeconds: (49 * 1152) / 44_100,
+				codec: "MPEG-1 Layer III, CBR",
+			});
+		}
+	});
+
 	it("finds the first frame after a little junk", async () => {
 		const frames = makeMp3Frames({ version: "1", sampleRate: 44_100, channels: 2, bitrates: Array(50).fill(128) });
 		const result = await probe(concatBytes([Uint8Array.from([0xff, 0x00, 0x12, 0x00, 0xff, 0xfb]), frames]));
@@ -243,6 +285,40 @@ describe("probeAudio: refusals", () => {
 			/STREAMINFO/,
 		],
 	];
+
+	const header = (o: Partial<Parameters<typeof makeWav>[0]>, patch?: (view: DataView) => void) => {
+		const b = makeWav({ sampleRate: 16_000, channels: 1, frames: 1000, encoding: "pcm", bits: 16, ...o });
+		patch?.(new DataView(b.buffer));
+		return b;
+	};
+	cases.push(
+		[
+			"a WAV declaring 4,000,000,000 Hz",
+			header({}, (v) => v.setUint32(24, 4_000_000_000, true)),
+			"unsupported_format",
+			/WAV header declares a sample rate of 4000000000 Hz; rates from 4000 to 768000 Hz are supported/,
+		],
+		["a WAV at 2 kHz", header({ sampleRate: 2000 }), "unsupported_format", /2000 Hz/],
+		[
+			"a WAV of 1000 channels",
+			header({ channels: 1000, frames: 4 }),
+			"unsupported_format",
+			/declares 1000 channels; at most 32 are supported/,
+		],
+		["a WAV declaring 0 channels", header({}, (v) => v.setUint16(22, 0, true)), "corrupted", /0 channels/],
+		[
+			"a WAV whose block align is absurd",
+			header({}, (v) => v.setUint16(32, 65_535, true)),
+			"corrupted",
+			/block align \(65535\)/,
+		],
+		[
+			"a FLAC at 1,000,000 Hz",
+			makeFlac({ sampleRate: 1_000_000, channels: 1, bitsPerSample: 16, frames: 5000 }),
+			"unsupported_format",
+			/FLAC header declares a sample rate of 1000000 Hz/,
+		],
+	);
 
 	it.each(cases)("refuses %s", async (_name, bytes, code, message) => {
 		const result = await probe(bytes);
