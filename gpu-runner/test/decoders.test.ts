@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { memoryByteSource } from "../../src/audio-files/probe/byte-source.ts";
 import { probeAudio } from "../../src/audio-files/probe/probe-audio.ts";
+import { makeFlac } from "../../test/support/flac-generator.ts";
 import { decodeSource, sniffFormat } from "../src/audio/decode-source.ts";
 import { decodeWav } from "../src/audio/wav-decoder.ts";
 import { decodeWideFlac } from "../src/audio/wide-flac-decoder.ts";
@@ -91,6 +92,36 @@ describe("WAV decoder", () => {
 	it("fails on a header with no data chunk", async () => {
 		const bytes = makeWav([left], SAMPLE_RATE, { kind: "pcm", bits: 16 });
 		await expect(decode(bytes.subarray(0, 36))).rejects.toMatchObject({ reason: "corrupted_source" });
+	});
+});
+
+describe("FLAC frames that leave the sample rate to STREAMINFO", () => {
+	it("decodes them (the format allows it; the wasm decoder loses sync on them)", async () => {
+		const frames = 44_100 + 333;
+		for (const [channels, bitsPerSample] of [
+			[2, 16],
+			[1, 24],
+			[1, 8],
+		] as const) {
+			const bytes = makeFlac({
+				sampleRate: 44_100,
+				channels,
+				bitsPerSample,
+				frames,
+				blockSize: 1152,
+				paddingBytes: 300,
+			});
+			const out = await decode(bytes, 3001);
+			expect(out.sampleRate).toBe(44_100);
+			expect(out.channels).toHaveLength(channels);
+			expect(out.channels[0]?.length).toBe(frames);
+			// The generator writes a 220 Hz sine of amplitude 0.5, rounded to the sample width.
+			const expected = Float32Array.from(
+				{ length: frames },
+				(_, i) => 0.5 * Math.sin((2 * Math.PI * 220 * i) / 44_100),
+			);
+			expect(maxError(out.channels[0] as Float32Array, expected)).toBeLessThanOrEqual(2 ** (1 - bitsPerSample));
+		}
 	});
 });
 

@@ -6,11 +6,10 @@
 import { FLACDecoder } from "@wasm-audio-decoders/flac";
 import { MPEGDecoder } from "mpg123-decoder";
 import { corruptedSource, unsupportedFormat } from "../job-errors.ts";
-import { ByteQueue } from "./byte-queue.ts";
 import { findMp3Start } from "./mp3-stream-start.ts";
 import type { AudioBlock } from "./pcm.ts";
 import { replayThen } from "./replay.ts";
-import { decodeWideFlac } from "./wide-flac-decoder.ts";
+import { decodeWideFlac, needsWideFlacDecoder } from "./wide-flac-decoder.ts";
 
 interface DecodedChunk {
 	channelData: Float32Array[];
@@ -73,24 +72,24 @@ async function* decodeWith(
 	if (framesDecoded === 0) throw corruptedSource(`no ${label} frames could be decoded`);
 }
 
-/** STREAMINFO's bits per sample sit in bytes 20 and 21 of the stream (after `fLaC` and the block header). */
-const STREAMINFO_BITS_END = 22;
-
 export async function* decodeFlac(bytes: AsyncIterable<Uint8Array>): AsyncGenerator<AudioBlock> {
+	// Read ahead to the first frame header (past any metadata, cover art included) to pick the decoder.
 	const iterator = bytes[Symbol.asyncIterator]();
-	const head = new ByteQueue();
 	const taken: Uint8Array[] = [];
-	while (head.length < STREAMINFO_BITS_END) {
+	let head = new Uint8Array(0);
+	let wide = needsWideFlacDecoder(head);
+	while (wide === undefined) {
 		const next = await iterator.next();
 		if (next.done) break;
-		head.push(next.value);
 		taken.push(next.value);
+		const joined = new Uint8Array(head.length + next.value.length);
+		joined.set(head);
+		joined.set(next.value, head.length);
+		head = joined;
+		wide = needsWideFlacDecoder(head);
 	}
 	const stream = replayThen(taken, iterator);
-	const info = head.length >= STREAMINFO_BITS_END ? head.read(STREAMINFO_BITS_END) : new Uint8Array(0);
-	const bitsPerSample = ((((info[20] ?? 0) & 0x01) << 4) | ((info[21] ?? 0) >> 4)) + 1;
-	// The wasm decoder drops every frame of a 32-bit stream (see wide-flac-decoder.ts).
-	if (bitsPerSample > 24) {
+	if (wide) {
 		yield* decodeWideFlac(stream);
 		return;
 	}

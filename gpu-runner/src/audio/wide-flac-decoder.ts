@@ -1,9 +1,10 @@
 /**
- * A FLAC decoder in TypeScript for streams of 32-bit samples, which `flac` 1.4 writes from 32-bit input. The wasm
- * decoder cannot read them: the frame parser in front of its libFLAC (codec-parser) takes the frame header's
- * 32-bit sample size code for "reserved" and drops every frame, so the file decodes to nothing. This follows the
- * format (RFC 9639) for every sample size, so the tests check it against 16- and 24-bit files too; the pipeline
- * uses it only where the wasm decoder cannot go. Arithmetic is in doubles: a 33-bit side channel times 15-bit LPC
+ * A FLAC decoder in TypeScript for the streams the wasm decoder cannot read. Its libFLAC is fed single frames by
+ * a parser in front of it (codec-parser), which takes the 32-bit sample size code that `flac` 1.4 writes for "reserved"
+ * and drops every frame, and whose frames lose sync in libFLAC when their header leaves the sample rate to
+ * STREAMINFO (code 0, which the format allows). This follows the format (RFC 9639) for every sample size, so the
+ * tests check it against files of all widths; it is about six times slower than the wasm decoder, so the pipeline
+ * uses it only where that one cannot go (`needsWideFlacDecoder`). Arithmetic is in doubles: a 33-bit side channel times 15-bit LPC
  * coefficients over 32 taps stays below 2^53, so every step is exact.
  */
 import { crc8, crc16 } from "../../../src/contracts/flac-crc.ts";
@@ -243,6 +244,26 @@ function restoreStereo(channels: Float64Array[], assignment: number): void {
 			b[i] = (mid - y) / 2;
 		}
 	}
+}
+
+/**
+ * Whether a FLAC stream, from its start, needs this decoder: 32-bit samples, or a first frame whose header takes
+ * its sample rate or sample size from STREAMINFO. Undefined while `head` ends before the first frame header.
+ */
+export function needsWideFlacDecoder(head: Uint8Array): boolean | undefined {
+	if (head.length < 42) return undefined;
+	if (readStreamInfo(head).bitsPerSample > 24) return true;
+	let offset = 4;
+	for (let last = false; !last; ) {
+		if (offset + 4 > head.length) return undefined;
+		last = ((head[offset] as number) & 0x80) !== 0;
+		offset +=
+			4 + (((head[offset + 1] as number) << 16) | ((head[offset + 2] as number) << 8) | (head[offset + 3] as number));
+	}
+	if (offset + 4 > head.length) return undefined;
+	const rateCode = (head[offset + 2] as number) & 0x0f;
+	const sizeCode = ((head[offset + 3] as number) >> 1) & 0x07;
+	return rateCode === 0 || sizeCode === 0 || sizeCode === 7;
 }
 
 /** Decode a FLAC byte stream (from its `fLaC` marker) into planar float blocks, one per frame. */
