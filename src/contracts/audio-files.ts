@@ -66,14 +66,20 @@ export const AudioFile = z.object({
 	/** `pending` until the upload is preprocessed; then `processing`, and `ready` or `failed`. */
 	preprocessing_status: PreprocessingStatus,
 	/** Stable reason code when preprocessing failed: empty_file, truncated, corrupted, unsupported_format, zero_duration, too_large, missing_object, internal_error. */
-	preprocessing_error_code: z.string().nullable(),
+	preprocessing_error_code: z.string().nullable().meta({
+		description:
+			"Why preprocessing refused the file: empty_file, truncated (cut short), corrupted (contradictory header values such as 0 channels), unsupported_format (not WAV, MP3 or FLAC, or a sample rate outside 4,000 to 768,000 Hz, or more than 32 channels), zero_duration, too_large, missing_object, internal_error. Null unless failed.",
+	}),
 	/** Why preprocessing failed, in words. */
 	preprocessing_error: z.string().nullable(),
 	/** Format found from the bytes (not the claimed type). */
 	format: z.enum(["wav", "flac", "mp3"]).nullable(),
 	sample_rate: z.number().int().positive().nullable(),
 	channels: z.number().int().positive().nullable(),
-	duration_seconds: z.number().positive().nullable(),
+	duration_seconds: z.number().positive().nullable().meta({
+		description:
+			"The audio the file holds, as a decoder finds it (an MP3 cut short reports the frames it still has); a completed full conversion lasts exactly this long.",
+	}),
 });
 export type AudioFile = z.infer<typeof AudioFile>;
 

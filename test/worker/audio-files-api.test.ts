@@ -296,4 +296,11 @@ describe("OpenAPI document", () => {
 		expect(Object.keys(doc.paths["/api/v1/audio-files/{id}"] ?? {}).sort()).toEqual(["delete", "get"]);
 		expect(doc.paths["/api/v1/audio-files/{id}/regenerate-upload-url"]).toHaveProperty("post");
 	});
+
+	it("documents why preprocessing and conversions fail, including the source limits and NaN samples", async () => {
+		const text = await (await call("/openapi.json")).text();
+		expect(text).toContain("a sample rate outside 4,000 to 768,000 Hz or more than 32 channels");
+		expect(text).toContain("NaN or infinite samples in a float WAV");
+		expect(text).toContain("an MP3 cut short reports the frames it still has");
+	});
 });
