@@ -2,8 +2,6 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { memoryByteSource } from "../../src/audio-files/probe/byte-source.ts";
-import { probeAudio } from "../../src/audio-files/probe/probe-audio.ts";
 import { makeFlac } from "../../test/support/flac-generator.ts";
 import { decodeSource, sniffFormat } from "../src/audio/decode-source.ts";
 import { decodeWav } from "../src/audio/wav-decoder.ts";
@@ -248,42 +246,6 @@ describe.skipIf(toolsSkip !== undefined)(`FLAC and MP3 decoders${toolsSkip ? ` (
 		const bytes = new Uint8Array(readFileSync(join(dir, "stereo32.flac")));
 		bytes[bytes.length - 5000] = (bytes[bytes.length - 5000] as number) ^ 0x10;
 		await expect(decode(bytes)).rejects.toMatchObject({ reason: "corrupted_source", message: /CRC|FLAC/ });
-	});
-
-	/** Decoded frames of an MP3 and the frames preprocessing says it holds: they must be the same number. */
-	async function decodedAndStated(bytes: Uint8Array) {
-		const probe = await probeAudio(memoryByteSource(bytes));
-		if (!probe.ok) throw new Error(`probe refused the file: ${probe.message}`);
-		const out = await decode(bytes, 10_007);
-		return {
-			decoded: out.channels[0]?.length ?? 0,
-			seconds: (out.channels[0]?.length ?? 0) / out.sampleRate,
-			stated: Math.round(probe.durationSeconds * probe.sampleRate),
-			channels: [out.channels.length, probe.channels],
-		};
-	}
-
-	it("decodes an MP3 that starts in the middle of a frame from its first whole frame, as preprocessing measures it", async () => {
-		for (const [name, cut] of [
-			["tone.mp3", 5001],
-			["tone.mp3", 417],
-			["mono22k.mp3", 1234],
-		] as const) {
-			const bytes = new Uint8Array(readFileSync(join(dir, name))).subarray(cut);
-			const { decoded, seconds, stated, channels } = await decodedAndStated(bytes);
-			expect(decoded, `${name} from byte ${cut}`).toBe(stated);
-			expect(seconds).toBeGreaterThan(1.8);
-			expect(channels[0]).toBe(channels[1]);
-		}
-	});
-
-	it("decodes a truncated MP3 to exactly the length preprocessing reports for it", async () => {
-		const whole = new Uint8Array(readFileSync(join(dir, "tone.mp3")));
-		for (const keep of [0.5, 0.9, 0.999]) {
-			const { decoded, stated } = await decodedAndStated(whole.subarray(0, Math.round(whole.length * keep)));
-			expect(decoded, `first ${keep * 100}%`).toBe(stated);
-			expect(decoded).toBeLessThan(tone.length);
-		}
 	});
 
 	it("fails a FLAC file with damaged frames as corrupted", async () => {

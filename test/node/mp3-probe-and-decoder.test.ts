@@ -1,0 +1,79 @@
+/**
+ * Preprocessing (the Worker's probe) and the runner's decoder must agree on how many frames an MP3 holds, whatever
+ * state it arrives in: the conversion's output is made exactly as long as preprocessing stated. This test sits at
+ * the root because it runs both sides; the runner itself never imports the Worker.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { decodeSource } from "../../gpu-runner/src/audio/decode-source.ts";
+import { sine } from "../../gpu-runner/test/helpers/signals.ts";
+import { bytesOf, collect } from "../../gpu-runner/test/helpers/streams.ts";
+import { missingToolsMessage, run } from "../../gpu-runner/test/helpers/tools.ts";
+import { makeWav } from "../../gpu-runner/test/helpers/wav-files.ts";
+import { memoryByteSource } from "../../src/audio-files/probe/byte-source.ts";
+import { probeAudio } from "../../src/audio-files/probe/probe-audio.ts";
+
+const toolsSkip = missingToolsMessage(["lame"]);
+
+describe.skipIf(toolsSkip !== undefined)(`MP3 frames, stated and decoded${toolsSkip ? ` (${toolsSkip})` : ""}`, () => {
+	let dir: string;
+	const rate = 44_100;
+	const tone = sine(440, 2, rate, 0.5);
+
+	beforeAll(() => {
+		dir = mkdtempSync(join(tmpdir(), "mp3-agreement-"));
+		writeFileSync(join(dir, "stereo.wav"), makeWav([tone, sine(330, 2, rate, 0.5)], rate, { kind: "pcm", bits: 16 }));
+		writeFileSync(join(dir, "mono.wav"), makeWav([tone], rate, { kind: "pcm", bits: 24 }, { extensible: true }));
+		run("lame", ["--quiet", "-b", "192", join(dir, "stereo.wav"), join(dir, "tone.mp3")]);
+		run("lame", [
+			"--quiet",
+			"-m",
+			"m",
+			"-b",
+			"64",
+			"--resample",
+			"22.05",
+			join(dir, "mono.wav"),
+			join(dir, "mono22k.mp3"),
+		]);
+	});
+	afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+	/** Decoded frames of an MP3 and the frames preprocessing says it holds: they must be the same number. */
+	async function decodedAndStated(bytes: Uint8Array) {
+		const probe = await probeAudio(memoryByteSource(bytes));
+		if (!probe.ok) throw new Error(`probe refused the file: ${probe.message}`);
+		const out = await collect(decodeSource(bytesOf(bytes, 10_007)));
+		return {
+			decoded: out.channels[0]?.length ?? 0,
+			seconds: (out.channels[0]?.length ?? 0) / out.sampleRate,
+			stated: Math.round(probe.durationSeconds * probe.sampleRate),
+			channels: [out.channels.length, probe.channels],
+		};
+	}
+
+	it("decodes an MP3 that starts in the middle of a frame from its first whole frame, as preprocessing measures it", async () => {
+		for (const [name, cut] of [
+			["tone.mp3", 5001],
+			["tone.mp3", 417],
+			["mono22k.mp3", 1234],
+		] as const) {
+			const bytes = new Uint8Array(readFileSync(join(dir, name))).subarray(cut);
+			const { decoded, seconds, stated, channels } = await decodedAndStated(bytes);
+			expect(decoded, `${name} from byte ${cut}`).toBe(stated);
+			expect(seconds).toBeGreaterThan(1.8);
+			expect(channels[0]).toBe(channels[1]);
+		}
+	});
+
+	it("decodes a truncated MP3 to exactly the length preprocessing reports for it", async () => {
+		const whole = new Uint8Array(readFileSync(join(dir, "tone.mp3")));
+		for (const keep of [0.5, 0.9, 0.999]) {
+			const { decoded, stated } = await decodedAndStated(whole.subarray(0, Math.round(whole.length * keep)));
+			expect(decoded, `first ${keep * 100}%`).toBe(stated);
+			expect(decoded).toBeLessThan(tone.length);
+		}
+	});
+});
