@@ -107,15 +107,16 @@ export async function deleteAudioFile(
 }
 
 /**
- * Starts a new 30-minute upload window, only while the file still awaits its upload. The new generation retires
- * every address handed out before, even one signed in the same second, so a leaked address can be shut at once.
+ * Starts a new 30-minute upload window, only while the file still awaits its upload (and was not refused). The new
+ * generation retires every address handed out before, even one signed in the same second, so a leaked address can
+ * be shut at once.
  */
 export async function renewUploadWindow(
 	env: Env,
 	accountId: string,
 	id: string,
 	now = new Date(),
-): Promise<{ renewed: AudioFileRow } | { refused: "not_found" | "already_uploaded" }> {
+): Promise<{ renewed: AudioFileRow } | { refused: "not_found" | "already_uploaded" | "upload_refused" }> {
 	const start = Math.floor(now.getTime() / 1000) * 1000;
 	const [renewed] = await database(env)
 		.update(audioFiles)
@@ -124,8 +125,16 @@ export async function renewUploadWindow(
 			uploadGeneration: sql`${audioFiles.uploadGeneration} + 1`,
 			updatedAt: now.toISOString(),
 		})
-		.where(and(owned(accountId, id), eq(audioFiles.uploadStatus, "awaiting_upload")))
+		.where(
+			and(
+				owned(accountId, id),
+				eq(audioFiles.uploadStatus, "awaiting_upload"),
+				eq(audioFiles.preprocessingStatus, "pending"),
+			),
+		)
 		.returning();
 	if (renewed) return { renewed };
-	return (await findAudioFile(env, accountId, id)) ? { refused: "already_uploaded" } : { refused: "not_found" };
+	const file = await findAudioFile(env, accountId, id);
+	if (!file) return { refused: "not_found" };
+	return { refused: file.uploadStatus === "awaiting_upload" ? "upload_refused" : "already_uploaded" };
 }

@@ -11,30 +11,13 @@ import { and, eq, lt, or } from "drizzle-orm";
 import { AudioUploadedMessage } from "../contracts/audio-files.ts";
 import { database } from "../db/client.ts";
 import { audioFiles } from "../db/schema.ts";
-import { notifyPreprocessingListeners, type PreprocessingOutcome } from "./preprocessing-listeners.ts";
-import type { AudioFileRow } from "./present-audio-file.ts";
+import { notifyPreprocessingListeners, outcomeOf } from "./preprocessing-listeners.ts";
 import { type ProbeResult, type ProbeStats, probeAudio } from "./probe/probe-audio.ts";
 import { r2ByteSource } from "./r2-byte-source.ts";
 import { STALE_PROCESSING_SECONDS } from "./send-audio-uploaded.ts";
 
 const log = (level: "info" | "warn" | "error", msg: string, fields: Record<string, unknown>) =>
 	console[level === "info" ? "log" : level](JSON.stringify({ level, msg, ...fields }));
-
-function outcomeOf(row: AudioFileRow): PreprocessingOutcome | null {
-	if (row.preprocessingStatus === "ready") {
-		return { audioFileId: row.id, accountId: row.accountId, outcome: "ready" };
-	}
-	if (row.preprocessingStatus === "failed") {
-		return {
-			audioFileId: row.id,
-			accountId: row.accountId,
-			outcome: "failed",
-			...(row.preprocessingErrorCode ? { errorCode: row.preprocessingErrorCode } : {}),
-			...(row.preprocessingError ? { errorMessage: row.preprocessingError } : {}),
-		};
-	}
-	return null;
-}
 
 /** Takes the file from `pending` (or from a `processing` claim abandoned long ago) to `processing`. */
 async function claim(env: Env, id: string, now: Date): Promise<boolean> {

@@ -5,6 +5,7 @@
  * listener that throws makes the message be retried (and the listeners called again).
  */
 import { promoteWaitingConversions } from "../conversions/promotion.ts";
+import type { AudioFileRow } from "./present-audio-file.ts";
 
 export interface PreprocessingOutcome {
 	audioFileId: string;
@@ -12,6 +13,25 @@ export interface PreprocessingOutcome {
 	outcome: "ready" | "failed";
 	errorCode?: string;
 	errorMessage?: string;
+}
+
+/** The outcome recorded on a file, or null while its preprocessing has not ended. */
+export function outcomeOf(
+	row: Pick<AudioFileRow, "id" | "accountId" | "preprocessingStatus" | "preprocessingErrorCode" | "preprocessingError">,
+): PreprocessingOutcome | null {
+	if (row.preprocessingStatus === "ready") {
+		return { audioFileId: row.id, accountId: row.accountId, outcome: "ready" };
+	}
+	if (row.preprocessingStatus === "failed") {
+		return {
+			audioFileId: row.id,
+			accountId: row.accountId,
+			outcome: "failed",
+			...(row.preprocessingErrorCode ? { errorCode: row.preprocessingErrorCode } : {}),
+			...(row.preprocessingError ? { errorMessage: row.preprocessingError } : {}),
+		};
+	}
+	return null;
 }
 
 export type PreprocessingListener = (env: Env, outcome: PreprocessingOutcome) => Promise<void>;

@@ -21,13 +21,17 @@ export function signUploadUrl(env: Env, origin: string, row: AudioFileRow): Prom
 	});
 }
 
+/** Awaiting its bytes, and not refused already (an upload over the size limit ends the file). */
+const acceptsUpload = (row: AudioFileRow) =>
+	row.uploadStatus === "awaiting_upload" && row.preprocessingStatus === "pending";
+
 export async function presentAudioFile(env: Env, origin: string, row: AudioFileRow): Promise<AudioFile> {
 	return {
 		id: row.id,
 		file_name: row.fileName,
 		mime_type: row.mimeType,
 		upload_status: row.uploadStatus,
-		upload_url: row.uploadStatus === "awaiting_upload" ? await signUploadUrl(env, origin, row) : null,
+		upload_url: acceptsUpload(row) ? await signUploadUrl(env, origin, row) : null,
 		upload_url_expires_at: row.uploadUrlExpiresAt,
 		created_at: row.createdAt,
 		uploaded_at: row.uploadedAt,

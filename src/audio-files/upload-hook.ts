@@ -1,7 +1,9 @@
 /**
  * What a signed PUT of an audio file does around the bytes. Before: refuse a second upload, an upload to a deleted
- * file, or one through an address that `regenerate-upload-url` has replaced, before a byte is stored. After: mark the
- * file uploaded (guarded, so two racing uploads cannot both win) and send `audio-uploaded`, which starts preprocessing.
+ * file or to one whose upload was refused, or one through an address that `regenerate-upload-url` has replaced, before
+ * a byte is stored. After: mark the file uploaded (guarded, so two racing uploads cannot both win) and send
+ * `audio-uploaded`, which starts preprocessing. Refused for its size: record the refusal on the file as its
+ * preprocessing outcome, so the conversions waiting on it fail at once with that reason.
  */
 import { and, eq, isNull } from "drizzle-orm";
 import { database } from "../db/client.ts";
@@ -9,6 +11,7 @@ import { audioFiles } from "../db/schema.ts";
 import { ApiError, conflict, forbidden } from "../http/errors.ts";
 import type { StorageGrant } from "../storage/signed-url.ts";
 import { audioFileIdFromKey } from "./limits.ts";
+import { notifyPreprocessingListeners, outcomeOf } from "./preprocessing-listeners.ts";
 import { sendAudioUploaded } from "./send-audio-uploaded.ts";
 
 const alreadyUploaded = () =>
@@ -22,6 +25,11 @@ const supersededAddress = () =>
 		"upload_url_superseded",
 		"This upload address was replaced by a newer one (regenerate-upload-url); upload to the file's current upload_url",
 	);
+const refusedFile = (reason: string | null) =>
+	conflict(
+		"upload_refused",
+		`This audio file's upload was refused (${reason ?? "see the audio file"}); register a new audio file to upload other audio.`,
+	);
 
 async function rowForKey(env: Env, key: string) {
 	const id = audioFileIdFromKey(key);
@@ -34,7 +42,38 @@ export async function beforeAudioUpload(env: Env, grant: StorageGrant): Promise<
 	if (!row) throw new ApiError(404, "not_found", "No audio file is registered for this upload address");
 	if (row.deletedAt) throw deletedFile();
 	if (row.uploadStatus !== "awaiting_upload") throw alreadyUploaded();
+	if (row.preprocessingStatus === "failed") throw refusedFile(row.preprocessingError);
 	if (grant.generation !== row.uploadGeneration) throw supersededAddress();
+}
+
+/**
+ * An upload refused for its size (413) ends the file: it can never hold that audio, and a client that waits on it
+ * (a conversion created before the upload) learns why now instead of when the upload window closes. Guarded, so only
+ * a file still awaiting its first upload is marked, once, and only through its current address.
+ */
+export async function refuseOversizedAudio(env: Env, grant: StorageGrant, declaredBytes: number, now = new Date()) {
+	const key = grant.key;
+	const [refused] = await database(env)
+		.update(audioFiles)
+		.set({
+			preprocessingStatus: "failed",
+			preprocessingErrorCode: "too_large",
+			preprocessingError: `File over 100 MB: the upload declared ${declaredBytes} bytes, and files must be under 100 MB`,
+			updatedAt: now.toISOString(),
+		})
+		.where(
+			and(
+				eq(audioFiles.id, audioFileIdFromKey(key) ?? ""),
+				eq(audioFiles.objectKey, key),
+				eq(audioFiles.uploadStatus, "awaiting_upload"),
+				eq(audioFiles.preprocessingStatus, "pending"),
+				eq(audioFiles.uploadGeneration, grant.generation ?? 0),
+				isNull(audioFiles.deletedAt),
+			),
+		)
+		.returning();
+	const outcome = refused && outcomeOf(refused);
+	if (outcome) await notifyPreprocessingListeners(env, outcome);
 }
 
 export async function afterAudioUpload(

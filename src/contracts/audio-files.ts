@@ -56,14 +56,17 @@ export const AudioFile = z.object({
 	file_name: z.string(),
 	mime_type: z.string(),
 	upload_status: UploadStatus,
-	/** Signed PUT address while the file awaits its upload; null once uploaded. */
+	/** Signed PUT address while the file awaits its upload; null once uploaded, or once an upload was refused. */
 	upload_url: z.url().nullable(),
 	upload_url_expires_at: Timestamp,
 	created_at: Timestamp,
 	uploaded_at: Timestamp.nullable(),
 	/** Size of the uploaded bytes. */
 	size_bytes: z.number().int().nonnegative().nullable(),
-	/** `pending` until the upload is preprocessed; then `processing`, and `ready` or `failed`. */
+	/**
+	 * `pending` until the upload is preprocessed; then `processing`, and `ready` or `failed`. Also `failed` (code
+	 * `too_large`) when an upload of 100 MB or more was refused: that ends the file, which accepts no further upload.
+	 */
 	preprocessing_status: PreprocessingStatus,
 	/** Stable reason code when preprocessing failed: empty_file, truncated, corrupted, unsupported_format, zero_duration, too_large, missing_object, internal_error. */
 	preprocessing_error_code: z.string().nullable().meta({

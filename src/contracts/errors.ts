@@ -7,7 +7,6 @@
 export const API_ERRORS = {
 	// 400: the request itself is wrong.
 	invalid_request: { status: [400, 401], expose: true },
-	audio_file_failed: { status: [400], expose: true },
 	invalid_webhook_url: { status: [400], expose: true },
 	empty_part: { status: [400], expose: true },
 	upload_incomplete: { status: [400], expose: true },
@@ -28,6 +27,7 @@ export const API_ERRORS = {
 	audio_file_deleted: { status: [410], expose: true },
 	// 409: the resource's state does not allow it.
 	already_uploaded: { status: [409], expose: true },
+	upload_refused: { status: [409], expose: true },
 	audio_file_in_use: { status: [409], expose: true },
 	idempotency_conflict: { status: [409], expose: true },
 	idempotency_key_reused: { status: [409], expose: true },

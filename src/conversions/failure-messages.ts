@@ -3,18 +3,26 @@
  * format, file over 100 MB, internal error). Runner and operator details are logged, never shown verbatim:
  * every `error_message` a client sees comes from this table.
  */
+import type { PreprocessingErrorCode } from "../audio-files/probe/probe-failure.ts";
 import { MAX_ATTEMPTS } from "../contracts/broker.ts";
 
 export const FAILURE_MESSAGES = {
 	corrupted_source:
 		"The source audio file is corrupted and could not be decoded. Upload a valid WAV, MP3 or FLAC file and create a new conversion.",
 	unsupported_format: "The source audio format is not supported. Accepted formats are WAV, MP3 and FLAC.",
-	too_large: "The source audio file is too large. Files must be under 100 MB.",
+	too_large:
+		"The source audio file is over 100 MB. Files must be under 100 MB; upload a smaller file and create a new conversion.",
 	empty_file: "The source audio file is empty. Upload a file that contains audio and create a new conversion.",
+	source_missing:
+		"The uploaded source audio could not be found in storage. Register and upload the file again, then create a new conversion.",
+	source_deleted:
+		"The source audio file was deleted before it could be converted. Upload it again and create a new conversion.",
 	internal: "An internal error occurred while converting the audio. Please create the conversion again.",
 	attempts_exhausted: `The conversion failed after ${MAX_ATTEMPTS} attempts because the conversion worker stopped responding. Please create the conversion again.`,
-	timed_out: "The conversion did not finish in time and was stopped. Please create the conversion again.",
-	never_uploaded: "The source audio file was never uploaded. Upload it and create a new conversion.",
+	timed_out:
+		"The conversion waited too long without being processed and was stopped. Please create the conversion again.",
+	never_uploaded:
+		"The source audio file was not uploaded before its upload address expired. Upload it and create a new conversion.",
 } as const;
 export type FailureCode = keyof typeof FAILURE_MESSAGES;
 
@@ -25,22 +33,28 @@ export interface Failure {
 
 export const failure = (code: FailureCode): Failure => ({ code, message: FAILURE_MESSAGES[code] });
 
-/** Preprocessing reports its own codes (issue 3); they map onto the same client-facing causes. */
-const PREPROCESSING_CODES: Record<string, FailureCode> = {
-	corrupted: "corrupted_source",
-	corrupted_source: "corrupted_source",
-	truncated: "corrupted_source",
-	zero_duration: "corrupted_source",
-	unsupported_format: "unsupported_format",
-	too_large: "too_large",
+/**
+ * The client-facing cause of each code preprocessing records on a file. Exhaustive by type, so a new preprocessing
+ * code cannot reach a client without its own message.
+ */
+export const PREPROCESSING_FAILURES: Record<PreprocessingErrorCode, FailureCode> = {
 	empty_file: "empty_file",
-	internal: "internal",
+	truncated: "corrupted_source",
+	corrupted: "corrupted_source",
+	unsupported_format: "unsupported_format",
+	zero_duration: "corrupted_source",
+	too_large: "too_large",
+	missing_object: "source_missing",
+	internal_error: "internal",
 };
+
+const isPreprocessingErrorCode = (code: string): code is PreprocessingErrorCode =>
+	Object.hasOwn(PREPROCESSING_FAILURES, code);
 
 /** The failure of a conversion whose source audio could not be preprocessed. */
 export function preprocessingFailure(errorCode: string | null | undefined, reason: string | null | undefined): Failure {
-	const known = errorCode ? PREPROCESSING_CODES[errorCode] : undefined;
-	if (known) return failure(known);
+	if (errorCode && isPreprocessingErrorCode(errorCode)) return failure(PREPROCESSING_FAILURES[errorCode]);
+	// A row written before its code was known to this table: keep the recorded reason rather than invent one.
 	const detail = reason?.trim() ? ` ${reason.trim().replace(/\.?$/, ".")}` : "";
 	return { code: errorCode || "preprocessing_failed", message: `The source audio could not be processed.${detail}` };
 }

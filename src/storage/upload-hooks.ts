@@ -1,21 +1,27 @@
 /**
  * What happens around a signed PUT, by object-key prefix. A hook may refuse an upload before any byte is
- * stored (`beforePut`, e.g. a second upload of the same audio file, or one through a superseded address) and
- * reacts once the object is in R2 (`afterPut`, e.g. mark the file uploaded and start preprocessing). Keys under
- * no prefix here have no hook.
+ * stored (`beforePut`, e.g. a second upload of the same audio file, or one through a superseded address),
+ * reacts once the object is in R2 (`afterPut`, e.g. mark the file uploaded and start preprocessing), and hears of
+ * a body refused for its size (`tooLarge`, e.g. fail the audio file). Keys under no prefix here have no hook.
  */
 import { AUDIO_FILE_KEY_PREFIX } from "../audio-files/limits.ts";
-import { afterAudioUpload, beforeAudioUpload } from "../audio-files/upload-hook.ts";
+import { afterAudioUpload, beforeAudioUpload, refuseOversizedAudio } from "../audio-files/upload-hook.ts";
 import type { StorageGrant } from "./signed-url.ts";
 
 export interface UploadHook {
 	prefix: string;
 	beforePut?(env: Env, grant: StorageGrant): Promise<void>;
 	afterPut?(env: Env, grant: StorageGrant, object: R2Object): Promise<void>;
+	tooLarge?(env: Env, grant: StorageGrant, declaredBytes: number): Promise<void>;
 }
 
 const UPLOAD_HOOKS: readonly UploadHook[] = [
-	{ prefix: AUDIO_FILE_KEY_PREFIX, beforePut: beforeAudioUpload, afterPut: afterAudioUpload },
+	{
+		prefix: AUDIO_FILE_KEY_PREFIX,
+		beforePut: beforeAudioUpload,
+		afterPut: afterAudioUpload,
+		tooLarge: refuseOversizedAudio,
+	},
 ];
 
 export const uploadHookFor = (key: string) => UPLOAD_HOOKS.find((h) => key.startsWith(h.prefix));

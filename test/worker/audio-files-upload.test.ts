@@ -2,9 +2,12 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { MAX_AUDIO_FILE_BYTES } from "../../src/audio-files/limits.ts";
+import type { VoiceConversion } from "../../src/contracts/voice-conversions.ts";
+import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
 import { signStorageUrl } from "../../src/storage/signed-url.ts";
 import { makeWav } from "../support/wav-generator.ts";
 import { getFile, objectKeyOf, put, registerFile, storedObject, upload } from "./audio-files-helpers.ts";
+import { eventsFor, insertVoice } from "./conversion-fixtures.ts";
 import { ORIGIN, signedInClient } from "./helpers.ts";
 
 const wav = makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 });
@@ -122,6 +125,56 @@ describe("PUT {upload_url}", () => {
 		expect(((await response.json()) as { message: string }).message).toContain(String(MAX_AUDIO_FILE_BYTES));
 		expect(body.counter.pulled).toBeLessThan(1024 * 1024);
 		await expectNothingKept(api, client.accountId, file.id);
+	});
+
+	it("records a refusal over 100 MB on the file, fails the conversions waiting on it at once, and takes no other upload", async () => {
+		const { api, client, file } = await newFile();
+		const voiceId = await insertVoice();
+		const convert = async () => {
+			const response = await api("/api/v1/voice-conversions", {
+				method: "POST",
+				headers: { "Content-Type": "application/json" },
+				body: JSON.stringify({ audio_file_id: file.id, voice_model_id: voiceId }),
+			});
+			expect(response.status).toBe(201);
+			return ((await response.json()) as { data: VoiceConversion }).data.id;
+		};
+		const getConversion = async (id: string) =>
+			((await (await api(`/api/v1/voice-conversions/${id}`)).json()) as { data: VoiceConversion }).data;
+		const waiting = await convert();
+
+		const response = await put(file.upload_url as string, generatedBody(MAX_AUDIO_FILE_BYTES + 5).stream, {
+			"Content-Type": "audio/wav",
+			"Content-Length": String(MAX_AUDIO_FILE_BYTES + 5),
+		});
+		expect(response.status).toBe(413);
+		await expectNothingKept(api, client.accountId, file.id);
+		const refused = await getFile(api, file.id);
+		expect(refused).toMatchObject({
+			preprocessing_status: "failed",
+			preprocessing_error_code: "too_large",
+			preprocessing_error: expect.stringContaining("File over 100 MB"),
+			upload_url: null,
+		});
+		expect(await getConversion(waiting)).toMatchObject({
+			status: "failed",
+			error_message: FAILURE_MESSAGES.too_large,
+		});
+		expect((await eventsFor(waiting)).map((e) => e.type)).toEqual(["conversion.failed"]);
+
+		// The file is over: a smaller upload through the same address, or a new address, is refused with the reason.
+		const retry = await upload(file, wav);
+		expect(retry.status).toBe(409);
+		expect(await retry.json()).toMatchObject({ code: "upload_refused", message: expect.stringContaining("100 MB") });
+		expect(await storedObject(client.accountId, file.id)).toBeNull();
+		const regenerate = await api(`/api/v1/audio-files/${file.id}/regenerate-upload-url`, { method: "POST" });
+		expect(regenerate.status).toBe(409);
+		expect(await regenerate.json()).toMatchObject({ code: "upload_refused" });
+		// A conversion created now fails at once with the same reason.
+		expect(await getConversion(await convert())).toMatchObject({
+			status: "failed",
+			error_message: FAILURE_MESSAGES.too_large,
+		});
 	});
 
 	it("lets 99,999,999 bytes past the size check (a body that then falls short is refused, not kept)", async () => {

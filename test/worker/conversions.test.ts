@@ -1,9 +1,18 @@
 /** The client-facing conversion endpoints: creation rules, the object at each status, listing, tenant isolation. */
 import { env } from "cloudflare:workers";
-import { beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it, vi } from "vitest";
 import { PITCH_SHIFT_SEMITONES, PITCH_SHIFTS, VoiceConversion } from "../../src/contracts/voice-conversions.ts";
 import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
-import { insertAudioFile, insertVoice, json, resetBroker, runner, user } from "./conversion-fixtures.ts";
+import {
+	eventsFor,
+	finishPreprocessing,
+	insertAudioFile,
+	insertVoice,
+	json,
+	resetBroker,
+	runner,
+	user,
+} from "./conversion-fixtures.ts";
 
 beforeEach(resetBroker);
 
@@ -100,16 +109,36 @@ describe("POST /api/v1/voice-conversions", () => {
 		expect(((await json(noVoice)) as { message: string }).message).toMatch(/voice/i);
 	});
 
-	it("refuses a file whose preprocessing failed, with the reason", async () => {
+	it("accepts a file whose preprocessing already failed, and fails the conversion at once as if it had failed later", async () => {
 		const alice = await user();
-		const file = await insertAudioFile(alice.accountId, "failed");
-		const response = await alice.create({ audio_file_id: file.id, voice_model_id: await insertVoice() });
-		expect(response.status).toBe(400);
-		expect(await json(response)).toMatchObject({
-			success: false,
-			code: "audio_file_failed",
-			message: expect.stringContaining(FAILURE_MESSAGES.corrupted_source),
-		});
+		const voiceId = await insertVoice();
+		const published = vi.spyOn(env.WEBHOOK_EVENTS_QUEUE, "send");
+		// Failed before the conversion exists.
+		const failedFile = await insertAudioFile(alice.accountId, "pending");
+		await finishPreprocessing(alice.accountId, failedFile.id, "failed");
+		const response = await alice.create({ audio_file_id: failedFile.id, voice_model_id: voiceId });
+		expect(response.status).toBe(201);
+		const { data: before } = await json<{ data: VoiceConversion }>(response);
+		expect(before).toMatchObject({ status: "pending_preprocessing", error_message: null });
+		// Failed after the conversion was created: the path the spec describes.
+		const laterFile = await insertAudioFile(alice.accountId, "pending");
+		const after = await alice.convert({ audio_file_id: laterFile.id, voice_model_id: voiceId });
+		await finishPreprocessing(alice.accountId, laterFile.id, "failed");
+
+		const [early, late] = [await alice.get(before.id), await alice.get(after.id)];
+		expect(early).toMatchObject({ status: "failed", error_message: FAILURE_MESSAGES.unsupported_format });
+		expect(late).toMatchObject({ status: "failed", error_message: FAILURE_MESSAGES.unsupported_format });
+		for (const conversion of [early, late]) {
+			const events = await eventsFor(conversion.id);
+			expect(events.map((e) => e.type)).toEqual(["conversion.failed"]);
+			expect(events[0]?.payload.conversion).toMatchObject({
+				id: conversion.id,
+				status: "failed",
+				error_message: FAILURE_MESSAGES.unsupported_format,
+			});
+			expect(published).toHaveBeenCalledWith({ event_id: events[0]?.id }, { contentType: "json" });
+		}
+		published.mockRestore();
 	});
 
 	it("queues at once when the file is already ready, and sends the job to the broker", async () => {

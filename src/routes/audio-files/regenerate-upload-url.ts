@@ -21,12 +21,18 @@ export const regenerateUploadUrlRoute = defineRoute({
 			schema: envelope(AudioFile),
 		},
 		404: { description: "No such audio file for this account" },
-		409: { description: "The file was already uploaded" },
+		409: { description: "The file was already uploaded, or its upload was refused (over 100 MB)" },
 	},
 	async handler({ env, request, auth, params }) {
 		const result = await renewUploadWindow(env, auth.accountId, params.id);
 		if ("refused" in result) {
 			if (result.refused === "not_found") throw notFound("Audio file");
+			if (result.refused === "upload_refused") {
+				throw conflict(
+					"upload_refused",
+					"This audio file's upload was refused (see preprocessing_error); register a new audio file to upload other audio",
+				);
+			}
 			throw conflict("already_uploaded", "This audio file has already been uploaded; it needs no upload address");
 		}
 		return ok(await presentAudioFile(env, publicOrigin(env, request.url), result.renewed));

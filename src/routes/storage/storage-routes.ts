@@ -7,8 +7,8 @@ import { z } from "zod";
 import { ApiError } from "../../http/errors.ts";
 import { declaredLength, mediaType, storeWithLength } from "../../http/request-body.ts";
 import { defineRoute } from "../../http/route.ts";
-import { STORAGE_PATH_PREFIX, verifyStorageUrl } from "../../storage/signed-url.ts";
-import { uploadHookFor } from "../../storage/upload-hooks.ts";
+import { STORAGE_PATH_PREFIX, type StorageGrant, verifyStorageUrl } from "../../storage/signed-url.ts";
+import { type UploadHook, uploadHookFor } from "../../storage/upload-hooks.ts";
 
 const StorageParams = z.object({ key: z.string().min(1) });
 const path = `${STORAGE_PATH_PREFIX}{key+}`;
@@ -78,6 +78,25 @@ async function download(request: Request, env: Env, url: URL): Promise<Response>
 	return new Response(object.body, { headers });
 }
 
+/**
+ * Tells the key's hook that a body was refused for its size. The client gets its 413 whatever happens here: a
+ * failure is logged, and the unrecorded refusal is caught later by the safety net (the upload window closes).
+ */
+async function recordTooLarge(env: Env, hook: UploadHook | undefined, grant: StorageGrant, declaredBytes: number) {
+	try {
+		await hook?.tooLarge?.(env, grant, declaredBytes);
+	} catch (error) {
+		console.error(
+			JSON.stringify({
+				level: "error",
+				msg: "could not record an upload refused for its size",
+				key: grant.key,
+				error: error instanceof Error ? error.message : String(error),
+			}),
+		);
+	}
+}
+
 async function upload(request: Request, env: Env, url: URL): Promise<Response> {
 	const grant = await verifyStorageUrl(env, url, request.method);
 	if (grant.contentType && mediaType(request) !== grant.contentType.toLowerCase()) {
@@ -88,10 +107,11 @@ async function upload(request: Request, env: Env, url: URL): Promise<Response> {
 		);
 	}
 	const length = declaredLength(request);
+	const hook = uploadHookFor(grant.key);
 	if (grant.maxBytes !== undefined && length >= grant.maxBytes) {
+		await recordTooLarge(env, hook, grant, length);
 		throw new ApiError(413, "payload_too_large", `Uploads must be smaller than ${grant.maxBytes} bytes`);
 	}
-	const hook = uploadHookFor(grant.key);
 	await hook?.beforePut?.(env, grant);
 
 	const stored = await storeWithLength(request, length, (body) =>
@@ -151,7 +171,10 @@ export const storageRoutes = [
 		responses: {
 			...storageResponses,
 			411: { description: "Content-Length missing" },
-			413: { description: "Too large" },
+			413: {
+				description:
+					"Too large (an audio file's upload of 100 MB or more is also recorded on the file: it fails as too large, with the conversions waiting on it)",
+			},
 			415: { description: "Wrong Content-Type" },
 		},
 		handler: ({ request, env, url }) => upload(request, env, url),

@@ -1,24 +1,17 @@
 import { findAudioFile } from "../../audio-files/audio-file-store.ts";
 import { envelope } from "../../contracts/common.ts";
 import { CreateConversionBody, VoiceConversion } from "../../contracts/voice-conversions.ts";
-import { insertConversion, type SourcePreprocessing } from "../../conversions/conversion-store.ts";
+import { insertConversion } from "../../conversions/conversion-store.ts";
 import { preprocessingFailure } from "../../conversions/failure-messages.ts";
 import { presentConversion } from "../../conversions/present-conversion.ts";
 import { promoteIfReady } from "../../conversions/promotion.ts";
 import { failConversion } from "../../conversions/state-machine.ts";
-import { ApiError, notFound } from "../../http/errors.ts";
+import { notFound } from "../../http/errors.ts";
 import { IdempotencyHeaders } from "../../http/idempotency.ts";
 import { created } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
 import { findActiveVoice } from "../../voices/voice-store.ts";
-
-const audioFileFailed = (file: SourcePreprocessing) =>
-	new ApiError(
-		400,
-		"audio_file_failed",
-		`The audio file cannot be converted: ${preprocessingFailure(file.preprocessingErrorCode, file.preprocessingError).message}`,
-	);
 
 export const createConversionRoute = defineRoute({
 	method: "POST",
@@ -30,15 +23,18 @@ export const createConversionRoute = defineRoute({
 	headers: IdempotencyHeaders,
 	idempotent: true,
 	responses: {
-		201: { description: "The conversion, in status pending_preprocessing", schema: envelope(VoiceConversion) },
-		400: { description: "Invalid request, or an audio file whose preprocessing failed" },
+		201: {
+			description:
+				"The conversion, in status pending_preprocessing. A source whose preprocessing already failed (or whose upload was refused) is accepted too: the conversion then fails at once with the file's reason, and a `conversion.failed` event is sent, as when preprocessing fails later",
+			schema: envelope(VoiceConversion),
+		},
+		400: { description: "Invalid request" },
 		404: { description: "No such audio file (for this account) or voice model" },
 		409: { description: "Idempotency-Key reused with another body, or still in progress" },
 	},
 	async handler({ env, request, auth, body }) {
 		const file = await findAudioFile(env, auth.accountId, body.audio_file_id);
 		if (!file) throw notFound("Audio file");
-		if (file.preprocessingStatus === "failed") throw audioFileFailed(file);
 		const voice = await findActiveVoice(env, body.voice_model_id);
 		if (!voice) throw notFound("Voice model");
 
@@ -47,8 +43,9 @@ export const createConversionRoute = defineRoute({
 			audioFileName: file.fileName,
 			voiceModelName: voice.name,
 		});
-		// Preprocessing that ended between the check above and the insert notified no listener about this
-		// conversion, so it is handled here, from the file's state read right after the insert.
+		// No listener will hear of this conversion for preprocessing that ended before the insert (or failed long
+		// ago), so it is handled here from the file's state read right after the insert: a failed source fails the
+		// conversion through the state machine and the outbox, exactly as a failure reported later would.
 		if (source?.preprocessingStatus === "ready") {
 			await promoteIfReady(env, conversion.id);
 		} else if (source?.preprocessingStatus === "failed") {
