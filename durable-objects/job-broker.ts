@@ -14,7 +14,14 @@
  * available with time); the alarm expires leases and retries D1 writes. Decisions live in `job-broker-logic.ts`.
  */
 import { DurableObject } from "cloudflare:workers";
-import type { BrokerStats, ConversionJob, GrantedLease, LeaseCheck, LeaseWants } from "../src/contracts/broker.ts";
+import type {
+	BrokerStats,
+	ConversionJob,
+	GrantedLease,
+	JobActivity,
+	LeaseCheck,
+	LeaseWants,
+} from "../src/contracts/broker.ts";
 import type { EngineName } from "../src/contracts/runner.ts";
 import { type FailureCode, failure } from "../src/conversions/failure-messages.ts";
 import { failConversion } from "../src/conversions/state-machine.ts";
@@ -287,6 +294,30 @@ export class JobBroker extends DurableObject<Env> {
 			)
 			.toArray()
 			.map((row) => row.conversion_id);
+	}
+
+	/**
+	 * The activity of these conversions' jobs (those it holds or finished recently). A lease counts as alive until
+	 * its expiry even if the sweep has not ended it yet; a `failing` job is the broker's to fail, so it is attended.
+	 */
+	activity(conversionIds: string[]): JobActivity[] {
+		if (conversionIds.length === 0) return [];
+		return this.#sql
+			.exec<{ conversion_id: string; attended: number; last_active_at: number }>(
+				`SELECT j.conversion_id,
+				   (j.state = 'failing' OR (l.lease_id IS NOT NULL AND l.outcome IS NULL AND l.expires_at > ?)) AS attended,
+				   MAX(j.updated_at, COALESCE(l.heartbeat_at, 0)) AS last_active_at
+				 FROM jobs j LEFT JOIN leases l ON l.lease_id = j.lease_id
+				 WHERE j.conversion_id IN (SELECT value FROM json_each(?))`,
+				this.clock(),
+				JSON.stringify(conversionIds),
+			)
+			.toArray()
+			.map((row) => ({
+				conversionId: row.conversion_id,
+				attended: row.attended === 1,
+				lastActiveAt: row.last_active_at,
+			}));
 	}
 
 	stats(): BrokerStats {

@@ -47,6 +47,18 @@ export type LeaseCheck =
 	| { status: "ended"; outcome: string; conversionId: string; accountId: string }
 	| { status: "unknown" };
 
+/**
+ * What the broker knows of a job's life, for the safety net's time limit: a conversion whose runner is alive is
+ * never failed by time, and one waiting for a runner is timed from its last sign of life, not from its creation.
+ */
+export interface JobActivity {
+	conversionId: string;
+	/** A runner holds the job under a lease that has not expired (its heartbeats arrive), or the broker is failing it. */
+	attended: boolean;
+	/** Epoch milliseconds of the last sign of life: enqueued, leased, a heartbeat, a lease ended, put back. */
+	lastActiveAt: number;
+}
+
 export interface BrokerStats {
 	waiting: number;
 	leased: number;

@@ -3,7 +3,7 @@
  * event payloads see the same fields. Status changes are not here: they belong to `state-machine.ts`, the only code
  * that writes `status`.
  */
-import { and, asc, desc, eq, inArray, type SQL, sql } from "drizzle-orm";
+import { and, asc, desc, eq, inArray, isNotNull, isNull, lte, or, type SQL, sql } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { ConversionJob } from "../contracts/broker.ts";
 import type { CreateConversionBody } from "../contracts/voice-conversions.ts";
@@ -211,8 +211,68 @@ export async function markDispatched(env: Pick<Env, "DB">, ids: string[], now: D
 		.where(and(inIds(voiceConversions.id, ids), eq(voiceConversions.status, "queued")));
 }
 
-/** Conversions in one of `statuses` that have not moved since `cutoff`, oldest first, with their file's upload state. */
-export function conversionsStuckSince(
+/**
+ * `pending_preprocessing` conversions whose source can no longer arrive: the file was deleted, or it still awaits its
+ * upload and its upload window closed at or before `windowClosedBefore` (a regenerated window moves that time on).
+ */
+export async function conversionsWithLostSource(
+	env: Pick<Env, "DB">,
+	windowClosedBefore: string,
+	limit: number,
+): Promise<{ id: string; sourceDeleted: boolean }[]> {
+	const rows = await database(env)
+		.select({ id: voiceConversions.id, deletedAt: audioFiles.deletedAt })
+		.from(voiceConversions)
+		.innerJoin(audioFiles, eq(audioFiles.id, voiceConversions.audioFileId))
+		.where(
+			and(
+				eq(voiceConversions.status, "pending_preprocessing"),
+				or(
+					isNotNull(audioFiles.deletedAt),
+					and(
+						eq(audioFiles.uploadStatus, "awaiting_upload"),
+						eq(audioFiles.preprocessingStatus, "pending"),
+						lte(audioFiles.uploadUrlExpiresAt, windowClosedBefore),
+					),
+				),
+			),
+		)
+		.orderBy(asc(voiceConversions.createdAt))
+		.limit(limit);
+	return rows.map((row) => ({ id: row.id, sourceDeleted: row.deletedAt !== null }));
+}
+
+/**
+ * Files whose preprocessing ended at or before `endedBefore` while conversions still wait on them: the notification
+ * that should have moved those conversions was lost.
+ */
+export function filesSettledUnderWaitingConversions(env: Pick<Env, "DB">, endedBefore: string, limit: number) {
+	return database(env)
+		.selectDistinct({
+			id: audioFiles.id,
+			accountId: audioFiles.accountId,
+			preprocessingStatus: audioFiles.preprocessingStatus,
+			preprocessingErrorCode: audioFiles.preprocessingErrorCode,
+			preprocessingError: audioFiles.preprocessingError,
+		})
+		.from(voiceConversions)
+		.innerJoin(audioFiles, eq(audioFiles.id, voiceConversions.audioFileId))
+		.where(
+			and(
+				eq(voiceConversions.status, "pending_preprocessing"),
+				isNull(audioFiles.deletedAt),
+				inArray(audioFiles.preprocessingStatus, ["ready", "failed"]),
+				lte(audioFiles.updatedAt, endedBefore),
+			),
+		)
+		.limit(limit);
+}
+
+/**
+ * Conversions not finished and unchanged since `cutoff` (no transition: not promoted, leased or retried), oldest
+ * first, with their file's upload state. Whether a runner still works on them is the broker's to say.
+ */
+export function conversionsUnchangedSince(
 	env: Pick<Env, "DB">,
 	statuses: readonly ConversionStatus[],
 	cutoff: string,
@@ -222,12 +282,7 @@ export function conversionsStuckSince(
 		.select({ id: voiceConversions.id, status: voiceConversions.status, uploadStatus: audioFiles.uploadStatus })
 		.from(voiceConversions)
 		.innerJoin(audioFiles, eq(audioFiles.id, voiceConversions.audioFileId))
-		.where(
-			and(
-				inArray(voiceConversions.status, [...statuses]),
-				sql`COALESCE(${voiceConversions.processingStartedAt}, ${voiceConversions.queuedAt}, ${voiceConversions.createdAt}) <= ${cutoff}`,
-			),
-		)
-		.orderBy(asc(voiceConversions.createdAt))
+		.where(and(inArray(voiceConversions.status, [...statuses]), lte(voiceConversions.updatedAt, cutoff)))
+		.orderBy(asc(voiceConversions.updatedAt))
 		.limit(limit);
 }

@@ -3,16 +3,27 @@
  * or a crash left behind, and every repair is idempotent, so running it twice (or concurrently) is harmless.
  * 1. Outbox events never marked sent are sent again on `webhook-events`.
  * 2. `queued` conversions whose job message was lost (dispatched a while ago, unknown to the broker) are re-sent.
- * 3. Conversions stuck beyond `STUCK_CONVERSION_SECONDS` are failed with a clear message and dropped by the broker.
+ * 3. Conversions waiting on a source that can no longer arrive (deleted, or its upload window closed) fail with that
+ *    reason; those waiting on a file whose preprocessing ended but whose notification was lost are moved on.
+ *    Conversions that no runner has worked on for `CONVERSION_WAIT_LIMIT_SECONDS` fail as timed out and are dropped
+ *    by the broker; one whose lease is alive is never failed by time (lost leases are the broker's: expiry, attempts).
  * 4. The broker sweeps overdue leases (its alarm does this too), and expired idempotency keys are forgotten.
  * 5. Uploaded files whose preprocessing message was lost (still pending, or claimed by a consumer that died) are re-sent.
  */
+import { notifyPreprocessingListeners, outcomeOf } from "../audio-files/preprocessing-listeners.ts";
 import { resendStalePreprocessing } from "../audio-files/send-audio-uploaded.ts";
-import { conversionsStuckSince, markDispatched, queuedDispatchedBefore } from "../conversions/conversion-store.ts";
+import {
+	conversionsUnchangedSince,
+	conversionsWithLostSource,
+	filesSettledUnderWaitingConversions,
+	markDispatched,
+	queuedDispatchedBefore,
+} from "../conversions/conversion-store.ts";
 import { failure } from "../conversions/failure-messages.ts";
 import { jobBroker } from "../conversions/job-broker-client.ts";
 import { dispatchConversions } from "../conversions/promotion.ts";
 import { failConversion, NON_TERMINAL_STATUSES } from "../conversions/state-machine.ts";
+import { conversionWaitLimitSeconds, UPLOAD_GRACE_SECONDS } from "../conversions/wait-limit.ts";
 import { purgeExpiredIdempotencyKeys } from "../http/idempotency.ts";
 import { unsentEventsBefore } from "../webhooks/event-outbox.ts";
 
@@ -20,13 +31,22 @@ import { unsentEventsBefore } from "../webhooks/event-outbox.ts";
 export const EVENT_RESEND_AFTER_SECONDS = 60;
 /** A queued job dispatched this long ago and unknown to the broker is assumed lost. */
 export const JOB_REDISPATCH_AFTER_SECONDS = 120;
+/** A file's preprocessing outcome that has not reached its waiting conversions after this long was not sent. */
+export const OUTCOME_RESEND_AFTER_SECONDS = 60;
 /** Rows handled per category and run; a backlog drains over a few minutes instead of one long invocation. */
 const BATCH = 100;
+/**
+ * Conversions past the wait limit examined per run. Most of them are long jobs whose runner is alive, which stay
+ * candidates; the window is wide so that they cannot hide the others.
+ */
+const WAIT_CANDIDATES = 500;
 
 export interface SafetyNetReport {
 	eventsResent: number;
 	jobsRedispatched: number;
-	stuckFailed: number;
+	lostSourceFailed: number;
+	outcomesResent: number;
+	waitLimitFailed: number;
 	leasesExpired: number;
 	idempotencyKeysPurged: number;
 	preprocessingResent: number;
@@ -54,16 +74,50 @@ export async function redispatchLostJobs(env: Env, now: Date): Promise<number> {
 	return lost.length;
 }
 
-export async function failStuckConversions(env: Env, now: Date): Promise<number> {
-	const stuckSeconds = Number(env.STUCK_CONVERSION_SECONDS) || 3600;
-	const results = await conversionsStuckSince(env, NON_TERMINAL_STATUSES, secondsBefore(now, stuckSeconds), BATCH);
+/** Fails the conversions whose source was deleted, or was not uploaded before its window closed (and the grace). */
+export async function failConversionsWithLostSource(env: Env, now: Date): Promise<number> {
+	const rows = await conversionsWithLostSource(env, secondsBefore(now, UPLOAD_GRACE_SECONDS), BATCH);
 	let failed = 0;
-	for (const row of results) {
+	for (const row of rows) {
+		const reason = failure(row.sourceDeleted ? "source_deleted" : "never_uploaded");
+		if ((await failConversion(env, row.id, reason, now)).outcome === "applied") failed++;
+	}
+	return failed;
+}
+
+/** Tells the listeners again of a preprocessing outcome that conversions still wait for (idempotent on their side). */
+export async function resendLostOutcomes(env: Env, now: Date): Promise<number> {
+	const files = await filesSettledUnderWaitingConversions(env, secondsBefore(now, OUTCOME_RESEND_AFTER_SECONDS), BATCH);
+	for (const file of files) {
+		const outcome = outcomeOf(file);
+		if (outcome) await notifyPreprocessingListeners(env, outcome);
+	}
+	return files.length;
+}
+
+/**
+ * Fails conversions that nothing has moved for the wait limit: D1 saw no transition since the cutoff, and the broker
+ * has no live lease for them and no sign of life since then. Their jobs are dropped from the broker.
+ */
+export async function failConversionsPastWaitLimit(env: Env, now: Date): Promise<number> {
+	const limitSeconds = conversionWaitLimitSeconds(env);
+	if (limitSeconds === null) return 0;
+	const cutoff = secondsBefore(now, limitSeconds);
+	const candidates = await conversionsUnchangedSince(env, NON_TERMINAL_STATUSES, cutoff, WAIT_CANDIDATES);
+	if (candidates.length === 0) return 0;
+	const broker = jobBroker(env);
+	const activity = new Map((await broker.activity(candidates.map((row) => row.id))).map((a) => [a.conversionId, a]));
+	const overdue = candidates.filter((row) => {
+		const job = activity.get(row.id);
+		return !job || (!job.attended && job.lastActiveAt <= Date.parse(cutoff));
+	});
+	let failed = 0;
+	for (const row of overdue) {
 		const neverUploaded = row.status === "pending_preprocessing" && row.uploadStatus === "awaiting_upload";
 		const result = await failConversion(env, row.id, failure(neverUploaded ? "never_uploaded" : "timed_out"), now);
 		if (result.outcome === "applied") failed++;
 	}
-	if (results.length > 0) await jobBroker(env).discard(results.map((row) => row.id));
+	if (overdue.length > 0) await broker.discard(overdue.map((row) => row.id));
 	return failed;
 }
 
@@ -71,7 +125,9 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 	const report: SafetyNetReport = {
 		eventsResent: 0,
 		jobsRedispatched: 0,
-		stuckFailed: 0,
+		lostSourceFailed: 0,
+		outcomesResent: 0,
+		waitLimitFailed: 0,
 		leasesExpired: 0,
 		idempotencyKeysPurged: 0,
 		preprocessingResent: 0,
@@ -91,8 +147,14 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 	await step("jobs", async () => {
 		report.jobsRedispatched = await redispatchLostJobs(env, now);
 	});
-	await step("stuck", async () => {
-		report.stuckFailed = await failStuckConversions(env, now);
+	await step("lost sources", async () => {
+		report.lostSourceFailed = await failConversionsWithLostSource(env, now);
+	});
+	await step("outcomes", async () => {
+		report.outcomesResent = await resendLostOutcomes(env, now);
+	});
+	await step("wait limit", async () => {
+		report.waitLimitFailed = await failConversionsPastWaitLimit(env, now);
 	});
 	await step("leases", async () => {
 		report.leasesExpired = (await jobBroker(env).sweep()).expired;
@@ -106,7 +168,9 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 	const acted =
 		report.eventsResent +
 		report.jobsRedispatched +
-		report.stuckFailed +
+		report.lostSourceFailed +
+		report.outcomesResent +
+		report.waitLimitFailed +
 		report.leasesExpired +
 		report.preprocessingResent;
 	if (acted > 0 || report.errors.length > 0) {

@@ -4,7 +4,8 @@ import type { z } from "zod";
 import { ErrorBody } from "../contracts/common.ts";
 import type { RouteDefinition } from "./route.ts";
 
-export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl: string) {
+/** `notes`: paragraphs that depend on the deployment's configuration (its time limits), added to the description. */
+export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl: string, notes: string[] = []) {
 	const registry = new OpenAPIRegistry();
 	registry.registerComponent("securitySchemes", "bearerAuth", { type: "http", scheme: "bearer", bearerFormat: "JWT" });
 	for (const route of routes) {
@@ -36,8 +37,10 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl: strin
 		info: {
 			title: "Voice Conversion API",
 			version: "1.0.0",
-			description:
+			description: [
 				"Convert a recording into the same performance in a chosen voice. Obtain a token at /oauth2/token (client credentials), then call /api/v1/*.",
+				...notes,
+			].join("\n\n"),
 		},
 		servers: [{ url: serverUrl }],
 	});

@@ -1,5 +1,6 @@
 /** Every HTTP route of the Worker, in one list: the router and the OpenAPI document are both built from it. */
 
+import { conversionWaitLimitSeconds, describeConversionTimeLimits } from "../conversions/wait-limit.ts";
 import { buildOpenApiDocument } from "../http/openapi.ts";
 import { defineRoute, type RouteDefinition } from "../http/route.ts";
 import { deleteAudioFileRoute } from "./audio-files/delete-audio-file.ts";
@@ -44,7 +45,10 @@ const openApiRoute = defineRoute({
 	summary: "OpenAPI document",
 	tags: ["Meta"],
 	responses: { 200: { description: "OpenAPI 3.1 document" } },
-	handler: ({ url }) => Response.json(buildOpenApiDocument(apiRoutes, url.origin)),
+	handler: ({ env, url }) =>
+		Response.json(
+			buildOpenApiDocument(apiRoutes, url.origin, [describeConversionTimeLimits(conversionWaitLimitSeconds(env))]),
+		),
 });
 
 export const routes: RouteDefinition[] = [...apiRoutes, openApiRoute, docsRoute, playgroundDefaultsRoute];

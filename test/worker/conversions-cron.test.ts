@@ -3,20 +3,32 @@ import { createExecutionContext, createScheduledController, waitOnExecutionConte
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
+import {
+	conversionWaitLimitSeconds,
+	DEFAULT_CONVERSION_WAIT_LIMIT_SECONDS,
+	UPLOAD_GRACE_SECONDS,
+} from "../../src/conversions/wait-limit.ts";
+import { failConversionsPastWaitLimit } from "../../src/cron/safety-net.ts";
 import worker from "../../src/index.ts";
 import {
 	broker,
 	eventsFor,
+	type FileState,
 	insertAudioFile,
 	insertVoice,
 	json,
 	resetBroker,
 	runner,
+	shiftBrokerClock,
 	user,
 } from "./conversion-fixtures.ts";
+import { call } from "./helpers.ts";
 
 beforeEach(resetBroker);
 afterEach(() => vi.restoreAllMocks());
+
+/** The deployment's wait limit (wrangler.toml), which these tests run under. */
+const WAIT_LIMIT = Number(env.CONVERSION_WAIT_LIMIT_SECONDS);
 
 const ago = (seconds: number) => new Date(Date.now() - seconds * 1000).toISOString();
 
@@ -26,13 +38,15 @@ async function runCron() {
 	await waitOnExecutionContext(ctx);
 }
 
-/** A conversion row written as if it had been in `status` for a while. */
+/** A conversion row written as if it had been in `status` for a while (its file registered when it was created). */
 async function insertConversion(
 	accountId: string,
 	status: "pending_preprocessing" | "queued" | "processing",
-	options: { ageSeconds: number; fileState?: "ready" | "awaiting_upload" },
+	options: { ageSeconds: number; fileState?: FileState; fileCreatedSecondsAgo?: number },
 ) {
-	const file = await insertAudioFile(accountId, options.fileState ?? "ready");
+	const file = await insertAudioFile(accountId, options.fileState ?? "ready", {
+		createdAt: ago(options.fileCreatedSecondsAgo ?? options.ageSeconds),
+	});
 	const voiceId = await insertVoice();
 	const id = crypto.randomUUID();
 	const at = ago(options.ageSeconds);
@@ -54,8 +68,16 @@ async function insertConversion(
 			at,
 		)
 		.run();
-	return { id, voiceId };
+	return { id, voiceId, fileId: file.id };
 }
+
+const jobOf = (accountId: string, conversion: { id: string; voiceId: string }) => ({
+	conversionId: conversion.id,
+	accountId,
+	voiceId: conversion.voiceId,
+	engine: "dsp" as const,
+	usePreview: false,
+});
 
 describe("scheduled safety net", () => {
 	it("re-sends outbox events that were never marked sent", async () => {
@@ -105,41 +127,153 @@ describe("scheduled safety net", () => {
 		expect(leased).not.toContain(fresh.id);
 	});
 
-	it("fails conversions stuck beyond STUCK_CONVERSION_SECONDS and takes their jobs from the broker", async () => {
+	it("never fails by time a conversion whose runner keeps its lease alive, however long it has run", async () => {
 		const alice = await user();
-		const stuckSeconds = Number(env.STUCK_CONVERSION_SECONDS);
-		const stuck = await insertConversion(alice.accountId, "processing", { ageSeconds: stuckSeconds + 60 });
-		const neverUploaded = await insertConversion(alice.accountId, "pending_preprocessing", {
-			ageSeconds: stuckSeconds + 60,
-			fileState: "awaiting_upload",
-		});
-		const healthy = await insertConversion(alice.accountId, "processing", { ageSeconds: 60 });
-		// The stuck one is still leased by a runner that hangs but heartbeats.
-		await broker().enqueue({
-			conversionId: stuck.id,
-			accountId: alice.accountId,
-			voiceId: stuck.voiceId,
-			engine: "dsp",
-			usePreview: false,
-		});
+		// Longer than the old one-hour limit, and longer than the wait limit itself.
+		const longJob = await insertConversion(alice.accountId, "processing", { ageSeconds: WAIT_LIMIT + 3600 });
+		await broker().enqueue(jobOf(alice.accountId, longJob));
 		const worker = await runner();
-		const [lease] = await worker.lease({ capacity: 1 });
-		expect(lease?.conversion_id).toBe(stuck.id);
+		const lease = await worker.leaseOne();
+		expect(lease.conversion_id).toBe(longJob.id);
+		// The lease was granted long ago (D1 last moved then); only its heartbeats are recent.
+		await env.DB.prepare("UPDATE voice_conversions SET updated_at = ? WHERE id = ?")
+			.bind(ago(WAIT_LIMIT + 3600), longJob.id)
+			.run();
+		expect((await worker.heartbeat(lease.lease_id)).status).toBe(200);
 
 		await runCron();
-		expect(await alice.get(stuck.id)).toMatchObject({ status: "failed", error_message: FAILURE_MESSAGES.timed_out });
+		expect((await alice.get(longJob.id)).status).toBe("processing");
+		expect(await eventsFor(longJob.id)).toEqual([]);
+		expect((await worker.heartbeat(lease.lease_id)).status).toBe(200);
+		expect((await worker.finish(lease)).status).toBe(200);
+		expect((await alice.get(longJob.id)).status).toBe("completed");
+	});
+
+	it("fails conversions nothing has worked on for CONVERSION_WAIT_LIMIT_SECONDS, and takes their jobs from the broker", async () => {
+		const alice = await user();
+		const old = WAIT_LIMIT + 60;
+		// Waiting in the broker for a runner since before the limit.
+		const unserved = await insertConversion(alice.accountId, "queued", { ageSeconds: old });
+		await shiftBrokerClock(-old * 1000);
+		await broker().enqueue(jobOf(alice.accountId, unserved));
+		await shiftBrokerClock(0);
+		// Processing in D1, but unknown to the broker: no runner can ever finish it.
+		const orphan = await insertConversion(alice.accountId, "processing", { ageSeconds: old });
+		// As old in D1, but the broker put its job back a minute ago (a lost lease): it is timed from then.
+		const retried = await insertConversion(alice.accountId, "processing", { ageSeconds: old });
+		await broker().enqueue(jobOf(alice.accountId, retried));
+		// Its file was never uploaded, though its window was regenerated again and again (the last time just now).
+		const neverUploaded = await insertConversion(alice.accountId, "pending_preprocessing", {
+			ageSeconds: old,
+			fileState: "awaiting_upload",
+		});
+		await env.DB.prepare("UPDATE audio_files SET upload_url_expires_at = ? WHERE id = ?")
+			.bind(new Date(Date.now() + 30 * 60_000).toISOString(), neverUploaded.fileId)
+			.run();
+		const young = await insertConversion(alice.accountId, "queued", { ageSeconds: WAIT_LIMIT - 600 });
+
+		await runCron();
+		for (const id of [unserved.id, orphan.id]) {
+			expect(await alice.get(id)).toMatchObject({ status: "failed", error_message: FAILURE_MESSAGES.timed_out });
+			expect((await eventsFor(id)).map((e) => e.type)).toEqual(["conversion.failed"]);
+		}
 		expect(await alice.get(neverUploaded.id)).toMatchObject({
 			status: "failed",
 			error_message: FAILURE_MESSAGES.never_uploaded,
 		});
-		expect((await alice.get(healthy.id)).status).toBe("processing");
-		expect((await eventsFor(stuck.id)).map((e) => e.type)).toEqual(["conversion.failed"]);
-		expect(await json(await worker.heartbeat(lease!.lease_id))).toMatchObject({ code: "lease_lost" });
-		expect(await broker().knownJobs([stuck.id])).toEqual([]);
+		expect((await alice.get(retried.id)).status).toBe("processing");
+		expect((await alice.get(young.id)).status).toBe("queued");
+		expect(await broker().knownJobs([unserved.id, retried.id])).toEqual([retried.id]);
 
 		// Running again changes nothing.
 		await runCron();
-		expect(await eventsFor(stuck.id)).toHaveLength(1);
+		expect(await eventsFor(unserved.id)).toHaveLength(1);
+		expect((await alice.get(retried.id)).status).toBe("processing");
+	});
+
+	it("takes the wait limit from the configuration, and turns it off with 0", async () => {
+		const alice = await user();
+		const waiting = await insertConversion(alice.accountId, "queued", { ageSeconds: 3 * 3600 });
+		const configured = (value: string) => ({ ...env, CONVERSION_WAIT_LIMIT_SECONDS: value }) as unknown as Env;
+		expect(await failConversionsPastWaitLimit(configured("0"), new Date())).toBe(0);
+		await failConversionsPastWaitLimit(configured("14400"), new Date());
+		expect((await alice.get(waiting.id)).status).toBe("queued");
+		await failConversionsPastWaitLimit(configured("7200"), new Date());
+		expect(await alice.get(waiting.id)).toMatchObject({ status: "failed", error_message: FAILURE_MESSAGES.timed_out });
+
+		expect(conversionWaitLimitSeconds(env)).toBe(DEFAULT_CONVERSION_WAIT_LIMIT_SECONDS);
+		expect(DEFAULT_CONVERSION_WAIT_LIMIT_SECONDS).toBeGreaterThanOrEqual(24 * 3600);
+		expect(conversionWaitLimitSeconds({ CONVERSION_WAIT_LIMIT_SECONDS: "an hour" } as unknown as Env)).toBe(
+			DEFAULT_CONVERSION_WAIT_LIMIT_SECONDS,
+		);
+		const doc = await json<{ info: { description: string } }>(await call("/openapi.json"));
+		expect(doc.info.description).toContain("never stopped by time");
+		expect(doc.info.description).toContain("after 24 hours without progress");
+	});
+
+	it("fails at once the conversions waiting on a file that can no longer arrive, with that reason", async () => {
+		const alice = await user();
+		// Upload windows that closed (30 minutes after registration) longer ago than the grace, and within it.
+		const lapsed = await insertConversion(alice.accountId, "pending_preprocessing", {
+			ageSeconds: 60,
+			fileState: "awaiting_upload",
+			fileCreatedSecondsAgo: 30 * 60 + UPLOAD_GRACE_SECONDS + 60,
+		});
+		const mayStillArrive = await insertConversion(alice.accountId, "pending_preprocessing", {
+			ageSeconds: 60,
+			fileState: "awaiting_upload",
+			fileCreatedSecondsAgo: 30 * 60 + UPLOAD_GRACE_SECONDS - 300,
+		});
+		// Registered two hours ago, but its upload address was regenerated a minute ago.
+		const regenerated = await insertConversion(alice.accountId, "pending_preprocessing", {
+			ageSeconds: 2 * 3600,
+			fileState: "awaiting_upload",
+		});
+		await env.DB.prepare("UPDATE audio_files SET upload_url_expires_at = ? WHERE id = ?")
+			.bind(new Date(Date.now() + 29 * 60_000).toISOString(), regenerated.fileId)
+			.run();
+		// Deleted while the conversion was being created (the delete only checks conversions that already exist).
+		const deleted = await insertConversion(alice.accountId, "pending_preprocessing", {
+			ageSeconds: 60,
+			fileState: "pending",
+		});
+		await env.DB.prepare("UPDATE audio_files SET deleted_at = ? WHERE id = ?")
+			.bind(new Date().toISOString(), deleted.fileId)
+			.run();
+
+		await runCron();
+		expect(await alice.get(lapsed.id)).toMatchObject({
+			status: "failed",
+			error_message: FAILURE_MESSAGES.never_uploaded,
+		});
+		expect(await alice.get(deleted.id)).toMatchObject({
+			status: "failed",
+			error_message: FAILURE_MESSAGES.source_deleted,
+		});
+		for (const id of [lapsed.id, deleted.id]) {
+			expect((await eventsFor(id)).map((e) => e.type)).toEqual(["conversion.failed"]);
+		}
+		expect((await alice.get(mayStillArrive.id)).status).toBe("pending_preprocessing");
+		expect((await alice.get(regenerated.id)).status).toBe("pending_preprocessing");
+	});
+
+	it("moves on conversions whose file's preprocessing outcome never reached them", async () => {
+		const alice = await user();
+		const ready = await insertConversion(alice.accountId, "pending_preprocessing", { ageSeconds: 300 });
+		const failed = await insertConversion(alice.accountId, "pending_preprocessing", {
+			ageSeconds: 300,
+			fileState: "failed",
+		});
+		await env.DB.prepare("UPDATE audio_files SET updated_at = ? WHERE id IN (?, ?)")
+			.bind(ago(300), ready.fileId, failed.fileId)
+			.run();
+		await runCron();
+		expect((await alice.get(ready.id)).status).toBe("queued");
+		expect(await alice.get(failed.id)).toMatchObject({
+			status: "failed",
+			error_message: FAILURE_MESSAGES.corrupted_source,
+		});
+		expect(await broker().knownJobs([ready.id])).toEqual([ready.id]);
 	});
 
 	it("forgets idempotency keys after their 24 hours", async () => {
