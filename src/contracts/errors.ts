@@ -7,6 +7,8 @@
 export const API_ERRORS = {
 	// 400: the request itself is wrong.
 	invalid_request: { status: [400, 401], expose: true },
+	/** A `voice_settings` entry or `pitch_shift: "auto"` that the chosen voice cannot honour. */
+	unsupported_voice_setting: { status: [400], expose: true },
 	invalid_webhook_url: { status: [400], expose: true },
 	empty_part: { status: [400], expose: true },
 	upload_incomplete: { status: [400], expose: true },

@@ -12,6 +12,7 @@
  * Every JSON response uses the service envelope `{ success, data }` / `{ success: false, message, code }`.
  */
 import { z } from "zod";
+import { PITCH_SHIFTS, REQUESTED_PITCH_SHIFTS } from "./voice-conversions.ts";
 
 export const RUNNER_SCOPE = "voice-conversion-api/runner";
 
@@ -53,7 +54,13 @@ export const VoiceDescriptor = z.object({
 	engine: EngineName,
 	/** Engine-specific parameters (for `dsp`: formant_shift, brightness, ...; for `rvc`: sample_rate, f0 settings). */
 	params: z.record(z.string(), z.unknown()),
+	/**
+	 * For `rvc` voices: the voice's own files and the deployment's base models (`contentvec`, `rmvpe`) it does not
+	 * carry itself.
+	 */
 	artifacts: z.array(ModelArtifact),
+	/** The voice's typical pitch range (its sample's), for `pitch_shift` `auto`; null when unknown. */
+	pitch_range_hz: z.object({ low: z.number().positive(), high: z.number().positive() }).nullish(),
 });
 export type VoiceDescriptor = z.infer<typeof VoiceDescriptor>;
 
@@ -87,6 +94,18 @@ export const Lease = z.object({
 		part_size_bytes: z.number().int().positive().optional(),
 	}),
 	semitones: z.number().int().min(-12).max(12),
+	/**
+	 * The conversion's `pitch_shift`. With `auto` the runner measures the source's median pitch, picks the value of
+	 * the pitch table that brings it closest to `voice.pitch_range_hz`, applies it instead of `semitones` (0 then,
+	 * which is what a runner without `auto` applies) and reports it as `pitch_shift_applied`. Older Workers omit it.
+	 */
+	pitch_shift: z.enum(REQUESTED_PITCH_SHIFTS).optional(),
+	/**
+	 * The conversion's overrides of its voice's settings (`VoiceSettings`, checked by the Worker against the voice).
+	 * Read as a plain record: a runner that does not know a setting fails that job naming it, instead of refusing
+	 * the whole lease; the engine checks every key and range again, as only it knows what it can honour.
+	 */
+	voice_settings: z.record(z.string(), z.unknown()).nullish(),
 	use_preview: z.boolean(),
 	/** When `use_preview`, convert only the first this-many seconds. */
 	preview_seconds: z.number().positive(),
@@ -119,6 +138,8 @@ export const CompleteRequest = z.object({
 		})
 		.partial()
 		.optional(),
+	/** The pitch table value the runner applied; required in substance for `pitch_shift` `auto` (else `same_octave`). */
+	pitch_shift_applied: z.enum(PITCH_SHIFTS).optional(),
 });
 export type CompleteRequest = z.infer<typeof CompleteRequest>;
 

@@ -93,7 +93,10 @@ export async function insertConversion(
 		audioFileId: input.audio_file_id,
 		voiceModelId: input.voice_model_id,
 		pitchShift: input.pitch_shift,
+		pitchShiftApplied: input.pitch_shift === "auto" ? null : input.pitch_shift,
 		usePreview: input.use_preview,
+		// An empty object asks for nothing: stored as no settings, so the conversion reads as the spec's.
+		voiceSettings: input.voice_settings && Object.keys(input.voice_settings).length > 0 ? input.voice_settings : null,
 		status: "pending_preprocessing",
 		errorCode: null,
 		errorMessage: null,
@@ -153,8 +156,8 @@ export async function findDispatchableJobs(env: Pick<Env, "DB">, ids: string[]):
 }
 
 /**
- * What a lease tells a runner beyond the job itself (`ConversionJob`, carried by the broker): the pitch, the source
- * file's facts and the voice, for conversions still `processing`.
+ * What a lease tells a runner beyond the job itself (`ConversionJob`, carried by the broker): the pitch, the voice
+ * settings, the source file's facts and the voice, for conversions still `processing`.
  */
 export async function findLeaseSources(env: Pick<Env, "DB">, ids: string[]) {
 	if (ids.length === 0) return [];
@@ -162,6 +165,7 @@ export async function findLeaseSources(env: Pick<Env, "DB">, ids: string[]) {
 		.select({
 			id: voiceConversions.id,
 			pitchShift: voiceConversions.pitchShift,
+			voiceSettings: voiceConversions.voiceSettings,
 			file: {
 				objectKey: audioFiles.objectKey,
 				mimeType: audioFiles.mimeType,
@@ -177,6 +181,8 @@ export async function findLeaseSources(env: Pick<Env, "DB">, ids: string[]) {
 				engine: voices.engine,
 				engineParams: voices.engineParams,
 				artifacts: voices.artifacts,
+				pitchRangeLowHz: voices.pitchRangeLowHz,
+				pitchRangeHighHz: voices.pitchRangeHighHz,
 			},
 		})
 		.from(voiceConversions)

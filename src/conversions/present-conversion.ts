@@ -13,7 +13,10 @@ function sharedFields(row: Conversion) {
 		voice_model_id: row.voiceModelId,
 		voice_model_name: row.voiceModelName,
 		pitch_shift: row.pitchShift,
+		// Conversions made before `pitch_shift_applied` existed applied their `pitch_shift`, which was never `auto`.
+		pitch_shift_applied: row.pitchShiftApplied ?? (row.pitchShift === "auto" ? null : row.pitchShift),
 		use_preview: row.usePreview,
+		voice_settings: row.voiceSettings,
 		queued_at: row.queuedAt,
 		processing_started_at: row.processingStartedAt,
 		completed_at: row.completedAt,

@@ -11,6 +11,7 @@
  * A terminal transition inserts its outbox `events` row in the same D1 batch (atomic), and the event id
  * is then sent on `webhook-events`; if that send is lost the cron safety net re-sends unsent rows.
  */
+import type { PitchShift } from "../contracts/voice-conversions.ts";
 import { type ConversionStatus, voiceConversions } from "../db/schema.ts";
 import { type Conversion, type ConversionRow, findConversion } from "./conversion-store.ts";
 import type { Failure } from "./failure-messages.ts";
@@ -24,6 +25,7 @@ type Settable =
 	| "outputKey"
 	| "outputSizeBytes"
 	| "outputDurationSeconds"
+	| "pitchShiftApplied"
 	| "errorCode"
 	| "errorMessage";
 type Columns = Partial<Pick<ConversionRow, Settable>>;
@@ -37,6 +39,8 @@ interface TransitionSpec {
 	columns: readonly Settable[];
 	/** Fields that only ever grow (`MAX(column, ?)`), e.g. the attempt count. */
 	monotonic?: readonly Settable[];
+	/** Fields written only while still null (`COALESCE(column, ?)`): a value set earlier stands. */
+	fillOnce?: readonly Settable[];
 	event?: ConversionEventType;
 }
 
@@ -53,7 +57,9 @@ export const TRANSITIONS = {
 		from: ["processing"],
 		to: "completed",
 		stamp: "completedAt",
-		columns: ["outputKey", "outputSizeBytes", "outputDurationSeconds"],
+		columns: ["outputKey", "outputSizeBytes", "outputDurationSeconds", "pitchShiftApplied"],
+		// Set at creation for a pitch table value; for `auto`, the runner's choice arrives with the completion.
+		fillOnce: ["pitchShiftApplied"],
 		event: "conversion.completed",
 	},
 	fail: {
@@ -86,7 +92,9 @@ function guardedUpdate(
 	for (const [field, value] of Object.entries(columns) as [Settable, Value][]) {
 		if (!spec.columns.includes(field)) throw new Error(`transition ${name} may not set ${field}`);
 		const column = voiceConversions[field].name;
-		sets.push(spec.monotonic?.includes(field) ? `${column} = MAX(${column}, ?)` : `${column} = ?`);
+		if (spec.monotonic?.includes(field)) sets.push(`${column} = MAX(${column}, ?)`);
+		else if (spec.fillOnce?.includes(field)) sets.push(`${column} = COALESCE(${column}, ?)`);
+		else sets.push(`${column} = ?`);
 		bindings.push(value);
 	}
 	const statuses = guard.map(() => "?").join(", ");
@@ -119,9 +127,11 @@ async function transition(
 		if (!current) return { outcome: "not_found" };
 		if (!spec.from.includes(current.status)) return { outcome: "unchanged", conversion: current };
 		const at = now.toISOString();
+		const filled = Object.fromEntries((spec.fillOnce ?? []).map((field) => [field, current[field] ?? columns[field]]));
 		const next: Conversion = {
 			...current,
 			...columns,
+			...filled,
 			status: spec.to,
 			[spec.stamp]: current[spec.stamp] ?? at,
 			updatedAt: at,
@@ -175,17 +185,23 @@ export async function publishEvent(env: Pick<Env, "WEBHOOK_EVENTS_QUEUE">, event
 	}
 }
 
+/** `pitchShiftApplied` is what the runner reports; it is recorded only where none was set at creation (`auto`). */
 export function completeConversion(
 	env: Pick<Env, "DB" | "WEBHOOK_EVENTS_QUEUE">,
 	id: string,
-	output: { key: string; sizeBytes: number; durationSeconds: number | null },
+	output: { key: string; sizeBytes: number; durationSeconds: number | null; pitchShiftApplied: PitchShift },
 	now = new Date(),
 ): Promise<TransitionResult> {
 	return transition(
 		env,
 		"complete",
 		id,
-		{ outputKey: output.key, outputSizeBytes: output.sizeBytes, outputDurationSeconds: output.durationSeconds },
+		{
+			outputKey: output.key,
+			outputSizeBytes: output.sizeBytes,
+			outputDurationSeconds: output.durationSeconds,
+			pitchShiftApplied: output.pitchShiftApplied,
+		},
 		now,
 	);
 }

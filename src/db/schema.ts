@@ -4,7 +4,7 @@
  * Migrations in `migrations/` are generated from this file by `npm run db:generate`.
  */
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
-import { PITCH_SHIFTS } from "../contracts/voice-conversions.ts";
+import { PITCH_SHIFTS, REQUESTED_PITCH_SHIFTS, type VoiceSettings } from "../contracts/voice-conversions.ts";
 
 export const accounts = sqliteTable("accounts", {
 	id: text("id").primaryKey(),
@@ -41,8 +41,27 @@ export const voices = sqliteTable("voices", {
 	imageKey: text("image_key"),
 	sampleKey: text("sample_key"),
 	artifacts: text("artifacts", { mode: "json" }).$type<VoiceArtifact[]>().notNull(),
+	/** The voice's typical pitch range in Hz (from its sample, or given by the operator), for `pitch_shift` `auto`. */
+	pitchRangeLowHz: real("pitch_range_low_hz"),
+	pitchRangeHighHz: real("pitch_range_high_hz"),
 	isActive: integer("is_active", { mode: "boolean" }).notNull().default(true),
 	createdAt: text("created_at").notNull(),
+	updatedAt: text("updated_at").notNull(),
+});
+
+export const BASE_MODEL_NAMES = ["contentvec", "rmvpe"] as const;
+export type BaseModelName = (typeof BASE_MODEL_NAMES)[number];
+
+/**
+ * The models every `rvc` voice shares (ContentVec, RMVPE), set once per deployment by the admin tool. Leases of
+ * `rvc` voices carry them as artifacts unless the voice has its own file of the same name.
+ */
+export const baseModels = sqliteTable("base_models", {
+	name: text("name", { enum: BASE_MODEL_NAMES }).primaryKey(),
+	/** R2 key, `base-models/<name>/<sha256>`: a new file never overwrites one a runner may still be fetching. */
+	objectKey: text("object_key").notNull(),
+	sha256: text("sha256").notNull(),
+	sizeBytes: integer("size_bytes").notNull(),
 	updatedAt: text("updated_at").notNull(),
 });
 
@@ -96,8 +115,11 @@ export const voiceConversions = sqliteTable(
 		voiceModelId: text("voice_model_id")
 			.notNull()
 			.references(() => voices.id),
-		pitchShift: text("pitch_shift", { enum: PITCH_SHIFTS }).notNull(),
+		pitchShift: text("pitch_shift", { enum: REQUESTED_PITCH_SHIFTS }).notNull(),
+		/** The pitch table value applied: set at creation, or at completion for `auto` (the runner's choice). */
+		pitchShiftApplied: text("pitch_shift_applied", { enum: PITCH_SHIFTS }),
 		usePreview: integer("use_preview", { mode: "boolean" }).notNull(),
+		voiceSettings: text("voice_settings", { mode: "json" }).$type<VoiceSettings>(),
 		status: text("status", { enum: CONVERSION_STATUSES }).notNull(),
 		errorCode: text("error_code"),
 		errorMessage: text("error_message"),

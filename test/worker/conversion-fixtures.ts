@@ -10,31 +10,73 @@ import type { Lease } from "../../src/contracts/runner.ts";
 import type { VoiceConversion } from "../../src/contracts/voice-conversions.ts";
 import { jobBroker } from "../../src/conversions/job-broker-client.ts";
 import worker from "../../src/index.ts";
+import { sha256Hex } from "../../src/lib/encoding.ts";
 import { makeWav as generateWav } from "../support/wav-generator.ts";
 import { call, signedInClient } from "./helpers.ts";
 
 export type Api = (path: string, init?: RequestInit) => Promise<Response>;
 
-export async function insertVoice(options: { name?: string; engine?: "dsp" | "rvc" } = {}): Promise<string> {
+export interface VoiceFixture {
+	name?: string;
+	engine?: "dsp" | "rvc";
+	params?: Record<string, unknown>;
+	/** Names of the voice's own model files (stored in R2 with their checksums); default one 3-byte `params` file. */
+	artifacts?: string[];
+	pitchRangeHz?: { low: number; high: number };
+}
+
+export async function insertVoice(options: VoiceFixture = {}): Promise<string> {
 	const id = crypto.randomUUID();
 	const now = new Date().toISOString();
-	await env.BUCKET.put(`voices/${id}/params.bin`, new Uint8Array([1, 2, 3]));
+	const artifacts = [];
+	if (!options.artifacts) {
+		await env.BUCKET.put(`voices/${id}/params.bin`, new Uint8Array([1, 2, 3]));
+		artifacts.push({ name: "params", key: `voices/${id}/params.bin`, sha256: "a".repeat(64), size_bytes: 3 });
+	}
+	for (const name of options.artifacts ?? []) {
+		const bytes = new TextEncoder().encode(`${name} of ${id}`);
+		const key = `models/${id}/${name}`;
+		await env.BUCKET.put(key, bytes);
+		artifacts.push({ name, key, sha256: await sha256Hex(bytes), size_bytes: bytes.byteLength });
+	}
 	await env.DB.prepare(
-		`INSERT INTO voices (id, name, tags, engine, engine_params, artifacts, is_active, created_at, updated_at)
-		 VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)`,
+		`INSERT INTO voices (id, name, tags, engine, engine_params, artifacts, pitch_range_low_hz, pitch_range_high_hz,
+		 is_active, created_at, updated_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
 	)
 		.bind(
 			id,
 			options.name ?? `Voice ${id.slice(0, 8)}`,
 			JSON.stringify(["test"]),
 			options.engine ?? "dsp",
-			JSON.stringify({ formant_shift: 1.1 }),
-			JSON.stringify([{ name: "params", key: `voices/${id}/params.bin`, sha256: "a".repeat(64), size_bytes: 3 }]),
+			JSON.stringify(options.params ?? { formant_shift: 1.1 }),
+			JSON.stringify(artifacts),
+			options.pitchRangeHz?.low ?? null,
+			options.pitchRangeHz?.high ?? null,
 			now,
 			now,
 		)
 		.run();
 	return id;
+}
+
+/** Sets a deployment base model (`contentvec`, `rmvpe`) the way `admin base-model set` does: bytes in R2, row in D1. */
+export async function setBaseModel(name: "contentvec" | "rmvpe", bytes: Uint8Array): Promise<{ sha256: string }> {
+	const sha256 = await sha256Hex(bytes);
+	const key = `base-models/${name}/${sha256}`;
+	await env.BUCKET.put(key, bytes);
+	await env.DB.prepare(
+		`INSERT INTO base_models (name, object_key, sha256, size_bytes, updated_at) VALUES (?, ?, ?, ?, ?)
+		 ON CONFLICT (name) DO UPDATE SET object_key = excluded.object_key, sha256 = excluded.sha256,
+		 size_bytes = excluded.size_bytes, updated_at = excluded.updated_at`,
+	)
+		.bind(name, key, sha256, bytes.byteLength, new Date().toISOString())
+		.run();
+	return { sha256 };
+}
+
+export async function clearBaseModels(): Promise<void> {
+	await env.DB.prepare("DELETE FROM base_models").run();
 }
 
 /** A small 16-bit mono PCM WAV of a sine tone. */

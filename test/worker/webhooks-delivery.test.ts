@@ -63,7 +63,13 @@ describe("event fan-out", () => {
 		expect(payload.id).toBe(delivery.headers.get("X-Webhook-Id"));
 		expect(payload.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
 		expect(Object.keys(payload.data.conversion).sort()).toEqual([...CONVERSION_EVENT_FIELDS].sort());
-		expect(payload.data.conversion).toMatchObject({ status: "completed", voice_model_name: "Aurora" });
+		expect(payload.data.conversion).toMatchObject({
+			status: "completed",
+			voice_model_name: "Aurora",
+			pitch_shift: "auto",
+			pitch_shift_applied: "third_up",
+			voice_settings: { index_rate: 0.5, protect: 0.2 },
+		});
 		expect(delivery.body).not.toContain("output_url");
 
 		const [entry] = await deliveryLog(api, sub.id);

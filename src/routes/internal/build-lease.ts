@@ -4,10 +4,25 @@ import type { Lease } from "../../contracts/runner.ts";
 import { PITCH_SHIFT_SEMITONES, PREVIEW_SECONDS } from "../../contracts/voice-conversions.ts";
 import type { LeaseSource } from "../../conversions/conversion-store.ts";
 import { MAX_OUTPUT_BYTES, OUTPUT_CONTENT_TYPE, outputObjectKey, outputPartBytes } from "../../conversions/outputs.ts";
+import type { VoiceArtifact } from "../../db/schema.ts";
 import { signStorageUrl } from "../../storage/signed-url.ts";
+import type { BaseModelRow } from "../../voices/base-model-store.ts";
 
 /** Addresses in a lease outlive it comfortably: a long conversion heartbeats for hours before it uploads. */
 const LEASE_URL_SECONDS = 6 * 3600;
+
+/**
+ * The files a voice's engine reads: an `rvc` voice's own, then each base model it does not carry itself (a voice
+ * may bring its own ContentVec, for instance). `dsp` voices need no models.
+ */
+export function voiceArtifacts(voice: LeaseSource["voice"], bases: readonly BaseModelRow[]): VoiceArtifact[] {
+	if (voice.engine !== "rvc") return voice.artifacts;
+	const own = new Set(voice.artifacts.map((artifact) => artifact.name));
+	const shared = bases
+		.filter((base) => !own.has(base.name))
+		.map((base) => ({ name: base.name, key: base.objectKey, sha256: base.sha256, size_bytes: base.sizeBytes }));
+	return [...voice.artifacts, ...shared];
+}
 
 /** Null when the source lacks what preprocessing should have recorded (the job cannot run). */
 export async function buildLease(
@@ -15,6 +30,7 @@ export async function buildLease(
 	origin: string,
 	grant: GrantedLease,
 	source: LeaseSource,
+	bases: readonly BaseModelRow[],
 	now = new Date(),
 ): Promise<Lease | null> {
 	const { file, voice } = source;
@@ -32,8 +48,12 @@ export async function buildLease(
 			name: voice.name,
 			engine: voice.engine,
 			params: voice.engineParams,
+			pitch_range_hz:
+				voice.pitchRangeLowHz !== null && voice.pitchRangeHighHz !== null
+					? { low: voice.pitchRangeLowHz, high: voice.pitchRangeHighHz }
+					: null,
 			artifacts: await Promise.all(
-				voice.artifacts.map(async (artifact) => ({
+				voiceArtifacts(voice, bases).map(async (artifact) => ({
 					name: artifact.name,
 					url: await signStorageUrl(env, origin, { method: "GET", key: artifact.key, expiresAt }),
 					sha256: artifact.sha256,
@@ -61,7 +81,10 @@ export async function buildLease(
 			content_type: OUTPUT_CONTENT_TYPE,
 			part_size_bytes: outputPartBytes(env),
 		},
-		semitones: PITCH_SHIFT_SEMITONES[source.pitchShift],
+		// For `auto` the runner picks the shift; 0 is what a runner that does not know `auto` applies.
+		semitones: source.pitchShift === "auto" ? 0 : PITCH_SHIFT_SEMITONES[source.pitchShift],
+		pitch_shift: source.pitchShift,
+		voice_settings: source.voiceSettings,
 		use_preview: grant.job.usePreview,
 		preview_seconds: PREVIEW_SECONDS,
 	};

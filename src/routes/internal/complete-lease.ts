@@ -47,6 +47,8 @@ export const completeLeaseRoute = defineRoute({
 			key,
 			sizeBytes: output.size,
 			durationSeconds: body.output.duration_seconds,
+			// A runner that does not report it applied the lease's `semitones`: 0 for `auto`.
+			pitchShiftApplied: body.pitch_shift_applied ?? "same_octave",
 		});
 		if (result.outcome === "not_found") throw leaseLost("its conversion no longer exists");
 		if (result.outcome === "unchanged" && result.conversion.outputKey !== key) {

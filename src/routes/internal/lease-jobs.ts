@@ -7,6 +7,7 @@ import { failConversion, markLeased } from "../../conversions/state-machine.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
+import { listBaseModels } from "../../voices/base-model-store.ts";
 import { buildLease } from "./build-lease.ts";
 
 export const leaseJobsRoute = defineRoute({
@@ -36,6 +37,7 @@ export const leaseJobsRoute = defineRoute({
 			const rows = await findLeaseSources(env, [...leased]);
 			const byId = new Map(rows.map((row) => [row.id, row]));
 			const origin = publicOrigin(env, request.url);
+			const bases = rows.some((row) => row.voice.engine === "rvc") ? await listBaseModels(env) : [];
 			const leases: Lease[] = [];
 			const dropped: string[] = [];
 			for (const grant of granted) {
@@ -45,7 +47,7 @@ export const leaseJobsRoute = defineRoute({
 					dropped.push(grant.job.conversionId);
 					continue;
 				}
-				const lease = await buildLease(env, origin, grant, row);
+				const lease = await buildLease(env, origin, grant, row, bases);
 				if (lease) {
 					leases.push(lease);
 					continue;

@@ -11,6 +11,7 @@ import { IdempotencyHeaders } from "../../http/idempotency.ts";
 import { created } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
+import { checkVoiceCanHonour } from "../../voices/voice-capabilities.ts";
 import { findActiveVoice } from "../../voices/voice-store.ts";
 
 export const createConversionRoute = defineRoute({
@@ -28,7 +29,11 @@ export const createConversionRoute = defineRoute({
 				"The conversion, in status pending_preprocessing. A source whose preprocessing already failed (or whose upload was refused) is accepted too: the conversion then fails at once with the file's reason, and a `conversion.failed` event is sent, as when preprocessing fails later",
 			schema: envelope(VoiceConversion),
 		},
-		400: { description: "Invalid request" },
+		400: {
+			description:
+				"Invalid request (`invalid_request`, naming the field), or a `voice_settings` entry or `pitch_shift: auto` " +
+				"the voice cannot honour (`unsupported_voice_setting`, naming the field)",
+		},
 		404: { description: "No such audio file (for this account) or voice model" },
 		409: { description: "Idempotency-Key reused with another body, or still in progress" },
 	},
@@ -37,6 +42,7 @@ export const createConversionRoute = defineRoute({
 		if (!file) throw notFound("Audio file");
 		const voice = await findActiveVoice(env, body.voice_model_id);
 		if (!voice) throw notFound("Voice model");
+		await checkVoiceCanHonour(env, voice, body);
 
 		const { conversion, source } = await insertConversion(env, auth.accountId, {
 			...body,

@@ -1,0 +1,74 @@
+/**
+ * Which per-conversion settings a voice can honour, decided when the conversion is created so that a setting the
+ * engine would ignore is refused with 400 instead. What each engine honours (gpu-runner/src/engines/):
+ * - `dsp`: `formant_shift` (its voices' own parameter, overridden per conversion); it has no feature index, no
+ *   loudness mix and tracks no pitch for the conversion itself.
+ * - `rvc`: `index_rate` and `protect` with a feature index (both act on the index blend), `rms_mix_rate`,
+ *   `f0_method` (`rmvpe` needs the RMVPE model: the voice's own or the deployment's base model), and
+ *   `formant_shift` 0 only (the synthesizer fixes the timbre).
+ * `pitch_shift: "auto"` needs the voice's pitch range.
+ */
+import type { CreateConversionBody, VoiceSettings } from "../contracts/voice-conversions.ts";
+import { ApiError, type FieldProblem } from "../http/errors.ts";
+import { listBaseModels } from "./base-model-store.ts";
+import type { VoiceRow } from "./voice-store.ts";
+
+type Setting = keyof VoiceSettings;
+
+const DSP_HONOURS: readonly Setting[] = ["formant_shift"];
+
+async function rvcProblem(
+	env: Pick<Env, "DB">,
+	voice: VoiceRow,
+	setting: Setting,
+	value: unknown,
+): Promise<string | null> {
+	const carries = (name: string) => voice.artifacts.some((artifact) => artifact.name === name);
+	switch (setting) {
+		case "index_rate":
+		case "protect":
+			return carries("index") ? null : `voice "${voice.name}" has no feature index, so there is no index blend to set`;
+		case "formant_shift":
+			return value === 0
+				? null
+				: `rvc voices cannot shift formants (the voice model fixes the timbre); only 0 is accepted`;
+		case "f0_method":
+			if (value !== "rmvpe" || carries("rmvpe")) return null;
+			return (await listBaseModels(env)).some((base) => base.name === "rmvpe")
+				? null
+				: "this deployment has no RMVPE base model; use f0_method yin";
+		case "rms_mix_rate":
+			return null;
+	}
+}
+
+/** Throws a 400 `unsupported_voice_setting` naming every setting the voice cannot honour. */
+export async function checkVoiceCanHonour(
+	env: Pick<Env, "DB">,
+	voice: VoiceRow,
+	request: Pick<CreateConversionBody, "pitch_shift" | "voice_settings">,
+): Promise<void> {
+	const problems: FieldProblem[] = [];
+	for (const [setting, value] of Object.entries(request.voice_settings ?? {}) as [Setting, unknown][]) {
+		if (value === undefined) continue;
+		const problem =
+			voice.engine === "dsp"
+				? DSP_HONOURS.includes(setting)
+					? null
+					: `the dsp engine of voice "${voice.name}" honours only ${DSP_HONOURS.join(", ")}`
+				: await rvcProblem(env, voice, setting, value);
+		if (problem) problems.push({ field: `voice_settings.${setting}`, message: problem });
+	}
+	if (request.pitch_shift === "auto" && (voice.pitchRangeLowHz === null || voice.pitchRangeHighHz === null)) {
+		problems.push({
+			field: "pitch_shift",
+			message: `auto needs the voice's pitch range, and voice "${voice.name}" has none; choose a pitch table value`,
+		});
+	}
+	const first = problems[0];
+	if (first) {
+		throw new ApiError(400, "unsupported_voice_setting", `Unsupported ${first.field}: ${first.message}`, {
+			errors: problems,
+		});
+	}
+}
