@@ -1,7 +1,8 @@
 /**
  * Failures a job can end with, split the way the runner API splits them. A `PermanentJobError` fails the
- * conversion at once (retrying cannot help: the bytes are bad or the format is not supported); anything else
- * thrown while processing a job is reported as a transient `internal` failure so the broker tries again.
+ * conversion at once (retrying cannot help: the bytes are bad or the format is not supported), and so does an
+ * engine's own error marked `permanent` (a model or index that cannot be read, invalid voice params); anything
+ * else thrown while processing a job is reported as a transient `internal` failure so the broker tries again.
  */
 import type { FAILURE_REASONS } from "../../src/contracts/runner.ts";
 
@@ -23,4 +24,17 @@ export function corruptedSource(message: string, cause?: unknown): PermanentJobE
 
 export function unsupportedFormat(message: string): PermanentJobError {
 	return new PermanentJobError("unsupported_format", `unsupported format: ${message}`);
+}
+
+/**
+ * Whether `error` should fail the job for good, and with which reason. Engines keep their own error types (the
+ * lease loop never imports an engine, so a CPU-only runner never loads onnxruntime) and mark the ones a retry
+ * would repeat with `permanent: true`; those fail as `internal`, the voice's fault rather than the source's.
+ */
+export function permanentFailure(error: unknown): { reason: FailureReason } | null {
+	if (error instanceof PermanentJobError) return { reason: error.reason };
+	if (error instanceof Error && (error as Error & { permanent?: unknown }).permanent === true) {
+		return { reason: "internal" };
+	}
+	return null;
 }

@@ -20,9 +20,16 @@ async function convert(
 	sampleRate: number,
 	semitones: number,
 	params = {},
+	voiceSettings?: Record<string, unknown>,
 ): Promise<Float32Array> {
 	const engine = new DspEngine();
-	const job = { voice: voice(params), semitones, artifactPaths: new Map(), input: { sampleRate, channels: 1 } };
+	const job = {
+		voice: voice(params),
+		semitones,
+		artifactPaths: new Map(),
+		input: { sampleRate, channels: 1 },
+		...(voiceSettings ? { voiceSettings } : {}),
+	};
 	const out = await collect(engine.convert(blocksOf([samples], sampleRate), job, new AbortController().signal));
 	expect(out.sampleRate).toBe(sampleRate);
 	return out.channels[0] as Float32Array;
@@ -81,6 +88,21 @@ describe("dsp engine on a harmonic tone", () => {
 			energy += (plain[i] as number) ** 2;
 		}
 		expect(difference / energy).toBeGreaterThan(0.1);
+	});
+
+	it("takes a job's voice_settings.formant_shift over the voice's, and refuses settings it cannot honour", async () => {
+		const voiceOwn = await convert(tone, sampleRate, 4, { formant_shift: 5 });
+		const overridden = await convert(tone, sampleRate, 4, { formant_shift: 0 }, { formant_shift: 5 });
+		expect(overridden).toEqual(voiceOwn);
+		const plain = await convert(tone, sampleRate, 4, { formant_shift: 5 }, { formant_shift: 0 });
+		expect(plain).toEqual(await convert(tone, sampleRate, 4, { formant_shift: 0 }));
+		await expect(convert(tone, sampleRate, 0, {}, { index_rate: 0.5, formant_shift: 20 })).rejects.toMatchObject({
+			name: "PermanentJobError",
+			reason: "internal",
+			message: expect.stringMatching(
+				/voice_settings.index_rate is not honoured by the dsp engine; voice_settings.formant_shift must be a number in -12..12, got 20/,
+			),
+		});
 	});
 
 	it("rejects invalid voice params as a permanent failure", async () => {

@@ -7,6 +7,7 @@ import {
 	type CompleteRequest,
 	type FailRequest,
 	HeartbeatResponse,
+	Lease,
 	type LeaseRequest,
 	OutputUpload,
 	UploadedPart,
@@ -14,7 +15,6 @@ import {
 import type { OutputUploads } from "../storage/output-upload.ts";
 import { putFileRange } from "../storage/transfer.ts";
 import { ApiError } from "./api-error.ts";
-import { RunnerLease } from "./runner-lease.ts";
 import type { TokenSource } from "./token-provider.ts";
 
 /** A lease the Worker sent that does not match the contract: it must still be answered, by id. */
@@ -24,7 +24,7 @@ export interface MalformedLease {
 }
 
 export interface LeaseBatch {
-	leases: RunnerLease[];
+	leases: Lease[];
 	malformed: MalformedLease[];
 }
 
@@ -62,7 +62,7 @@ export class RunnerApiClient implements RunnerApi, OutputUploads {
 		if (!list.success) throw new ApiError("lease", 200, "bad_response", "lease response has no leases array");
 		const batch: LeaseBatch = { leases: [], malformed: [] };
 		for (const raw of list.data.leases) {
-			const parsed = RunnerLease.safeParse(raw);
+			const parsed = Lease.safeParse(raw);
 			if (parsed.success) batch.leases.push(parsed.data);
 			else {
 				const id = (raw as { lease_id?: unknown } | null)?.lease_id;

@@ -1,6 +1,6 @@
 /** The default way a lease becomes an output: fetch the voice's artifacts, then run the conversion pipeline. */
 import { mkdir } from "node:fs/promises";
-import type { RunnerLease } from "../api/runner-lease.ts";
+import type { Lease } from "../../../src/contracts/runner.ts";
 import type { ArtifactCache } from "../artifacts/artifact-cache.ts";
 import type { Engine } from "../engines/engine.ts";
 import { type ConversionResult, convertSource } from "../pipeline/convert-source.ts";
@@ -14,7 +14,7 @@ export interface JobContext {
 	onProgress: (fraction: number) => void;
 }
 
-export type JobProcessor = (lease: RunnerLease, context: JobContext) => Promise<ConversionResult>;
+export type JobProcessor = (lease: Lease, context: JobContext) => Promise<ConversionResult>;
 
 export function createJobProcessor(options: {
 	artifacts: ArtifactCache;

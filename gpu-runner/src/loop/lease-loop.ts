@@ -12,12 +12,11 @@
  * the grace period, then aborts what is left and releases those leases (no attempt charged). The process's
  * second signal is handled in main.ts by exiting at once.
  */
-import type { EngineName } from "../../../src/contracts/runner.ts";
+import type { EngineName, Lease } from "../../../src/contracts/runner.ts";
 import type { ApiError } from "../api/api-error.ts";
 import type { RunnerApi } from "../api/runner-api-client.ts";
-import type { RunnerLease } from "../api/runner-lease.ts";
 import type { LoadedEngine } from "../engines/registry.ts";
-import { PermanentJobError } from "../job-errors.ts";
+import { permanentFailure } from "../job-errors.ts";
 import { describeError, type Logger } from "../logger.ts";
 import type { RunnerState } from "../observability/health-server.ts";
 import type { JobOutcome, RunnerMetrics } from "../observability/metrics.ts";
@@ -58,7 +57,7 @@ class LeaseLostAbort extends Error {
 }
 
 interface ActiveJob {
-	lease: RunnerLease;
+	lease: Lease;
 	controller: AbortController;
 	progress: number | undefined;
 	settled: Promise<void>;
@@ -186,7 +185,7 @@ export class LeaseLoop {
 		void report.finally(() => this.#pendingReports.delete(report));
 	}
 
-	#startJob(lease: RunnerLease): void {
+	#startJob(lease: Lease): void {
 		const controller = new AbortController();
 		const job: ActiveJob = { lease, controller, progress: undefined, settled: Promise.resolve() };
 		this.#active.set(lease.lease_id, job);
@@ -272,13 +271,13 @@ export class LeaseLoop {
 			const sent = await this.#report(id, "release", () => api.release(id, "runner shutting down"));
 			return sent === "lost" ? "lease_lost" : "released";
 		}
-		const permanent = error instanceof PermanentJobError;
+		const permanent = permanentFailure(error);
 		const message = describeError(error).slice(0, 2000);
 		const sent = await this.#report(id, "fail", () =>
 			api.fail(
 				id,
 				permanent
-					? { kind: "permanent", reason: error.reason, message }
+					? { kind: "permanent", reason: permanent.reason, message }
 					: { kind: "transient", reason: "internal", message },
 			),
 		);

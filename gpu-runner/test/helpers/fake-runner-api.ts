@@ -34,6 +34,8 @@ export interface FakeJob {
 	channels: number;
 	durationSeconds: number;
 	semitones?: number;
+	pitchShift?: Lease["pitch_shift"];
+	voiceSettings?: Record<string, unknown>;
 	usePreview?: boolean;
 	voice?: Partial<VoiceDescriptor>;
 	/** Send the source slowly: bytes per 50 ms tick (to keep a job running while a test acts). */
@@ -262,6 +264,8 @@ export class FakeRunnerApi {
 			},
 			output: { url: `${this.baseUrl}/storage/output/${job.conversionId}?sig=test`, content_type: "audio/wav" },
 			semitones: job.semitones ?? 0,
+			...(job.pitchShift ? { pitch_shift: job.pitchShift } : {}),
+			...(job.voiceSettings ? { voice_settings: job.voiceSettings } : {}),
 			use_preview: job.usePreview ?? false,
 			preview_seconds: 10,
 		};

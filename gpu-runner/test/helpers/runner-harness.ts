@@ -4,6 +4,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { EngineName } from "../../../src/contracts/runner.ts";
 import { RunnerApiClient } from "../../src/api/runner-api-client.ts";
 import { TokenProvider } from "../../src/api/token-provider.ts";
 import { ArtifactCache } from "../../src/artifacts/artifact-cache.ts";
@@ -18,14 +19,19 @@ import { CLIENT_ID, CLIENT_SECRET, type FakeJob, type FakeRunnerApi } from "./fa
 import { harmonicTone } from "./signals.ts";
 import { makeWav } from "./wav-files.ts";
 
-export function startTestRunner(api: FakeRunnerApi, options: { capacity?: number } = {}) {
+export function startTestRunner(
+	api: FakeRunnerApi,
+	options: { capacity?: number; engines?: ReadonlyMap<EngineName, LoadedEngine> } = {},
+) {
 	const dir = mkdtempSync(join(tmpdir(), "runner-test-"));
 	const metrics = new RunnerMetrics();
 	const affinity = new VoiceAffinity();
 	const tokens = new TokenProvider({ apiBaseUrl: api.baseUrl, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET });
-	const engines = new Map<"dsp", LoadedEngine>([
-		["dsp", { engine: new DspEngine(), info: { name: "dsp", executionProvider: "cpu" } }],
-	]);
+	const engines =
+		options.engines ??
+		new Map<EngineName, LoadedEngine>([
+			["dsp", { engine: new DspEngine(), info: { name: "dsp", executionProvider: "cpu" } }],
+		]);
 	const loop = new LeaseLoop(
 		{
 			runnerId: "test-runner",

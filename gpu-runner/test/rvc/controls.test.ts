@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RunnerLease } from "../../src/api/runner-lease.ts";
+import { Lease } from "../../../src/contracts/runner.ts";
 import { readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
 import { protectUnvoiced, retrieveFeatures } from "../../src/engines/rvc/feature-retrieval.ts";
 import { IndexSearcher } from "../../src/engines/rvc/index-search.ts";
@@ -215,11 +215,11 @@ describe("voice settings", () => {
 			use_preview: false,
 			preview_seconds: 10,
 		};
-		expect(RunnerLease.parse({ ...lease, voice_settings: { index_rate: 0.5 } }).voice_settings).toEqual({
+		expect(Lease.parse({ ...lease, voice_settings: { index_rate: 0.5 } }).voice_settings).toEqual({
 			index_rate: 0.5,
 		});
-		expect(RunnerLease.parse(lease).voice_settings).toBeUndefined();
-		expect(RunnerLease.parse({ ...lease, voice_settings: null }).voice_settings).toBeNull();
-		expect(RunnerLease.safeParse({ ...lease, voice_settings: 3 }).success).toBe(false);
+		expect(Lease.parse(lease).voice_settings).toBeUndefined();
+		expect(Lease.parse({ ...lease, voice_settings: null }).voice_settings).toBeNull();
+		expect(Lease.safeParse({ ...lease, voice_settings: 3 }).success).toBe(false);
 	});
 });

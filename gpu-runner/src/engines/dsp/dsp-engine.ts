@@ -20,6 +20,24 @@ export function parseDspVoiceParams(voice: VoiceDescriptor): DspVoiceParams {
 	return parsed.data;
 }
 
+/**
+ * The voice's params with a job's `voice_settings` applied. The engine honours `formant_shift` only (it has no
+ * feature index, loudness mix or pitch tracker to set); anything else fails the job permanently, naming it.
+ */
+export function applyDspVoiceSettings(
+	params: DspVoiceParams,
+	settings: Readonly<Record<string, unknown>> | undefined,
+): DspVoiceParams {
+	const { formant_shift, ...others } = settings ?? {};
+	const problems = Object.keys(others).map((key) => `voice_settings.${key} is not honoured by the dsp engine`);
+	const shift = DspVoiceParams.shape.formant_shift.safeParse(formant_shift);
+	if (formant_shift !== undefined && !shift.success) {
+		problems.push(`voice_settings.formant_shift must be a number in -12..12, got ${JSON.stringify(formant_shift)}`);
+	}
+	if (problems.length > 0) throw new PermanentJobError("internal", `invalid voice_settings: ${problems.join("; ")}`);
+	return formant_shift === undefined ? params : { ...params, formant_shift: formant_shift as number };
+}
+
 export class DspEngine implements Engine {
 	readonly name = "dsp" as const;
 
@@ -44,7 +62,7 @@ export class DspEngine implements Engine {
 	}
 
 	async *convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock> {
-		const params = parseDspVoiceParams(job.voice);
+		const params = applyDspVoiceSettings(parseDspVoiceParams(job.voice), job.voiceSettings);
 		const { sampleRate, channels } = job.input;
 		const shifter = await PitchShifter.create(channels, sampleRate, {
 			semitones: job.semitones,

@@ -1,0 +1,72 @@
+/**
+ * The lease loop with the real rvc engine: what becomes of its errors. An engine error marked `permanent` (a model
+ * or index that cannot be read) fails the job for good at once; only errors a retry could cure are transient.
+ */
+import { createHash } from "node:crypto";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { ModelArtifact } from "../../../src/contracts/runner.ts";
+import type { Engine } from "../../src/engines/engine.ts";
+import { createRvcEngine } from "../../src/engines/rvc/index.ts";
+import { FakeRunnerApi } from "../helpers/fake-runner-api.ts";
+import { startTestRunner, wavJob } from "../helpers/runner-harness.ts";
+import { buildTinyContentVec } from "./support/tiny-models.ts";
+
+let engine: Engine;
+let api: FakeRunnerApi;
+let runner: ReturnType<typeof startTestRunner> | undefined;
+
+beforeAll(async () => {
+	engine = createRvcEngine({ executionProviders: ["cpu"] });
+	await engine.init();
+});
+afterAll(() => engine.dispose());
+beforeEach(async () => {
+	api = await new FakeRunnerApi().start();
+});
+afterEach(async () => {
+	await runner?.dispose();
+	runner = undefined;
+	await api.close();
+});
+
+/** Serves `bytes` as the voice's artifact `name`, with its true checksum. */
+function artifact(name: string, bytes: Uint8Array): ModelArtifact {
+	const file = `${name}-${createHash("sha256").update(bytes).digest("hex").slice(0, 12)}`;
+	api.artifacts.set(file, bytes);
+	return {
+		name,
+		url: `${api.baseUrl}/storage/artifact/${file}`,
+		sha256: createHash("sha256").update(bytes).digest("hex"),
+		size_bytes: bytes.length,
+	};
+}
+
+async function failureOf(artifacts: ModelArtifact[]) {
+	api.enqueue(wavJob(0.5, { voice: { engine: "rvc", params: { sample_rate: 16_000, f0_method: "yin" }, artifacts } }));
+	runner = startTestRunner(api, {
+		engines: new Map([["rvc", { engine, info: { name: "rvc", executionProvider: "cpu" } }]]),
+	});
+	await api.waitFor(() => api.events.some((e) => e.type === "fail"));
+	await api.waitFor(() => runner?.loop.activeJobs === 0);
+	const report = api.events.find((e) => e.type === "fail");
+	return { body: report?.type === "fail" ? report.body : undefined, outcomes: await runner.outcomes() };
+}
+
+describe("rvc engine errors in the lease loop", () => {
+	it("fails a voice whose synthesizer is not a model permanently, instead of retrying it", async () => {
+		const { body, outcomes } = await failureOf([
+			artifact("contentvec", buildTinyContentVec()),
+			artifact("synthesizer", new TextEncoder().encode("these bytes are no ONNX model")),
+		]);
+		expect(body).toMatchObject({ kind: "permanent", reason: "internal" });
+		expect(body?.message).toMatch(/synthesizer/);
+		expect(outcomes).toEqual({ failed_permanent: 1 });
+	});
+
+	it("fails a voice that lacks a model file permanently", async () => {
+		const { body, outcomes } = await failureOf([artifact("contentvec", buildTinyContentVec())]);
+		expect(body).toMatchObject({ kind: "permanent", reason: "internal" });
+		expect(body?.message).toMatch(/synthesizer/);
+		expect(outcomes).toEqual({ failed_permanent: 1 });
+	});
+});
