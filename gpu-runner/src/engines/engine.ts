@@ -49,6 +49,8 @@ export interface Engine {
 	inputFormat(source: PcmFormat, voice: VoiceDescriptor): PcmFormat;
 	/** The format of the blocks `convert` yields. */
 	outputFormat(source: PcmFormat, voice: VoiceDescriptor): PcmFormat;
+	/** Semitones the engine adds to every job's shift for this voice (none if absent); `auto` pitch counts them. */
+	transposeSemitones?(voice: VoiceDescriptor): number;
 	/** Convert a stream of blocks. Must stop promptly when `signal` aborts. */
 	convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock>;
 	/** Release models and sessions. */

@@ -208,7 +208,12 @@ export class LeaseLoop {
 			attempt: lease.attempt,
 			engine: engineName,
 		};
-		logger.info("job started", { ...log, preview: lease.use_preview, semitones: lease.semitones });
+		logger.info("job started", {
+			...log,
+			preview: lease.use_preview,
+			semitones: lease.semitones,
+			pitch_shift: lease.pitch_shift,
+		});
 		const heartbeat = this.#startHeartbeats(job);
 		let outcome: JobOutcome;
 		try {
@@ -238,6 +243,7 @@ export class LeaseLoop {
 						real_time_factor: result.realTimeFactor,
 						execution_provider: loaded.info.executionProvider,
 					},
+					...(result.pitchShiftApplied ? { pitch_shift_applied: result.pitchShiftApplied } : {}),
 				}),
 			);
 			outcome = sent === "lost" ? "lease_lost" : "completed";
@@ -245,6 +251,7 @@ export class LeaseLoop {
 			logger.info("job finished", {
 				...log,
 				outcome,
+				pitch_shift_applied: result.pitchShiftApplied,
 				rtf: result.realTimeFactor,
 				output_seconds: result.durationSeconds,
 			});

@@ -301,6 +301,10 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			};
 		},
 
+		transposeSemitones(voice: VoiceDescriptor): number {
+			return parseRvcParams(voice.params).transposeSemitones;
+		},
+
 		async *convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock> {
 			if (cache === undefined || indexes === undefined || searcher === undefined)
 				throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
