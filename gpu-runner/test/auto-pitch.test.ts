@@ -4,7 +4,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { decodeWav } from "../src/audio/wav-decoder.ts";
-import { chooseAutoPitchShift, measureMedianPitch } from "../src/pipeline/auto-pitch.ts";
+import { chooseAutoPitchShift, measurePitch } from "../src/pipeline/auto-pitch.ts";
 import { FakeRunnerApi } from "./helpers/fake-runner-api.ts";
 import { startTestRunner, wavJob } from "./helpers/runner-harness.ts";
 import { cents, harmonicTone, medianPitch, trackPitch } from "./helpers/signals.ts";
@@ -42,8 +42,8 @@ describe("choosing the shift", () => {
 describe("measuring the source", () => {
 	it("finds a tone's pitch at any input rate and channel count, within 1 %", async () => {
 		const left = harmonicTone(180, 3, 44_100);
-		const median = await measureMedianPitch(blocksOf([left, left], 44_100));
-		expect(Math.abs(cents(median ?? 0, 180))).toBeLessThan(17);
+		const profile = await measurePitch(blocksOf([left, left], 44_100));
+		expect(Math.abs(cents(profile?.medianHz ?? 0, 180))).toBeLessThan(17);
 	});
 
 	it("measures only the first seconds asked for", async () => {
@@ -52,12 +52,25 @@ describe("measuring the source", () => {
 		const both = new Float32Array(low.length + high.length);
 		both.set(low);
 		both.set(high, low.length);
-		const median = await measureMedianPitch(blocksOf([both], 16_000), 2);
-		expect(Math.abs(cents(median ?? 0, 120))).toBeLessThan(17);
+		const profile = await measurePitch(blocksOf([both], 16_000), 2);
+		expect(Math.abs(cents(profile?.medianHz ?? 0, 120))).toBeLessThan(17);
+	});
+
+	it("gives the typical range as the 10th to 90th percentile of the voiced frames", async () => {
+		// 1 s at each of 110, 165, 220, 275 and 330 Hz: the percentiles fall inside the outer notes' neighbours.
+		const notes = [110, 165, 220, 275, 330].map((hz) => harmonicTone(hz, 1, 16_000));
+		const melody = new Float32Array(notes.length * 16_000);
+		notes.forEach((note, i) => melody.set(note, i * 16_000));
+		const profile = await measurePitch(blocksOf([melody], 16_000));
+		expect(Math.abs(cents(profile?.medianHz ?? 0, 220))).toBeLessThan(17);
+		expect(profile?.lowHz).toBeGreaterThan(105);
+		expect(profile?.lowHz).toBeLessThan(170);
+		expect(profile?.highHz).toBeGreaterThan(270);
+		expect(profile?.highHz).toBeLessThan(340);
 	});
 
 	it("gives null for silence", async () => {
-		expect(await measureMedianPitch(blocksOf([new Float32Array(16_000)], 16_000))).toBeNull();
+		expect(await measurePitch(blocksOf([new Float32Array(16_000)], 16_000))).toBeNull();
 	});
 });
 

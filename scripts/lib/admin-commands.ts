@@ -6,17 +6,24 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { VoiceSettings } from "../../src/contracts/voice-conversions.ts";
 import type { AdminBackend } from "./admin-backend.ts";
+import { type ModelFileKind, recogniseModelFile } from "./model-files.ts";
 import {
+	BASE_MODEL_NAMES,
+	type BaseModelName,
+	baseModelKey,
 	createAccount,
 	createClient,
 	createVoice,
 	revokeClient,
+	setBaseModel,
 	updateVoice,
 	VOICE_ENGINES,
 	type VoiceFields,
 	voiceObjectKeys,
 } from "./provisioning.ts";
+import { samplePitchRange } from "./sample-pitch.ts";
 import { sqlValue } from "./sql.ts";
 
 export class UsageError extends Error {}
@@ -28,11 +35,20 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--remote [--e
   client create --account ACCOUNT_ID [--name NAME]          API client (scope voice-conversion-api/base)
   runner-client create --account ACCOUNT_ID [--name NAME]   GPU runner client (scope voice-conversion-api/runner)
   client revoke --id CLIENT_ID
+  base-model set contentvec|rmvpe FILE.onnx                 shared by every rvc voice (stored by sha256)
+  base-model list
   voice create --name NAME [--engine dsp|rvc] [--tags a,b] [--params JSON]
+               [--model FILE.pth|FILE.onnx] [--index FILE.index] [--pitch-range LOW-HIGH]
                [--image FILE] [--sample FILE] [--artifact NAME=FILE ...]
   voice update (--id VOICE_ID | --name NAME) [--rename NEW] [--engine ...] [--tags ...] [--params JSON]
+               [--model FILE] [--index FILE] [--pitch-range LOW-HIGH]
                [--image FILE] [--sample FILE] [--artifact NAME=FILE ...] [--active true|false]
   voice list
+
+rvc voices: --model is the synthesizer (RVC's .pth checkpoint or an ONNX export), --index its feature index; both
+are recognised by their bytes. --params holds the voice's defaults: sample_rate, index_rate, protect,
+rms_mix_rate, f0_method, transpose_semitones. The pitch range (Hz, for pitch_shift "auto") is measured from
+--sample unless --pitch-range gives it.
 
 Local D1/R2 (the ones \`npm run dev\` uses) by default; --remote acts on the deployed ones through wrangler.`;
 
@@ -67,7 +83,7 @@ function sniff(bytes: Uint8Array, kind: "image" | "audio"): { contentType: strin
 	return null;
 }
 
-async function readInput(file: string, kind: "image" | "audio" | "artifact") {
+async function readInput(file: string, kind: "image" | "audio" | "artifact" | "model" | "index" | "base model") {
 	let bytes: Buffer;
 	try {
 		bytes = await readFile(path.resolve(file));
@@ -85,11 +101,66 @@ interface VoiceOptions {
 	image?: string;
 	sample?: string;
 	artifact?: string[];
+	model?: string;
+	index?: string;
+	"pitch-range"?: string;
 	active?: string;
 }
 
-/** Validates voice options and uploads any files; returns the columns to write. */
-async function voiceFields(backend: AdminBackend, voiceId: string, options: VoiceOptions): Promise<VoiceFields> {
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+
+/** Reads a model file and checks by its bytes that it is one of `kinds`. */
+async function readModelFile(file: string, flag: string, kinds: readonly ModelFileKind[], what: string) {
+	const bytes = await readInput(file, flag === "index" ? "index" : "model");
+	const kind = recogniseModelFile(bytes);
+	if (!kind || !kinds.includes(kind)) {
+		throw new UsageError(
+			`--${flag} ${file} is not ${what}${kind ? ` (its bytes are a ${kind.replace("_", " ")})` : ""}`,
+		);
+	}
+	return { bytes, kind };
+}
+
+/** `LOW-HIGH` in Hz, e.g. `165-330`. */
+function pitchRange(value: string): { low: number; high: number } {
+	const match = /^\s*(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)\s*$/.exec(value);
+	const low = Number(match?.[1]);
+	const high = Number(match?.[2]);
+	if (!match || !(low >= 30 && high <= 2000 && low < high)) {
+		throw new UsageError(
+			`--pitch-range must be LOW-HIGH in Hz with 30 <= LOW < HIGH <= 2000, e.g. 165-330; got "${value}"`,
+		);
+	}
+	return { low, high };
+}
+
+/** The defaults an rvc voice keeps in its params: the per-conversion settings' ranges, and a transpose. */
+function checkRvcParams(params: Record<string, unknown>): void {
+	const { sample_rate, transpose_semitones, index_rate, protect, rms_mix_rate, f0_method, formant_shift } = params;
+	const problems: string[] = [];
+	const settings = VoiceSettings.safeParse({ index_rate, protect, rms_mix_rate, f0_method });
+	if (!settings.success) problems.push(...settings.error.issues.map((i) => `${i.path.join(".")} ${i.message}`));
+	if (formant_shift !== undefined && formant_shift !== 0) problems.push("formant_shift must be 0 for rvc voices");
+	if (sample_rate !== undefined && !(Number.isInteger(sample_rate) && (sample_rate as number) % 100 === 0)) {
+		problems.push("sample_rate must be a whole number of Hz divisible by 100 (RVC: 32000, 40000 or 48000)");
+	}
+	const transpose = transpose_semitones as number;
+	if (transpose_semitones !== undefined && !(typeof transpose === "number" && transpose >= -24 && transpose <= 24)) {
+		problems.push("transpose_semitones must be a number from -24 to 24");
+	}
+	if (problems.length > 0) throw new UsageError(`--params for an rvc voice: ${problems.join("; ")}`);
+}
+
+/**
+ * Validates voice options and uploads any files; returns the columns to write. `current` is the voice being
+ * updated: new model files replace its files of the same name, the others stay.
+ */
+async function voiceFields(
+	backend: AdminBackend,
+	voiceId: string,
+	options: VoiceOptions,
+	current?: { engine: string; params: Record<string, unknown>; artifacts: NonNullable<VoiceFields["artifacts"]> },
+): Promise<VoiceFields> {
 	const fields: VoiceFields = {};
 	if (options.engine !== undefined) {
 		if (!VOICE_ENGINES.includes(options.engine as "dsp")) {
@@ -134,7 +205,40 @@ async function voiceFields(backend: AdminBackend, voiceId: string, options: Voic
 			throw new UsageError(`--artifact must be NAME=FILE with NAME in [a-z0-9_-], got "${spec}"`);
 		}
 		const bytes = await readInput(file, "artifact");
-		artifacts.push({ name, bytes, sha256: createHash("sha256").update(bytes).digest("hex") });
+		artifacts.push({ name, bytes, sha256: sha256(bytes) });
+	}
+	const engine = fields.engine ?? current?.engine;
+	if ((options.model || options.index) && engine !== "rvc") {
+		throw new UsageError("--model and --index are for rvc voices: add --engine rvc");
+	}
+	if (options.model) {
+		const model = await readModelFile(
+			options.model,
+			"model",
+			["rvc_checkpoint", "onnx"],
+			"an RVC .pth checkpoint or an ONNX model",
+		);
+		artifacts.push({ name: "synthesizer", bytes: model.bytes, sha256: sha256(model.bytes) });
+	}
+	if (options.index) {
+		const index = await readModelFile(options.index, "index", ["faiss_index"], "a faiss feature index (RVC's .index)");
+		artifacts.push({ name: "index", bytes: index.bytes, sha256: sha256(index.bytes) });
+	}
+	if (engine === "rvc") {
+		const params = fields.params ?? current?.params ?? {};
+		checkRvcParams(params);
+		if (params.sample_rate === undefined) {
+			throw new UsageError(
+				"--params must give the synthesizer's sample_rate for an rvc voice, e.g. '{\"sample_rate\": 40000}'",
+			);
+		}
+		const names = new Set([...(current?.artifacts ?? []), ...artifacts].map((artifact) => artifact.name));
+		if (!names.has("synthesizer")) throw new UsageError("an rvc voice needs its model: --model FILE.pth or FILE.onnx");
+	}
+	if (options["pitch-range"] !== undefined) fields.pitchRangeHz = pitchRange(options["pitch-range"]);
+	else if (sample) {
+		const measured = await samplePitchRange(sample);
+		if (measured) fields.pitchRangeHz = measured;
 	}
 	if (image && imageType) {
 		fields.imageKey = keys.image(imageType.extension);
@@ -145,7 +249,8 @@ async function voiceFields(backend: AdminBackend, voiceId: string, options: Voic
 		await backend.putObject(fields.sampleKey, sample, sampleType.contentType);
 	}
 	if (artifacts.length) {
-		fields.artifacts = [];
+		const renewed = new Set(artifacts.map((artifact) => artifact.name));
+		fields.artifacts = (current?.artifacts ?? []).filter((artifact) => !renewed.has(artifact.name));
 		for (const artifact of artifacts) {
 			const key = keys.artifact(artifact.name);
 			await backend.putObject(key, artifact.bytes, "application/octet-stream");
@@ -185,10 +290,14 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			image: { type: "string" },
 			sample: { type: "string" },
 			artifact: { type: "string", multiple: true },
+			model: { type: "string" },
+			index: { type: "string" },
+			"pitch-range": { type: "string" },
 			active: { type: "string" },
 		},
 	});
-	const command = positionals.join(" ");
+	// `base-model set` takes its name and file as positionals.
+	const command = positionals[0] === "base-model" ? positionals.slice(0, 2).join(" ") : positionals.join(" ");
 	switch (command) {
 		case "account create": {
 			const plan = createAccount(required(values.name, "name"));
@@ -219,11 +328,19 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			const fields = await voiceFields(backend, id, { engine: "dsp", ...values });
 			const plan = createVoice(id, { ...fields, name, engine: fields.engine ?? "dsp" });
 			await backend.execute(plan.statements);
-			return plan.output;
+			return { ...plan.output, engine: fields.engine ?? "dsp", pitch_range_hz: fields.pitchRangeHz ?? null };
 		}
 		case "voice update": {
 			const id = await findVoiceId(backend, values.id, values.name);
-			const fields = await voiceFields(backend, id, values);
+			const [row] = await backend.query<{ engine: string; engine_params: string; artifacts: string }>(
+				`SELECT engine, engine_params, artifacts FROM voices WHERE id = ${sqlValue(id)}`,
+			);
+			if (!row) throw new UsageError(`No voice with id ${id}`);
+			const fields = await voiceFields(backend, id, values, {
+				engine: row.engine,
+				params: JSON.parse(row.engine_params),
+				artifacts: JSON.parse(row.artifacts),
+			});
 			if (values.rename !== undefined) fields.name = values.rename;
 			if (Object.keys(fields).length === 0) throw new UsageError("voice update needs at least one field to change");
 			const plan = updateVoice(id, fields);
@@ -232,14 +349,37 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 		}
 		case "voice list":
 			return (
-				await backend.query<Record<string, string>>(
-					"SELECT id AS voice_id, name, engine, tags, engine_params, is_active FROM voices ORDER BY name",
+				await backend.query<Record<string, string | number | null>>(
+					`SELECT id AS voice_id, name, engine, tags, engine_params, artifacts, pitch_range_low_hz,
+					 pitch_range_high_hz, is_active FROM voices ORDER BY name`,
 				)
-			).map((row) => ({
+			).map(({ tags, engine_params, artifacts, pitch_range_low_hz, pitch_range_high_hz, ...row }) => ({
 				...row,
-				tags: JSON.parse(row.tags ?? "[]"),
-				engine_params: JSON.parse(row.engine_params ?? "{}"),
+				tags: JSON.parse(String(tags ?? "[]")),
+				engine_params: JSON.parse(String(engine_params ?? "{}")),
+				artifacts: (JSON.parse(String(artifacts ?? "[]")) as { name: string; sha256: string }[]).map((a) => ({
+					name: a.name,
+					sha256: a.sha256,
+				})),
+				pitch_range_hz: pitch_range_low_hz === null ? null : { low: pitch_range_low_hz, high: pitch_range_high_hz },
 			}));
+		case "base-model set": {
+			const [, , name, file, ...extra] = positionals;
+			if (!BASE_MODEL_NAMES.includes(name as BaseModelName) || !file || extra.length > 0) {
+				throw new UsageError(`usage: base-model set ${BASE_MODEL_NAMES.join("|")} FILE.onnx`);
+			}
+			const { bytes } = await readModelFile(file, "model", ["onnx"], `an ONNX model (${name} must be an ONNX export)`);
+			const digest = sha256(bytes);
+			const key = baseModelKey(name as BaseModelName, digest);
+			await backend.putObject(key, bytes, "application/octet-stream");
+			const plan = setBaseModel(name as BaseModelName, { key, sha256: digest, size_bytes: bytes.length });
+			await backend.execute(plan.statements);
+			return plan.output;
+		}
+		case "base-model list":
+			return backend.query(
+				"SELECT name, sha256, size_bytes, object_key AS key, updated_at FROM base_models ORDER BY name",
+			);
 		default:
 			throw new UsageError(command ? `Unknown command "${command}"` : "No command given");
 	}

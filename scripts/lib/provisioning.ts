@@ -49,6 +49,34 @@ export const revokeClient = (clientId: string, now = new Date()): AdminPlan<{ cl
 });
 
 export const VOICE_ENGINES = ["dsp", "rvc"] as const;
+export const BASE_MODEL_NAMES = ["contentvec", "rmvpe"] as const;
+export type BaseModelName = (typeof BASE_MODEL_NAMES)[number];
+
+export interface StoredFile {
+	key: string;
+	sha256: string;
+	size_bytes: number;
+}
+
+/**
+ * A base model's key names its checksum: setting a new file never overwrites one that a runner holding an older
+ * lease may still be fetching.
+ */
+export const baseModelKey = (name: BaseModelName, sha256: string) => `base-models/${name}/${sha256}`;
+
+export function setBaseModel(
+	name: BaseModelName,
+	file: StoredFile,
+	now = new Date(),
+): AdminPlan<StoredFile & { name: BaseModelName }> {
+	const row = { name, object_key: file.key, sha256: file.sha256, size_bytes: file.size_bytes };
+	return {
+		statements: [
+			`${insertSql("base_models", { ...row, updated_at: now.toISOString() }).slice(0, -1)} ON CONFLICT (name) DO UPDATE SET object_key = excluded.object_key, sha256 = excluded.sha256, size_bytes = excluded.size_bytes, updated_at = excluded.updated_at;`,
+		],
+		output: { name, ...file },
+	};
+}
 
 export interface VoiceFields {
 	name?: string;
@@ -57,7 +85,9 @@ export interface VoiceFields {
 	params?: Record<string, unknown>;
 	imageKey?: string;
 	sampleKey?: string;
-	artifacts?: { name: string; key: string; sha256: string; size_bytes: number }[];
+	artifacts?: ({ name: string } & StoredFile)[];
+	/** The voice's typical pitch range in Hz, for `pitch_shift: "auto"`. */
+	pitchRangeHz?: { low: number; high: number };
 	isActive?: boolean;
 }
 
@@ -81,6 +111,8 @@ function voiceColumns(fields: VoiceFields): Record<string, string | number | boo
 		image_key: fields.imageKey,
 		sample_key: fields.sampleKey,
 		artifacts: fields.artifacts ? JSON.stringify(fields.artifacts) : undefined,
+		pitch_range_low_hz: fields.pitchRangeHz?.low,
+		pitch_range_high_hz: fields.pitchRangeHz?.high,
 		is_active: fields.isActive,
 	};
 	return Object.fromEntries(Object.entries(columns).filter(([, v]) => v !== undefined));

@@ -8,6 +8,7 @@ import path from "node:path";
 import type { AdminBackend } from "./admin-backend.ts";
 import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "./demo-voices.ts";
 import { createAccount, createClient, createVoice, updateVoice, voiceObjectKeys } from "./provisioning.ts";
+import { samplePitchRange } from "./sample-pitch.ts";
 import { sqlValue } from "./sql.ts";
 
 export interface DemoCredentials {
@@ -52,13 +53,17 @@ export async function seedDemo(backend: AdminBackend, credentialsFile: string): 
 		const id = existing[0]?.id ?? crypto.randomUUID();
 		const keys = voiceObjectKeys(id);
 		await backend.putObject(keys.image("png"), demoVoiceImage(voice), "image/png");
-		await backend.putObject(keys.sample("wav"), demoVoiceSample(voice), "audio/wav");
+		const sample = demoVoiceSample(voice);
+		await backend.putObject(keys.sample("wav"), sample, "audio/wav");
+		// Measured from the sample, as `admin voice create --sample` does, so `pitch_shift: "auto"` works.
+		const range = await samplePitchRange(sample);
 		const fields = {
 			tags: voice.tags,
 			engine: "dsp" as const,
 			params: voice.params,
 			imageKey: keys.image("png"),
 			sampleKey: keys.sample("wav"),
+			...(range ? { pitchRangeHz: range } : {}),
 		};
 		const plan = existing[0] ? updateVoice(id, fields) : createVoice(id, { ...fields, name: voice.name });
 		await backend.execute(plan.statements);

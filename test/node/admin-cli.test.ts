@@ -1,9 +1,11 @@
 /** The admin commands against a real local D1 and R2 (wrangler's local persistence in a temporary folder). */
 import { execFileSync } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildTinyContentVec, buildTinySynthesizer } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
 import { type AdminBackend, localBackend, ROOT } from "../../scripts/lib/admin-backend.ts";
 import { runAdmin, UsageError } from "../../scripts/lib/admin-commands.ts";
 import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "../../scripts/lib/demo-voices.ts";
@@ -104,5 +106,133 @@ describe("admin CLI", () => {
 			/not a WAV, FLAC or MP3/,
 		);
 		expect(await backend.query("SELECT id FROM voices WHERE name = 'Broken'")).toEqual([]);
+	});
+
+	it("sets the deployment's base models by checksum, replaces them, and lists them", async () => {
+		const first = path.join(dir, "contentvec.onnx");
+		const second = path.join(dir, "contentvec-v2.onnx");
+		await writeFile(first, buildTinyContentVec());
+		await writeFile(second, buildTinyContentVec({ featureDim: 256 }));
+		const digest = async (file: string) =>
+			createHash("sha256")
+				.update(await readFile(file))
+				.digest("hex");
+		const set = (await admin("base-model", "set", "contentvec", first)) as Record<string, unknown>;
+		expect(set).toEqual({
+			name: "contentvec",
+			key: `base-models/contentvec/${await digest(first)}`,
+			sha256: await digest(first),
+			size_bytes: (await readFile(first)).length,
+		});
+		await admin("base-model", "set", "contentvec", second);
+		const list = (await admin("base-model", "list")) as Record<string, unknown>[];
+		expect(list).toEqual([
+			expect.objectContaining({
+				name: "contentvec",
+				sha256: await digest(second),
+				key: `base-models/contentvec/${await digest(second)}`,
+			}),
+		]);
+	});
+
+	it.each([
+		[["base-model", "set", "hubert", "/tmp/x.onnx"], /base-model set contentvec\|rmvpe FILE.onnx/],
+		[["base-model", "set", "rmvpe"], /base-model set contentvec\|rmvpe FILE.onnx/],
+	])("refuses %j", async (argv, message) => {
+		await expect(admin(...argv)).rejects.toThrow(message);
+	});
+
+	it("refuses a base model that is not ONNX, by its bytes", async () => {
+		const index = path.join(ROOT, "gpu-runner/test/rvc/fixtures/index/flat-l2.index");
+		await expect(admin("base-model", "set", "rmvpe", index)).rejects.toThrow(/is not an ONNX model .*faiss index/);
+	});
+
+	it("creates an rvc voice from its model and index, with its defaults and the pitch range of its sample", async () => {
+		const model = path.join(dir, "voice.onnx");
+		await writeFile(model, buildTinySynthesizer({ sampleRate: 40_000 }));
+		const index = path.join(ROOT, "gpu-runner/test/rvc/fixtures/index/added_IVF20_Flat_nprobe_1_tiny_v2.index");
+		const voice = DEMO_VOICES[1]; // a sung phrase from 110 Hz up a fifth
+		if (!voice) throw new Error("no demo voice");
+		const sample = path.join(dir, "low-sample.wav");
+		await writeFile(sample, demoVoiceSample(voice));
+		const params = { sample_rate: 40_000, index_rate: 0.6, protect: 0.4, f0_method: "yin", transpose_semitones: -2 };
+		const created = (await admin(
+			"voice",
+			"create",
+			"--name",
+			"Low rvc",
+			"--engine",
+			"rvc",
+			"--model",
+			model,
+			"--index",
+			index,
+			"--params",
+			JSON.stringify(params),
+			"--sample",
+			sample,
+		)) as { voice_id: string; pitch_range_hz: { low: number; high: number } };
+		expect(created.pitch_range_hz.low).toBeGreaterThan(100);
+		expect(created.pitch_range_hz.low).toBeLessThan(130);
+		expect(created.pitch_range_hz.high).toBeGreaterThan(150);
+		expect(created.pitch_range_hz.high).toBeLessThan(175);
+		const listed = ((await admin("voice", "list")) as Record<string, unknown>[]).find(
+			(v) => v.voice_id === created.voice_id,
+		);
+		const digest = async (file: string) =>
+			createHash("sha256")
+				.update(await readFile(file))
+				.digest("hex");
+		expect(listed).toMatchObject({
+			engine: "rvc",
+			engine_params: params,
+			pitch_range_hz: created.pitch_range_hz,
+			artifacts: [
+				{ name: "synthesizer", sha256: await digest(model) },
+				{ name: "index", sha256: await digest(index) },
+			],
+		});
+
+		// A new index replaces only the index; a given range replaces the measured one.
+		const flat = path.join(ROOT, "gpu-runner/test/rvc/fixtures/index/flat-l2.index");
+		await admin("voice", "update", "--name", "Low rvc", "--index", flat, "--pitch-range", "90-180");
+		const updated = ((await admin("voice", "list")) as Record<string, unknown>[]).find(
+			(v) => v.voice_id === created.voice_id,
+		);
+		expect(updated).toMatchObject({
+			pitch_range_hz: { low: 90, high: 180 },
+			artifacts: [
+				{ name: "synthesizer", sha256: await digest(model) },
+				{ name: "index", sha256: await digest(flat) },
+			],
+		});
+	});
+
+	it("refuses rvc voice files and params it cannot use, and writes nothing", async () => {
+		const model = path.join(dir, "refused.onnx");
+		await writeFile(model, buildTinySynthesizer({ sampleRate: 40_000 }));
+		const hnsw = path.join(ROOT, "gpu-runner/test/rvc/fixtures/index/hnsw.index");
+		const wav = path.join(dir, "not-a-model.wav");
+		await writeFile(wav, demoVoiceSample(DEMO_VOICES[0] as (typeof DEMO_VOICES)[0]));
+		const rvc = ["voice", "create", "--name", "Refused", "--engine", "rvc"];
+		const rate = ["--params", '{"sample_rate":40000}'];
+		const refusals: [string[], RegExp][] = [
+			[[...rvc, "--model", wav, ...rate], /--model .* is not an RVC .pth checkpoint or an ONNX model/],
+			[[...rvc, "--model", model, "--index", hnsw, ...rate], /--index .* is not a faiss feature index/],
+			[[...rvc, "--model", model, "--index", model, ...rate], /is not a faiss feature index .*onnx/],
+			[[...rvc, "--model", model], /sample_rate/],
+			[[...rvc, ...rate], /an rvc voice needs its model/],
+			[
+				[...rvc, "--model", model, "--params", '{"sample_rate":40000,"index_rate":2}'],
+				/index_rate must be a number from 0 to 1/,
+			],
+			[[...rvc, "--model", model, "--params", '{"sample_rate":40000,"formant_shift":3}'], /formant_shift must be 0/],
+			[["voice", "create", "--name", "Refused", "--model", model], /--model and --index are for rvc voices/],
+			[[...rvc, "--model", model, ...rate, "--pitch-range", "300-200"], /--pitch-range must be LOW-HIGH/],
+		];
+		for (const [argv, message] of refusals) {
+			await expect(admin(...argv)).rejects.toThrow(message);
+		}
+		expect(await backend.query("SELECT id FROM voices WHERE name = 'Refused'")).toEqual([]);
 	});
 });

@@ -8,7 +8,7 @@ import { PITCH_SHIFT_SEMITONES, type PitchShift } from "../../../src/contracts/v
 import type { ArtifactCache } from "../artifacts/artifact-cache.ts";
 import { decodeSource } from "../audio/decode-source.ts";
 import type { Engine } from "../engines/engine.ts";
-import { chooseAutoPitchShift, measureMedianPitch, PITCH_ANALYSIS_SECONDS } from "../pipeline/auto-pitch.ts";
+import { chooseAutoPitchShift, measurePitch, PITCH_ANALYSIS_SECONDS } from "../pipeline/auto-pitch.ts";
 import { type ConversionResult, convertSource } from "../pipeline/convert-source.ts";
 import { type OutputUploads, uploadOutput } from "../storage/output-upload.ts";
 import { downloadSource } from "../storage/transfer.ts";
@@ -45,8 +45,12 @@ async function settlePitch(
 			PITCH_ANALYSIS_SECONDS,
 			lease.use_preview ? lease.preview_seconds : Number.POSITIVE_INFINITY,
 		);
-		const median = await measureMedianPitch(decodeSource(downloadSource(lease.source.url, reading.signal)), seconds);
-		const applied = chooseAutoPitchShift(median, lease.voice.pitch_range_hz, engine.transposeSemitones?.(lease.voice));
+		const profile = await measurePitch(decodeSource(downloadSource(lease.source.url, reading.signal)), seconds);
+		const applied = chooseAutoPitchShift(
+			profile?.medianHz ?? null,
+			lease.voice.pitch_range_hz,
+			engine.transposeSemitones?.(lease.voice),
+		);
 		return { semitones: PITCH_SHIFT_SEMITONES[applied], applied };
 	} finally {
 		signal.removeEventListener("abort", stop);

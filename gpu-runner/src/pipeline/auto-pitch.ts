@@ -18,11 +18,18 @@ export const PITCH_ANALYSIS_SECONDS = 120;
 const ANALYSIS_RATE = 16_000;
 const HOP = 160;
 
-/** Median f0 in Hz over the voiced 10 ms frames of the first `maxSeconds`, or null when no frame is voiced. */
-export async function measureMedianPitch(
+export interface PitchProfile {
+	medianHz: number;
+	/** The 10th and 90th percentiles: the typical range, leaving out stray frames at either end. */
+	lowHz: number;
+	highHz: number;
+}
+
+/** f0 statistics over the voiced 10 ms frames of the first `maxSeconds`, or null when no frame is voiced. */
+export async function measurePitch(
 	blocks: AsyncIterable<AudioBlock>,
 	maxSeconds = PITCH_ANALYSIS_SECONDS,
-): Promise<number | null> {
+): Promise<PitchProfile | null> {
 	const mono = takeFrames(
 		convertToFormat(blocks, { sampleRate: ANALYSIS_RATE, channels: 1 }),
 		framesFor(maxSeconds, ANALYSIS_RATE),
@@ -43,10 +50,16 @@ export async function measureMedianPitch(
 	const f0 = trackPitchYin(samples, Math.floor(length / HOP), ANALYSIS_RATE, HOP);
 	const voiced = Float32Array.from(f0.filter((hz) => hz > 0)).sort();
 	if (voiced.length === 0) return null;
-	const middle = voiced.length >> 1;
-	return voiced.length % 2 === 1
-		? (voiced[middle] as number)
-		: ((voiced[middle - 1] as number) + (voiced[middle] as number)) / 2;
+	return { medianHz: quantile(voiced, 0.5), lowHz: quantile(voiced, 0.1), highHz: quantile(voiced, 0.9) };
+}
+
+/** Linear interpolation between the closest ranks of sorted `values`. */
+function quantile(values: Float32Array, q: number): number {
+	const position = q * (values.length - 1);
+	const below = Math.floor(position);
+	const above = Math.min(values.length - 1, below + 1);
+	const weight = position - below;
+	return (values[below] as number) * (1 - weight) + (values[above] as number) * weight;
 }
 
 /**
