@@ -8,12 +8,13 @@ import {
 	CONVERSION_STATUS_VALUES,
 	type ConversionStatus,
 	mimeTypeForFileName,
-	PITCH_SHIFTS,
-	type PitchShift,
+	REQUESTED_PITCH_SHIFTS,
+	type RequestedPitchShift,
 	SUBSCRIBABLE_EVENTS,
 	type SubscribableEvent,
 	type VoiceConversionClient,
 	type VoiceModel,
+	type VoiceSettings,
 } from "../sdk/index.ts";
 import { UsageError } from "./config.ts";
 import { formatBytes, type Output, progressBar, statusLine, table } from "./terminal.ts";
@@ -59,15 +60,36 @@ export interface ConvertOptions {
 	input: string;
 	voice: string;
 	pitch: string;
+	/** Overrides of the voice's settings; the service checks ranges and what the voice can honour. */
+	voiceSettings?: VoiceSettings;
 	preview: boolean;
 	out?: string;
 	wait: boolean;
 	timeoutSeconds: number;
 }
 
-function parsePitch(value: string): PitchShift {
-	if ((PITCH_SHIFTS as readonly string[]).includes(value)) return value as PitchShift;
-	throw new UsageError(`--pitch must be one of: ${PITCH_SHIFTS.join(", ")}`);
+function parsePitch(value: string): RequestedPitchShift {
+	if ((REQUESTED_PITCH_SHIFTS as readonly string[]).includes(value)) return value as RequestedPitchShift;
+	throw new UsageError(`--pitch must be one of: ${REQUESTED_PITCH_SHIFTS.join(", ")}`);
+}
+
+/** `--index-rate 0.5` and the like, as the API's `voice_settings` (undefined when none is given). */
+export function parseVoiceSettings(flags: Record<string, unknown>): VoiceSettings | undefined {
+	const settings: Record<string, unknown> = {};
+	for (const [flag, key] of [
+		["index-rate", "index_rate"],
+		["protect", "protect"],
+		["rms-mix-rate", "rms_mix_rate"],
+		["formant-shift", "formant_shift"],
+	] as const) {
+		const raw = flags[flag] as string | undefined;
+		if (raw === undefined) continue;
+		const value = Number(raw);
+		if (raw.trim() === "" || !Number.isFinite(value)) throw new UsageError(`--${flag} must be a number, got "${raw}"`);
+		settings[key] = value;
+	}
+	if (flags["f0-method"] !== undefined) settings.f0_method = flags["f0-method"];
+	return Object.keys(settings).length > 0 ? (settings as VoiceSettings) : undefined;
 }
 
 const slug = (name: string) =>
@@ -104,11 +126,22 @@ export async function convertCommand(ctx: Context, options: ConvertOptions): Pro
 	}
 
 	const created = await ctx.client.conversions.create(
-		{ audio_file_id: file.id, voice_model_id: voice.id, pitch_shift: pitch, use_preview: options.preview },
+		{
+			audio_file_id: file.id,
+			voice_model_id: voice.id,
+			pitch_shift: pitch,
+			use_preview: options.preview,
+			...(options.voiceSettings ? { voice_settings: options.voiceSettings } : {}),
+		},
 		{ signal: ctx.signal },
 	);
+	const settings = options.voiceSettings
+		? `, ${Object.entries(options.voiceSettings)
+				.map(([key, value]) => `${key} ${value}`)
+				.join(", ")}`
+		: "";
 	ctx.err.write(
-		`Conversion ${created.id}: ${voice.name}, pitch ${pitch}${options.preview ? ", preview (first 10 s)" : ""}\n`,
+		`Conversion ${created.id}: ${voice.name}, pitch ${pitch}${settings}${options.preview ? ", preview (first 10 s)" : ""}\n`,
 	);
 	if (!options.wait) {
 		show(ctx, created, () => created.id);
@@ -130,7 +163,8 @@ export async function convertCommand(ctx: Context, options: ConvertOptions): Pro
 		}
 		throw error;
 	}
-	status.stop(done.status === "completed" ? "Completed" : "Failed");
+	const chosen = pitch === "auto" && done.pitch_shift_applied ? ` (pitch auto: ${done.pitch_shift_applied})` : "";
+	status.stop(done.status === "completed" ? `Completed${chosen}` : "Failed");
 	if (done.status === "failed") {
 		ctx.err.write(`Conversion failed: ${done.error_message ?? "no reason given"}\n`);
 		show(ctx, done, () => "");
@@ -210,7 +244,10 @@ export async function conversionsCommand(
 		const conversion = await ctx.client.conversions.get(id, { signal: ctx.signal });
 		show(ctx, conversion, () =>
 			Object.entries(conversion)
-				.map(([key, value]) => `${key.padEnd(22)}${value ?? "-"}`)
+				.map(([key, value]) => {
+					const shown = value !== null && typeof value === "object" ? JSON.stringify(value) : value;
+					return `${key.padEnd(22)}${shown ?? "-"}`;
+				})
 				.join("\n"),
 		);
 		return 0;

@@ -4,8 +4,8 @@
  * failed, 2 the command line was wrong, 130 interrupted.
  */
 import { parseArgs } from "node:util";
-import { PITCH_SHIFTS, VoiceConversionClient, VoiceConversionError } from "../sdk/index.ts";
-import { conversionsCommand, convertCommand, voicesCommand, webhooksCommand } from "./commands.ts";
+import { F0_METHODS, REQUESTED_PITCH_SHIFTS, VoiceConversionClient, VoiceConversionError } from "../sdk/index.ts";
+import { conversionsCommand, convertCommand, parseVoiceSettings, voicesCommand, webhooksCommand } from "./commands.ts";
 import { ENV, resolveConnection, UsageError } from "./config.ts";
 import { stderr } from "./terminal.ts";
 
@@ -16,8 +16,15 @@ Usage: npm run cli -- <command> [options]
 Commands
   convert <file> --voice NAME [--pitch P] [--preview] [--out FILE]
                           upload a WAV/MP3/FLAC, convert it, follow the status, save the WAV
-        --pitch           ${PITCH_SHIFTS.join(" | ")} (default same_octave)
+        --pitch           ${REQUESTED_PITCH_SHIFTS.join(" | ")} (default same_octave;
+                          auto picks the shift that suits the voice's range)
         --preview         convert only the first 10 seconds
+      voice settings (optional; a setting the voice cannot honour is refused):
+        --index-rate R    0..1, rvc voices with a feature index
+        --protect P       0..0.5, rvc voices with a feature index
+        --rms-mix-rate R  0..1, rvc voices
+        --formant-shift=S -12..12 semitones, dsp voices (rvc: 0 only)
+        --f0-method M     ${F0_METHODS.join(" | ")}, rvc voices
         --out FILE        where to save (default <file>.<voice>.wav)
         --no-wait         print the conversion id and return
         --timeout SECONDS stop waiting after this long (default 1800)
@@ -44,6 +51,11 @@ Connection (flags, else environment, else the local demo client of \`npm run dev
 const OPTIONS = {
 	voice: { type: "string" },
 	pitch: { type: "string", default: "same_octave" },
+	"index-rate": { type: "string" },
+	protect: { type: "string" },
+	"rms-mix-rate": { type: "string" },
+	"formant-shift": { type: "string" },
+	"f0-method": { type: "string" },
 	preview: { type: "boolean", default: false },
 	out: { type: "string", short: "o" },
 	"no-wait": { type: "boolean", default: false },
@@ -95,6 +107,7 @@ export async function main(argv: string[]): Promise<number> {
 					input,
 					voice: values.voice,
 					pitch: values.pitch,
+					voiceSettings: parseVoiceSettings(values),
 					preview: values.preview,
 					out: values.out,
 					wait: !values["no-wait"],
@@ -124,7 +137,7 @@ export async function main(argv: string[]): Promise<number> {
 			const status = error.status === null ? "" : ` (HTTP ${error.status}, ${error.code})`;
 			stderr.write(`Error: ${error.describe()}${status}\n`);
 			if (error.status === 401) stderr.write("Check the client id, secret and base URL.\n");
-			return error.code === "invalid_request" ? 2 : 1;
+			return error.code === "invalid_request" || error.code === "unsupported_voice_setting" ? 2 : 1;
 		}
 		stderr.write(`Error: ${(error as Error).message}\n`);
 		return 1;

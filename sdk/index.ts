@@ -11,6 +11,8 @@
  * const [voice] = await client.voices.list();
  * const file = await client.uploadAudio(await openAsBlob("take.wav"), { fileName: "take.wav" });
  * const created = await client.conversions.create({ audio_file_id: file.id, voice_model_id: voice.id, pitch_shift: "third_up" });
+ * // Or let the service pick the key and tune an RVC voice for this conversion:
+ * // client.conversions.create({ ..., pitch_shift: "auto", voice_settings: { index_rate: 0.5, protect: 0.33 } })
  * const done = await client.waitForConversion(created.id);
  * if (done.status === "completed") await writeFile("out.wav", Buffer.from(await (await client.downloadConversion(done)).arrayBuffer()));
  * ```
@@ -19,9 +21,11 @@
 export type { ApiErrorCode } from "../src/contracts/errors.ts";
 export {
 	CONVERSION_STATUS_VALUES,
+	F0_METHODS,
 	PITCH_SHIFT_SEMITONES,
 	PITCH_SHIFTS,
 	PREVIEW_SECONDS,
+	REQUESTED_PITCH_SHIFTS,
 } from "../src/contracts/voice-conversions.ts";
 export { SUBSCRIBABLE_EVENTS } from "../src/contracts/webhooks.ts";
 export {

@@ -8,13 +8,24 @@ import type {
 	CONVERSION_STATUS_VALUES,
 	CreateConversionBody,
 	PitchShift,
+	RequestedPitchShift,
 	VoiceConversion,
+	VoiceSettings,
 } from "../src/contracts/voice-conversions.ts";
 import type { VoiceModel } from "../src/contracts/voices.ts";
 import type * as webhooks from "../src/contracts/webhooks.ts";
 import type { SubscribableEvent, WebhookSubscription } from "../src/contracts/webhooks.ts";
 
-export type { AudioFile, PitchShift, SubscribableEvent, VoiceConversion, VoiceModel, WebhookSubscription };
+export type {
+	AudioFile,
+	PitchShift,
+	RequestedPitchShift,
+	SubscribableEvent,
+	VoiceConversion,
+	VoiceModel,
+	VoiceSettings,
+	WebhookSubscription,
+};
 
 export type ConversionStatus = (typeof CONVERSION_STATUS_VALUES)[number];
 export type RegisterAudioFileInput = z.input<typeof RegisterAudioFileBody>;

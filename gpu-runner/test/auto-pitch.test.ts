@@ -60,7 +60,7 @@ describe("measuring the source", () => {
 		// 1 s at each of 110, 165, 220, 275 and 330 Hz: the percentiles fall inside the outer notes' neighbours.
 		const notes = [110, 165, 220, 275, 330].map((hz) => harmonicTone(hz, 1, 16_000));
 		const melody = new Float32Array(notes.length * 16_000);
-		notes.forEach((note, i) => melody.set(note, i * 16_000));
+		for (const [i, note] of notes.entries()) melody.set(note, i * 16_000);
 		const profile = await measurePitch(blocksOf([melody], 16_000));
 		expect(Math.abs(cents(profile?.medianHz ?? 0, 220))).toBeLessThan(17);
 		expect(profile?.lowHz).toBeGreaterThan(105);

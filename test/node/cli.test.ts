@@ -62,6 +62,12 @@ beforeAll(async () => {
 	runner = startRunner(stack.url, await stack.provision("runner", credentials.accountId));
 	await stack.addVoice({ name: "CLI Alto", tags: ["cli", "alto"], params: { formant_shift: 0 } });
 	await stack.addVoice({ name: "CLI Baritone", tags: ["cli"], params: { formant_shift: 0 } });
+	await stack.addVoice({
+		name: "CLI Soprano",
+		tags: ["cli"],
+		params: { formant_shift: 0 },
+		pitchRangeHz: { low: 330, high: 660 },
+	});
 	receiverUrl = `http://127.0.0.1:${await receiver.listen()}`;
 	workDir = await mkdtemp(path.join(tmpdir(), "voice-cli-"));
 }, 120_000);
@@ -124,6 +130,55 @@ describe("CLI", () => {
 		const again = await cli(["conversions", "download", String(id), "--out", "again.wav"]);
 		expect(again.code).toBe(0);
 		expect(await readFile(path.join(workDir, "again.wav"))).toEqual(await readFile(path.join(workDir, "out.wav")));
+	});
+
+	it("converts with pitch auto and voice settings, and shows what was applied", async () => {
+		const mp3 = encodeMp3({ sampleRate: 44_100, channels: 1, frames: 44_100 * 3, kbps: 128 });
+		await writeFile(path.join(workDir, "auto.mp3"), mp3);
+		const run = await cli([
+			"convert",
+			"auto.mp3",
+			"--voice",
+			"CLI Soprano",
+			"--pitch",
+			"auto",
+			"--formant-shift=-1.5",
+			"--out",
+			"auto.wav",
+		]);
+		expect(run.stderr).not.toMatch(/Error/);
+		expect(run.stderr).toMatch(/Conversion [0-9a-f-]{36}: CLI Soprano, pitch auto, formant_shift -1.5/);
+		expect(run.code).toBe(0);
+		// The 220 Hz source into a 330..660 Hz voice: an octave up lands nearest the range's centre.
+		expect(run.stderr).toMatch(/Completed \(pitch auto: higher_octave\)/);
+		const wav = readWav(new Uint8Array(await readFile(path.join(workDir, "auto.wav"))));
+		const cents = 1200 * Math.log2(estimatePitchHz(wav.samples, wav.sampleRate) / 440);
+		expect(Math.abs(cents)).toBeLessThan(25);
+		const id = run.stderr.match(/Conversion ([0-9a-f-]{36})/)?.[1];
+		const show = await cli(["conversions", "show", String(id)]);
+		expect(show.stdout).toMatch(/pitch_shift\s+auto/);
+		expect(show.stdout).toMatch(/pitch_shift_applied\s+higher_octave/);
+		expect(show.stdout).toMatch(/voice_settings\s+\{"formant_shift":-1.5\}/);
+	});
+
+	it("refuses voice settings out of range or that the voice cannot honour, before uploading", async () => {
+		await writeFile(
+			path.join(workDir, "short.mp3"),
+			encodeMp3({ sampleRate: 44_100, channels: 1, frames: 44_100, kbps: 128 }),
+		);
+		const notANumber = await cli(["convert", "short.mp3", "--voice", "CLI Alto", "--index-rate", "high"]);
+		expect(notANumber).toMatchObject({ code: 2, stderr: '--index-rate must be a number, got "high"\n' });
+		const outOfRange = await cli(["convert", "short.mp3", "--voice", "CLI Alto", "--protect", "0.9"]);
+		expect(outOfRange.code).toBe(2);
+		expect(outOfRange.stderr).toMatch(/voice_settings.protect/);
+		const unsupported = await cli(["convert", "short.mp3", "--voice", "CLI Alto", "--index-rate", "0.5"]);
+		expect(unsupported.code).toBe(2);
+		expect(unsupported.stderr).toMatch(
+			/voice_settings.index_rate.*honours only formant_shift.*unsupported_voice_setting/,
+		);
+		const noRange = await cli(["convert", "short.mp3", "--voice", "CLI Alto", "--pitch", "auto"]);
+		expect(noRange.code).toBe(2);
+		expect(noRange.stderr).toMatch(/auto needs the voice's pitch range/);
 	});
 
 	it("creates, lists, tests and reads the deliveries of a webhook subscription", async () => {
