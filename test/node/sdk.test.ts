@@ -341,6 +341,19 @@ describe("SDK errors", () => {
 		expect(error.fieldErrors).toEqual([{ field: "pitch_shift", message: expect.stringContaining("third_up") }]);
 		expect(requests.length).toBe(before);
 
+		const settings = await caught(
+			sdk.conversions.create({
+				audio_file_id: crypto.randomUUID(),
+				voice_model_id: voiceId,
+				voice_settings: { index_rate: 1.2, f0_method: "crepe" as "yin" },
+			}),
+		);
+		expect(settings.fieldErrors).toEqual([
+			{ field: "voice_settings.index_rate", message: "must be a number from 0 to 1" },
+			{ field: "voice_settings.f0_method", message: "must be one of: rmvpe, yin" },
+		]);
+		expect(requests.length).toBe(before);
+
 		const tooLarge = await caught(
 			sdk.uploadAudio({ stream: new ReadableStream(), size: 100_000_000 }, { fileName: "huge.wav" }),
 		);
