@@ -159,6 +159,17 @@ function mimeTypeOf(file) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** The filled-in voice settings, as the API's `voice_settings` (undefined when none is filled in). */
+function voiceSettings() {
+	const settings = {};
+	for (const name of ["index_rate", "protect", "rms_mix_rate", "formant_shift"]) {
+		const raw = $(name).value.trim();
+		if (raw !== "") settings[name] = Number(raw);
+	}
+	if ($("f0_method").value) settings.f0_method = $("f0_method").value;
+	return Object.keys(settings).length > 0 ? settings : undefined;
+}
+
 async function convert(event) {
 	event.preventDefault();
 	showError("");
@@ -184,6 +195,7 @@ async function convert(event) {
 				voice_model_id: state.voice.id,
 				pitch_shift: $("pitch").value,
 				use_preview: $("preview").checked,
+				voice_settings: voiceSettings(),
 			}),
 		});
 		const startedAt = Date.now();
@@ -197,7 +209,7 @@ async function convert(event) {
 		}
 		showStatus(current.status, startedAt);
 		if (current.status === "failed") throw new Error(`Conversion failed: ${current.error_message}`);
-		await showResult(current.output_url, downloadName(file.name, state.voice.name, $("pitch").value));
+		await showResult(current, downloadName(file.name, state.voice.name, current.pitch_shift_applied));
 	} catch (error) {
 		showError(error.message);
 	} finally {
@@ -224,8 +236,8 @@ function wavFormat(bytes) {
 	return null;
 }
 
-async function showResult(url, fileName) {
-	const response = await fetch(url);
+async function showResult(conversion, fileName) {
+	const response = await fetch(conversion.output_url);
 	if (!response.ok) throw new Error(await failureMessage(response, "Downloading the result"));
 	const bytes = await response.arrayBuffer();
 	if (state.resultUrl) URL.revokeObjectURL(state.resultUrl);
@@ -237,6 +249,7 @@ async function showResult(url, fileName) {
 	const audio = await new OfflineAudioContext(1, 1, 44_100).decodeAudioData(bytes.slice(0));
 	const format = wavFormat(bytes);
 	$("result-info").textContent = [
+		`pitch ${conversion.pitch_shift === "auto" ? `auto → ${conversion.pitch_shift_applied}` : conversion.pitch_shift}`,
 		`${audio.duration.toFixed(2)} s`,
 		format && `${format.sampleRate} Hz`,
 		format && `${format.channels} ch`,

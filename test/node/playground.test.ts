@@ -292,6 +292,34 @@ describe("playground in headless Chromium", () => {
 		}
 	});
 
+	it("sends the voice settings filled in, and shows why the voice cannot honour one", async () => {
+		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
+		try {
+			await (await signInAndSelectVoice(page)).click();
+			await page.click("#voice-settings summary");
+			await page.fill("#index_rate", "0.5");
+			await page.fill("#formant_shift", "-2");
+			const created = page.waitForRequest(
+				(r) => r.url().endsWith("/api/v1/voice-conversions") && r.method() === "POST",
+			);
+			await convertInPage(page, {
+				name: "take-2.wav",
+				bytes: makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 }),
+			});
+			expect((await created).postDataJSON().voice_settings).toEqual({ index_rate: 0.5, formant_shift: -2 });
+			// The test voice is a dsp voice: it has no feature index to blend.
+			expect(await page.textContent("#error")).toMatch(
+				/voice_settings.index_rate: the dsp engine .* honours only formant_shift/,
+			);
+			expect(await page.locator("#result-step").isHidden()).toBe(true);
+			expect(pageErrors).toEqual([]);
+			expect(consoleErrors.filter((e) => !/status of 400/.test(e))).toEqual([]);
+			expectOnlyStackOrigin(requests);
+		} finally {
+			await context.close();
+		}
+	});
+
 	it("shows a readable error for a wrong client secret", async () => {
 		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
 		try {
