@@ -8,7 +8,6 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { VoiceSettings } from "../../src/contracts/voice-conversions.ts";
 import type { AdminBackend } from "./admin-backend.ts";
-import { type ModelFileKind, recogniseModelFile } from "./model-files.ts";
 import {
 	BASE_MODEL_NAMES,
 	type BaseModelName,
@@ -109,17 +108,39 @@ interface VoiceOptions {
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
-/** Reads a model file and checks by its bytes that it is one of `kinds`. */
-async function readModelFile(file: string, flag: string, kinds: readonly ModelFileKind[], what: string) {
+type ModelInspection = Awaited<
+	ReturnType<typeof import("../../gpu-runner/src/engines/rvc/model-inspection.ts").inspectModelFile>
+>;
+
+/**
+ * Reads a model file and has the runner's own readers inspect it: the kind from its bytes, then every fact the
+ * runner will rely on (a checkpoint is read in full, an ONNX model loaded, an index parsed). Loaded on demand, so
+ * the other commands never start onnxruntime.
+ */
+async function inspectModel(
+	file: string,
+	flag: string,
+	accept: (inspection: ModelInspection) => boolean,
+	what: string,
+): Promise<{ bytes: Buffer; inspection: ModelInspection }> {
 	const bytes = await readInput(file, flag === "index" ? "index" : "model");
-	const kind = recogniseModelFile(bytes);
-	if (!kind || !kinds.includes(kind)) {
-		throw new UsageError(
-			`--${flag} ${file} is not ${what}${kind ? ` (its bytes are a ${kind.replace("_", " ")})` : ""}`,
-		);
+	const { inspectModelFile } = await import("../../gpu-runner/src/engines/rvc/model-inspection.ts");
+	const inspection = await inspectModelFile(path.resolve(file));
+	if (!accept(inspection)) {
+		const found = inspection.kind === "unknown" ? "" : ` (it is ${describeKind(inspection)})`;
+		throw new UsageError(`--${flag} ${file} is not ${what}${found}`);
 	}
-	return { bytes, kind };
+	if (inspection.refused) throw new UsageError(`--${flag} ${file} cannot be used: ${inspection.refused.message}`);
+	return { bytes, inspection };
 }
+
+const describeKind = (inspection: ModelInspection) =>
+	inspection.kind === "onnx"
+		? `an ONNX model, role ${String(inspection.role)}`
+		: `a ${inspection.kind.replace("_", " ")}`;
+
+const isSynthesizer = (inspection: ModelInspection) =>
+	inspection.kind === "rvc_checkpoint" || (inspection.kind === "onnx" && inspection.role === "synthesizer");
 
 /** `LOW-HIGH` in Hz, e.g. `165-330`. */
 function pitchRange(value: string): { low: number; high: number } {
@@ -211,23 +232,35 @@ async function voiceFields(
 	if ((options.model || options.index) && engine !== "rvc") {
 		throw new UsageError("--model and --index are for rvc voices: add --engine rvc");
 	}
+	let modelRate: number | null = null;
 	if (options.model) {
-		const model = await readModelFile(
+		const { bytes, inspection } = await inspectModel(
 			options.model,
 			"model",
-			["rvc_checkpoint", "onnx"],
-			"an RVC .pth checkpoint or an ONNX model",
+			isSynthesizer,
+			"an RVC .pth checkpoint or an ONNX synthesizer",
 		);
-		artifacts.push({ name: "synthesizer", bytes: model.bytes, sha256: sha256(model.bytes) });
+		artifacts.push({ name: "synthesizer", bytes, sha256: sha256(bytes) });
+		modelRate = typeof inspection.sample_rate === "number" ? inspection.sample_rate : null;
 	}
 	if (options.index) {
-		const index = await readModelFile(options.index, "index", ["faiss_index"], "a faiss feature index (RVC's .index)");
-		artifacts.push({ name: "index", bytes: index.bytes, sha256: sha256(index.bytes) });
+		const { bytes } = await inspectModel(
+			options.index,
+			"index",
+			(inspection) => inspection.kind === "faiss_index",
+			"a faiss feature index (RVC's .index)",
+		);
+		artifacts.push({ name: "index", bytes, sha256: sha256(bytes) });
 	}
 	if (engine === "rvc") {
 		const params = fields.params ?? current?.params ?? {};
 		checkRvcParams(params);
-		if (params.sample_rate === undefined) {
+		if (modelRate !== null && params.sample_rate !== undefined && params.sample_rate !== modelRate) {
+			throw new UsageError(`--params sample_rate ${params.sample_rate} disagrees with the model's ${modelRate} Hz`);
+		}
+		// The model knows its rate (a checkpoint records it, an ONNX synthesizer shows it when run).
+		if (params.sample_rate === undefined && modelRate !== null) fields.params = { ...params, sample_rate: modelRate };
+		else if (params.sample_rate === undefined) {
 			throw new UsageError(
 				"--params must give the synthesizer's sample_rate for an rvc voice, e.g. '{\"sample_rate\": 40000}'",
 			);
@@ -368,7 +401,12 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			if (!BASE_MODEL_NAMES.includes(name as BaseModelName) || !file || extra.length > 0) {
 				throw new UsageError(`usage: base-model set ${BASE_MODEL_NAMES.join("|")} FILE.onnx`);
 			}
-			const { bytes } = await readModelFile(file, "model", ["onnx"], `an ONNX model (${name} must be an ONNX export)`);
+			const { bytes } = await inspectModel(
+				file,
+				"model",
+				(inspection) => inspection.kind === "onnx" && inspection.role !== "synthesizer",
+				`an ONNX ${name} model`,
+			);
 			const digest = sha256(bytes);
 			const key = baseModelKey(name as BaseModelName, digest);
 			await backend.putObject(key, bytes, "application/octet-stream");

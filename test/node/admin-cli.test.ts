@@ -144,7 +144,9 @@ describe("admin CLI", () => {
 
 	it("refuses a base model that is not ONNX, by its bytes", async () => {
 		const index = path.join(ROOT, "gpu-runner/test/rvc/fixtures/index/flat-l2.index");
-		await expect(admin("base-model", "set", "rmvpe", index)).rejects.toThrow(/is not an ONNX model .*faiss index/);
+		await expect(admin("base-model", "set", "rmvpe", index)).rejects.toThrow(
+			/is not an ONNX rmvpe model \(it is a faiss index\)/,
+		);
 	});
 
 	it("creates an rvc voice from its model and index, with its defaults and the pitch range of its sample", async () => {
@@ -208,6 +210,33 @@ describe("admin CLI", () => {
 		});
 	});
 
+	it("creates an rvc voice from RVC's .pth checkpoint, taking its sample rate from the file", async () => {
+		const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
+		const created = (await admin(
+			"voice",
+			"create",
+			"--name",
+			"Checkpoint voice",
+			"--engine",
+			"rvc",
+			"--model",
+			path.join(fixtures, "v2-f0-48k.pth"),
+			"--index",
+			path.join(fixtures, "index/added_IVF20_Flat_nprobe_1_tiny_v2.index"),
+			"--pitch-range",
+			"165-330",
+		)) as { voice_id: string };
+		const listed = ((await admin("voice", "list")) as Record<string, unknown>[]).find(
+			(v) => v.voice_id === created.voice_id,
+		);
+		expect(listed).toMatchObject({
+			engine: "rvc",
+			engine_params: { sample_rate: 48_000 },
+			pitch_range_hz: { low: 165, high: 330 },
+			artifacts: [{ name: "synthesizer" }, { name: "index" }],
+		});
+	});
+
 	it("refuses rvc voice files and params it cannot use, and writes nothing", async () => {
 		const model = path.join(dir, "refused.onnx");
 		await writeFile(model, buildTinySynthesizer({ sampleRate: 40_000 }));
@@ -216,11 +245,22 @@ describe("admin CLI", () => {
 		await writeFile(wav, demoVoiceSample(DEMO_VOICES[0] as (typeof DEMO_VOICES)[0]));
 		const rvc = ["voice", "create", "--name", "Refused", "--engine", "rvc"];
 		const rate = ["--params", '{"sample_rate":40000}'];
+		const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
 		const refusals: [string[], RegExp][] = [
-			[[...rvc, "--model", wav, ...rate], /--model .* is not an RVC .pth checkpoint or an ONNX model/],
-			[[...rvc, "--model", model, "--index", hnsw, ...rate], /--index .* is not a faiss feature index/],
-			[[...rvc, "--model", model, "--index", model, ...rate], /is not a faiss feature index .*onnx/],
-			[[...rvc, "--model", model], /sample_rate/],
+			[[...rvc, "--model", wav, ...rate], /--model .* is not an RVC .pth checkpoint or an ONNX synthesizer$/],
+			[
+				[...rvc, "--model", path.join(fixtures, "refused-os-system.pth")],
+				/--model .*refused-os-system.pth cannot be used: .*os/,
+			],
+			[[...rvc, "--model", model, "--index", hnsw, ...rate], /--index .*hnsw.index cannot be used/],
+			[
+				[...rvc, "--model", model, "--index", model, ...rate],
+				/is not a faiss feature index .* \(it is an ONNX model, role synthesizer\)/,
+			],
+			[
+				[...rvc, "--model", model, "--params", '{"sample_rate":48000}'],
+				/sample_rate 48000 disagrees with the model's 40000 Hz/,
+			],
 			[[...rvc, ...rate], /an rvc voice needs its model/],
 			[
 				[...rvc, "--model", model, "--params", '{"sample_rate":40000,"index_rate":2}'],
