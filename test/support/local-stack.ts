@@ -6,6 +6,7 @@
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { createTestHarness, type TestHarness } from "wrangler";
+import type { AdminBackend } from "../../scripts/lib/admin-backend.ts";
 import { createAccount, createClient, createVoice, type VoiceFields } from "../../scripts/lib/provisioning.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "../..");
@@ -23,6 +24,7 @@ export interface Credentials {
 interface StackStatement {
 	bind(...values: unknown[]): StackStatement;
 	run(): Promise<unknown>;
+	all<T>(): Promise<{ results: T[] }>;
 	first<T>(column: string): Promise<T | null>;
 }
 
@@ -52,6 +54,8 @@ export interface LocalStack {
 	runSql(statements: string[]): Promise<void>;
 	provision(kind?: "api" | "runner", accountId?: string): Promise<Credentials>;
 	addVoice(fields: Omit<VoiceFields, "name" | "engine"> & { name: string; engine?: "dsp" | "rvc" }): Promise<string>;
+	/** Where `npm run admin` commands act when run against this stack (its D1 and R2). */
+	admin: AdminBackend;
 	token(credentials: Credentials): Promise<string>;
 	close(): Promise<void>;
 }
@@ -110,6 +114,14 @@ export async function startLocalStack(options: { vars?: Record<string, string> }
 			const plan = createVoice(id, { engine: "dsp", ...fields });
 			await runSql(plan.statements);
 			return id;
+		},
+		admin: {
+			execute: runSql,
+			query: async <T>(sql: string) => (await env.DB.prepare(sql).all<T>()).results,
+			putObject: async (key, bytes, contentType) => {
+				await env.BUCKET.put(key, bytes, { httpMetadata: { contentType } });
+			},
+			close: async () => {},
 		},
 		async token(credentials) {
 			const response = await fetch(`${url}/oauth2/token`, {
