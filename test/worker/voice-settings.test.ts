@@ -275,3 +275,23 @@ describe("base models in leases", () => {
 		expect((await leaseFor(dsp.id)).voice.artifacts.map((a) => a.name)).toEqual(["params"]);
 	});
 });
+
+describe("OpenAPI", () => {
+	it("documents voice_settings with their ranges, pitch_shift auto and pitch_shift_applied", async () => {
+		const alice = await user();
+		type Schema = { properties?: Record<string, Schema>; enum?: string[]; minimum?: number; maximum?: number };
+		const doc = await json<{
+			paths: Record<string, { post?: { requestBody: { content: Record<string, { schema: Schema }> } } }>;
+		}>(await alice.api("/openapi.json"));
+		const body = doc.paths["/api/v1/voice-conversions"]?.post?.requestBody.content["application/json"]?.schema;
+		const settings = body?.properties?.voice_settings?.properties;
+		expect(settings?.index_rate).toMatchObject({ minimum: 0, maximum: 1 });
+		expect(settings?.protect).toMatchObject({ minimum: 0, maximum: 0.5 });
+		expect(settings?.rms_mix_rate).toMatchObject({ minimum: 0, maximum: 1 });
+		expect(settings?.formant_shift).toMatchObject({ minimum: -12, maximum: 12 });
+		expect(settings?.f0_method?.enum).toEqual(["rmvpe", "yin"]);
+		expect(body?.properties?.pitch_shift?.enum).toContain("auto");
+		expect(JSON.stringify(doc)).toContain("pitch_shift_applied");
+		expect(JSON.stringify(doc)).toContain("unsupported_voice_setting");
+	});
+});
