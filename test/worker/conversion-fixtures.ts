@@ -10,7 +10,7 @@ import type { Lease } from "../../src/contracts/runner.ts";
 import type { VoiceConversion } from "../../src/contracts/voice-conversions.ts";
 import { jobBroker } from "../../src/conversions/job-broker-client.ts";
 import worker from "../../src/index.ts";
-import { sha256Hex } from "../../src/lib/encoding.ts";
+import { sha256Hex, utf8 } from "../../src/lib/encoding.ts";
 import { makeWav as generateWav } from "../support/wav-generator.ts";
 import { call, signedInClient } from "./helpers.ts";
 
@@ -34,7 +34,7 @@ export async function insertVoice(options: VoiceFixture = {}): Promise<string> {
 		artifacts.push({ name: "params", key: `voices/${id}/params.bin`, sha256: "a".repeat(64), size_bytes: 3 });
 	}
 	for (const name of options.artifacts ?? []) {
-		const bytes = new TextEncoder().encode(`${name} of ${id}`);
+		const bytes = utf8(`${name} of ${id}`);
 		const key = `models/${id}/${name}`;
 		await env.BUCKET.put(key, bytes);
 		artifacts.push({ name, key, sha256: await sha256Hex(bytes), size_bytes: bytes.byteLength });
@@ -61,7 +61,10 @@ export async function insertVoice(options: VoiceFixture = {}): Promise<string> {
 }
 
 /** Sets a deployment base model (`contentvec`, `rmvpe`) the way `admin base-model set` does: bytes in R2, row in D1. */
-export async function setBaseModel(name: "contentvec" | "rmvpe", bytes: Uint8Array): Promise<{ sha256: string }> {
+export async function setBaseModel(
+	name: "contentvec" | "rmvpe",
+	bytes: Uint8Array<ArrayBuffer>,
+): Promise<{ sha256: string }> {
 	const sha256 = await sha256Hex(bytes);
 	const key = `base-models/${name}/${sha256}`;
 	await env.BUCKET.put(key, bytes);

@@ -7,6 +7,7 @@ import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
 import { type Lease, LeaseResponse } from "../../src/contracts/runner.ts";
 import { VoiceConversion } from "../../src/contracts/voice-conversions.ts";
+import { utf8 } from "../../src/lib/encoding.ts";
 import {
 	clearBaseModels,
 	eventsFor,
@@ -127,7 +128,7 @@ describe("voice_settings on POST /api/v1/voice-conversions", () => {
 		expect(await refused(rvcWithoutIndex, { voice_settings: { f0_method: "rmvpe" } })).toEqual([
 			{ field: "voice_settings.f0_method", message: expect.stringMatching(/no RMVPE base model; use f0_method yin/) },
 		]);
-		await setBaseModel("rmvpe", new TextEncoder().encode("rmvpe model"));
+		await setBaseModel("rmvpe", utf8("rmvpe model"));
 		const withRmvpe = await alice.create({
 			audio_file_id: file.id,
 			voice_model_id: rvcWithoutIndex,
@@ -242,9 +243,9 @@ describe("base models in leases", () => {
 	it("gives an rvc voice's lease the deployment's ContentVec and RMVPE, with checksums and signed addresses", async () => {
 		const alice = await user();
 		const file = await insertAudioFile(alice.accountId, "ready");
-		const contentvec = new TextEncoder().encode("contentvec onnx bytes");
+		const contentvec = utf8("contentvec onnx bytes");
 		const { sha256: contentvecSha } = await setBaseModel("contentvec", contentvec);
-		const { sha256: rmvpeSha } = await setBaseModel("rmvpe", new TextEncoder().encode("rmvpe onnx bytes"));
+		const { sha256: rmvpeSha } = await setBaseModel("rmvpe", utf8("rmvpe onnx bytes"));
 		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: await rvcVoiceWithIndex() });
 		const lease = await leaseFor(created.id);
 		expect(lease.voice.artifacts.map((a) => a.name).sort()).toEqual(["contentvec", "index", "rmvpe", "synthesizer"]);
@@ -258,7 +259,7 @@ describe("base models in leases", () => {
 	it("keeps a voice's own copy of a base model, and gives dsp voices none", async () => {
 		const alice = await user();
 		const file = await insertAudioFile(alice.accountId, "ready");
-		await setBaseModel("contentvec", new TextEncoder().encode("deployment contentvec"));
+		await setBaseModel("contentvec", utf8("deployment contentvec"));
 		const own = await insertVoice({
 			engine: "rvc",
 			params: { sample_rate: 40_000 },
