@@ -1,15 +1,22 @@
 /**
- * Real-time factor of the rvc engine with full-size models (random weights, see rvc-models.ts), built into a
- * temporary folder at run time and deleted afterwards.
+ * Real-time factor, memory and start-up of the rvc engine with full-size models (random weights, see
+ * rvc-models.ts), built into a temporary folder at run time and deleted afterwards. Each measured case runs in
+ * its own child process, so building the models does not count in its peak RSS.
  *
- *   npm run bench                              # 40 s of audio, onnxruntime's default threads
- *   npm run bench -- --seconds 20 --threads 1 --chunk-seconds 10
+ *   npm run bench                                       # everything, rvc part: 40 s of audio
+ *   node --import ./src/resolve-fallback.ts bench/rvc-bench.ts --threads 2 [--seconds 40] [--chunk-seconds 10]
+ *     --jobs 8 [--job-seconds 10] [--capacity 2]        # throughput of 8 jobs at capacity 1 and 2
+ *     --memory-minutes 1,10  (or --long: 1,10,60)       # peak RSS converting that much audio
+ *     --contentvec-int8                                 # ContentVec with int8 matrix products
+ *     --save-output FILE / --compare-with FILE          # the 40 s output as raw float32; error against another
+ *     --providers cuda                                  # on a GPU machine; GPU memory from nvidia-smi
  *
  * RTF = processing time / audio duration (below 1 is faster than real time). Wall-clock RTF depends on what
- * else the machine runs, so the CPU time this process used per audio second and the load average are printed
- * beside it.
+ * else the machine runs, so the CPU time per audio second and the load average are printed beside it. Figures
+ * are printed beside the ones they replace (BASELINE, measured before the engine's speed work) with the ratio.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -24,14 +31,76 @@ const { values } = parseArgs({
 		threads: { type: "string" },
 		providers: { type: "string", default: "cuda,webgpu,cpu" },
 		"chunk-seconds": { type: "string" },
+		jobs: { type: "string" },
+		"job-seconds": { type: "string", default: "10" },
+		capacity: { type: "string", default: "2" },
+		"memory-minutes": { type: "string" },
+		long: { type: "boolean", default: false },
+		"contentvec-int8": { type: "boolean", default: false },
+		"save-output": { type: "string" },
+		"compare-with": { type: "string" },
+		child: { type: "string" },
 	},
 });
-const chunkSeconds = values["chunk-seconds"] === undefined ? undefined : Number(values["chunk-seconds"]);
-const seconds = Number(values.seconds);
-const threads = values.threads === undefined ? undefined : Number(values.threads);
-const providers = (values.providers ?? "").split(",") as ("cuda" | "webgpu" | "cpu")[];
+
 const IN_RATE = 16000;
 const OUT_RATE = 40000;
+
+/** Figures before the speed work (issue 14), for the ratios: 2-core AMD EPYC, CPU provider, 2 threads, quiet. */
+interface Baseline {
+	rtf: number;
+	synthesizer: number;
+	contentvec: number;
+	rmvpe: number;
+	convertedSeconds?: number;
+	firstJob: number;
+	rss: number;
+}
+const BASELINE: Record<"cpu" | "cuda", Baseline> = {
+	cpu: {
+		rtf: 0.52,
+		synthesizer: 0.41,
+		contentvec: 0.073,
+		rmvpe: 0.026,
+		convertedSeconds: 48,
+		firstJob: 6.2,
+		rss: 3174,
+	},
+	/** H100 (main as of 05:10, 120 s of audio, /work/briefs/gpu-baseline.txt). */
+	cuda: { rtf: 0.117, synthesizer: 0.056, contentvec: 0.004, rmvpe: 0.034, firstJob: 5.74, rss: 2328 },
+};
+
+interface CaseSpec {
+	dir: string;
+	providers: string[];
+	threads?: number;
+	chunkSeconds?: number;
+	contentvecInt8: boolean;
+	/** Seconds of audio per job, one entry per job; `concurrency` at a time. */
+	jobs: number[];
+	concurrency: number;
+	saveOutput?: string;
+}
+
+interface JobResult {
+	seconds: number;
+	wall: number;
+}
+
+interface CaseResult {
+	provider: string;
+	startup: { init: number; prepare: number };
+	firstJob: { wall: number; again: number };
+	jobs: JobResult[];
+	wall: number;
+	cpuSeconds: number;
+	load: [number, number];
+	stages: Record<string, number>;
+	convertedSeconds: number;
+	chunks: number;
+	peakRssMiB: number;
+	gpuMemoryMiB?: number;
+}
 
 /** Speech-like test input: a gliding harmonic voice with syllable-rate amplitude, breath noise and pauses. */
 function* speechLike(totalSeconds: number): Generator<AudioBlock> {
@@ -62,38 +131,169 @@ async function* asAsync(blocks: Iterable<AudioBlock>): AsyncGenerator<AudioBlock
 	yield* blocks;
 }
 
-async function convert(
-	engine: ReturnType<typeof createRvcEngine>,
-	voice: VoiceDescriptor,
-	artifactPaths: Map<string, string>,
-	audioSeconds: number,
-): Promise<number> {
-	let samples = 0;
-	const job = {
-		voice,
-		semitones: 3,
-		artifactPaths,
-		input: { sampleRate: IN_RATE, channels: 1 },
+const gpuMemoryMiB = (): number | undefined => {
+	const smi = spawnSync("nvidia-smi", ["--query-gpu=memory.used", "--format=csv,noheader,nounits"], {
+		encoding: "utf8",
+	});
+	return smi.status === 0 ? Number(smi.stdout.trim().split("\n")[0]) : undefined;
+};
+
+/** One measured case, in this (child) process. */
+async function runCase(spec: CaseSpec): Promise<CaseResult> {
+	const chunks: RvcChunkStats[] = [];
+	let recording = false;
+	const engine = createRvcEngine({
+		executionProviders: spec.providers as ("cuda" | "webgpu" | "cpu")[],
+		noiseSeed: 1,
+		contentvecInt8: spec.contentvecInt8,
+		onChunk: (s) => {
+			if (recording) chunks.push(s);
+		},
+		...(spec.threads !== undefined ? { intraOpNumThreads: spec.threads } : {}),
+	});
+	const artifactPaths = new Map(
+		["contentvec", "rmvpe", "synthesizer"].map((name) => [name, join(spec.dir, `${name}.onnx`)]),
+	);
+	const voice: VoiceDescriptor = {
+		id: "0d7f6a55-6c3f-4c1e-9d2b-7f3e1c2a9b01",
+		name: "bench",
+		engine: "rvc",
+		params: {
+			sample_rate: OUT_RATE,
+			...(spec.chunkSeconds !== undefined
+				? { chunk_seconds: spec.chunkSeconds, chunk_search_seconds: Math.min(5, spec.chunkSeconds / 4) }
+				: {}),
+		},
+		artifacts: [],
 	};
-	for await (const block of engine.convert(asAsync(speechLike(audioSeconds)), job, new AbortController().signal))
-		samples += block.channels[0]?.length ?? 0;
-	return samples;
+	const convert = async (seconds: number, output?: Float32Array[]): Promise<number> => {
+		const started = performance.now();
+		const job = { voice, semitones: 3, artifactPaths, input: { sampleRate: IN_RATE, channels: 1 } };
+		const signal = new AbortController().signal;
+		for await (const block of engine.convert(asAsync(speechLike(seconds)), job, signal)) {
+			output?.push(block.channels[0] as Float32Array);
+		}
+		return (performance.now() - started) / 1000;
+	};
+
+	let started = performance.now();
+	const info = await engine.init();
+	const init = (performance.now() - started) / 1000;
+	started = performance.now();
+	await engine.prepare?.(voice, artifactPaths);
+	const prepare = (performance.now() - started) / 1000;
+	// The runner's first job after start (its sessions were prepared at start), then the same job again.
+	const firstJob = { wall: await convert(2), again: await convert(2) };
+
+	recording = true;
+	const output: Float32Array[] = [];
+	const load0 = loadavg()[0] as number;
+	const cpuBefore = process.cpuUsage();
+	started = performance.now();
+	const jobs: JobResult[] = [];
+	const queue = spec.jobs.map((seconds, i) => ({ seconds, i }));
+	await Promise.all(
+		Array.from({ length: spec.concurrency }, async () => {
+			for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+				const keep = next.i === 0 && spec.saveOutput !== undefined && spec.jobs.length === 1;
+				jobs.push({ seconds: next.seconds, wall: await convert(next.seconds, keep ? output : undefined) });
+			}
+		}),
+	);
+	const wall = (performance.now() - started) / 1000;
+	const used = process.cpuUsage(cpuBefore);
+	const load1 = loadavg()[0] as number;
+	const gpu = gpuMemoryMiB();
+	await engine.dispose();
+	if (spec.saveOutput !== undefined) {
+		const all = new Float32Array(output.reduce((n, b) => n + b.length, 0));
+		let offset = 0;
+		for (const b of output) {
+			all.set(b, offset);
+			offset += b.length;
+		}
+		writeFileSync(spec.saveOutput, new Uint8Array(all.buffer));
+	}
+	const sum = (key: keyof RvcChunkStats["milliseconds"]) => chunks.reduce((s, c) => s + c.milliseconds[key], 0) / 1000;
+	return {
+		provider: info.executionProvider,
+		startup: { init, prepare },
+		firstJob,
+		jobs,
+		wall,
+		cpuSeconds: (used.user + used.system) / 1e6,
+		load: [load0, load1],
+		stages: {
+			contentvec: sum("contentvec"),
+			"log-mel": sum("mel"),
+			rmvpe: sum("rmvpe"),
+			synthesizer: sum("synthesizer"),
+		},
+		convertedSeconds: chunks.reduce((s, c) => s + c.windowSamples, 0) / IN_RATE,
+		chunks: chunks.length,
+		peakRssMiB: process.resourceUsage().maxRSS / 1024,
+		...(gpu !== undefined ? { gpuMemoryMiB: gpu } : {}),
+	};
+}
+
+if (values.child !== undefined) {
+	console.log(JSON.stringify(await runCase(JSON.parse(values.child) as CaseSpec)));
+	process.exit(0);
+}
+
+function runChild(spec: CaseSpec): Promise<CaseResult> {
+	return new Promise((resolve, reject) => {
+		const child = spawn(
+			process.execPath,
+			["--import", "./src/resolve-fallback.ts", "bench/rvc-bench.ts", "--child", JSON.stringify(spec)],
+			{
+				cwd: join(import.meta.dirname, ".."),
+				stdio: ["ignore", "pipe", "inherit"],
+				// glibc would keep freed model-loading buffers in its heap; returned at once, RSS is what is in use.
+				env: { ...process.env, MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? "131072" },
+			},
+		);
+		let out = "";
+		child.stdout.on("data", (c: Buffer) => {
+			out += c.toString();
+		});
+		child.on("exit", (code) =>
+			code === 0
+				? resolve(JSON.parse(out.trim().split("\n").pop() ?? "{}") as CaseResult)
+				: reject(new Error(`bench child exited ${code}`)),
+		);
+	});
 }
 
 const fmt = (n: number, digits = 2) => n.toFixed(digits);
+/** "new (was old, x ratio)": the ratio is old / new, so above 1 is better for times and sizes. */
+const versus = (value: number, before: number | undefined, digits = 3) =>
+	before === undefined
+		? fmt(value, digits)
+		: `${fmt(value, digits)} (was ${fmt(before, digits)}, ${fmt(before / value, 2)}x)`;
+
+const seconds = Number(values.seconds);
+const threads = values.threads === undefined ? undefined : Number(values.threads);
+const chunkSeconds = values["chunk-seconds"] === undefined ? undefined : Number(values["chunk-seconds"]);
+const providers = (values.providers ?? "").split(",");
+const contentvecInt8 = values["contentvec-int8"] ?? false;
 const dir = mkdtempSync(join(tmpdir(), "rvc-bench-"));
+const base = {
+	dir,
+	providers,
+	contentvecInt8,
+	...(threads !== undefined ? { threads } : {}),
+	...(chunkSeconds !== undefined ? { chunkSeconds } : {}),
+};
 try {
 	console.log(
-		`rvc engine benchmark: ${seconds} s of 16 kHz audio -> 40 kHz, ${cpus()[0]?.model ?? "cpu"} x ${availableParallelism()}, threads ${threads ?? "default"}`,
+		`rvc engine benchmark: ${seconds} s of 16 kHz audio -> 40 kHz, ${cpus()[0]?.model ?? "cpu"} x ${availableParallelism()}, threads ${threads ?? "default"}${contentvecInt8 ? ", ContentVec int8" : ""}`,
 	);
 	console.log("\nmodels (random weights, built now):");
-	const artifactPaths = new Map<string, string>();
 	for (const build of [buildContentVec, buildRmvpe, buildSynthesizer40k]) {
 		const started = performance.now();
 		const model: BuiltModel = build();
-		const path = join(dir, `${model.name}.onnx`);
-		writeFileSync(path, model.bytes);
-		artifactPaths.set(model.name, path);
+		writeFileSync(join(dir, `${model.name}.onnx`), model.bytes);
 		const parts = model.parts
 			? ` (${Object.entries(model.parts)
 					.map(([k, v]) => `${k} ${fmt(v / 1e6)}M`)
@@ -105,94 +305,104 @@ try {
 		console.log(`  ${"".padEnd(12)} ${model.description}`);
 	}
 
-	const chunks: RvcChunkStats[] = [];
-	const engine = createRvcEngine({
-		executionProviders: providers,
-		noiseSeed: 1,
-		onChunk: (s) => chunks.push(s),
-		...(threads !== undefined ? { intraOpNumThreads: threads } : {}),
+	const main = await runChild({
+		...base,
+		jobs: [seconds],
+		concurrency: 1,
+		...(values["save-output"] ? { saveOutput: values["save-output"] } : {}),
 	});
-	const info = await engine.init();
-	console.log(`\nexecution provider: ${info.executionProvider}`);
-	for (const a of (info.details?.attempts ?? []) as {
-		provider: string;
-		outcome: string;
-		reason?: string;
-	}[]) {
-		console.log(`  ${a.provider.padEnd(7)} ${a.outcome}${a.reason ? `: ${a.reason.slice(0, 160)}` : ""}`);
+	const was = main.provider === "cuda" ? BASELINE.cuda : main.provider === "cpu" ? BASELINE.cpu : undefined;
+	console.log(`\nexecution provider: ${main.provider}`);
+	console.log(
+		`start-up: provider self-test ${fmt(main.startup.init)} s, sessions created and warmed (prepare) ${fmt(main.startup.prepare)} s`,
+	);
+	const firstOverhead = main.firstJob.wall - main.firstJob.again;
+	console.log(
+		`first job after start (2 s of audio): ${fmt(main.firstJob.wall)} s, the same job again ${fmt(main.firstJob.again)} s: ${fmt(firstOverhead)} s beyond its conversion (before: ${was ? `${was.firstJob} s including session load` : "n/a"})`,
+	);
+	const wall = main.wall;
+	console.log(
+		`converted ${seconds} s in ${main.chunks} chunk(s), ${versus(main.convertedSeconds, seconds === 40 ? was?.convertedSeconds : undefined, 1)} s including context`,
+	);
+	console.log("\nstage          seconds    RTF");
+	const inStages = Object.values(main.stages).reduce((a, b) => a + b, 0);
+	for (const [name, s] of Object.entries(main.stages)) {
+		const before = was?.[name as keyof typeof was];
+		console.log(
+			`  ${name.padEnd(12)} ${fmt(s).padStart(7)}   ${versus(s / seconds, typeof before === "number" ? before : undefined)}`,
+		);
+	}
+	console.log(`  ${"other".padEnd(12)} ${fmt(wall - inStages).padStart(7)}   ${fmt((wall - inStages) / seconds, 3)}`);
+	console.log(
+		`  ${"total".padEnd(12)} ${fmt(wall).padStart(7)}   ${versus(wall / seconds, was?.rtf)}  (${fmt(seconds / wall)}x real time)`,
+	);
+	console.log(
+		`\nCPU time ${fmt(main.cpuSeconds)} s = ${fmt(main.cpuSeconds / seconds)} CPU-seconds per audio second; load average ${fmt(main.load[0])} -> ${fmt(main.load[1])} on ${availableParallelism()} cores`,
+	);
+	console.log(`peak RSS ${versus(main.peakRssMiB, was?.rss, 0)} MiB`);
+	if (main.gpuMemoryMiB !== undefined) console.log(`GPU memory in use (nvidia-smi) ${main.gpuMemoryMiB} MiB`);
+
+	if (values["compare-with"] !== undefined && values["save-output"] !== undefined) {
+		const a = new Float32Array(readFileSync(values["save-output"]).buffer.slice(0));
+		const b = new Float32Array(readFileSync(values["compare-with"]).buffer.slice(0));
+		let maxError = 0;
+		let signal = 0;
+		let error = 0;
+		for (let i = 0; i < Math.min(a.length, b.length); i++) {
+			const d = (a[i] as number) - (b[i] as number);
+			maxError = Math.max(maxError, Math.abs(d));
+			signal += (b[i] as number) ** 2;
+			error += d * d;
+		}
+		console.log(
+			`output against ${values["compare-with"]}: ${a.length} vs ${b.length} samples, max abs error ${maxError.toExponential(2)}, SNR ${fmt(10 * Math.log10(signal / error), 1)} dB`,
+		);
 	}
 
-	const voice: VoiceDescriptor = {
-		id: "0d7f6a55-6c3f-4c1e-9d2b-7f3e1c2a9b01",
-		name: "bench",
-		engine: "rvc",
-		params: {
-			sample_rate: OUT_RATE,
-			...(chunkSeconds !== undefined
-				? {
-						chunk_seconds: chunkSeconds,
-						chunk_search_seconds: Math.min(5, chunkSeconds / 4),
-					}
-				: {}),
-		},
-		artifacts: [],
-	};
-	let started = performance.now();
-	await convert(engine, voice, artifactPaths, 2);
-	const warmup = performance.now() - started;
-	chunks.length = 0;
+	const jobCount = values.jobs === undefined ? 0 : Number(values.jobs);
+	if (jobCount > 0) {
+		const jobSeconds = Number(values["job-seconds"]);
+		const capacity = Number(values.capacity);
+		console.log(`\n${jobCount} jobs of ${jobSeconds} s (${main.provider}):`);
+		const alone = await runChild({ ...base, jobs: Array(jobCount).fill(jobSeconds), concurrency: 1 });
+		const together = await runChild({ ...base, jobs: Array(jobCount).fill(jobSeconds), concurrency: capacity });
+		const meanAlone = alone.jobs.reduce((s, j) => s + j.wall, 0) / alone.jobs.length;
+		for (const [label, r] of [
+			["capacity 1", alone],
+			[`capacity ${capacity}`, together],
+		] as const) {
+			const slowest = Math.max(...r.jobs.map((j) => j.wall));
+			console.log(
+				`  ${label.padEnd(11)} ${fmt((jobCount * jobSeconds) / r.wall)} audio s per wall s, ${fmt(r.cpuSeconds / (jobCount * jobSeconds))} CPU-s per audio s; slowest job ${fmt(slowest)} s = ${fmt(slowest / meanAlone)}x a job alone (${fmt(meanAlone)} s); load ${fmt(r.load[0])} -> ${fmt(r.load[1])}${r.gpuMemoryMiB !== undefined ? `; GPU memory ${r.gpuMemoryMiB} MiB` : ""}`,
+			);
+		}
+	}
 
-	const loadBefore = loadavg()[0] as number;
-	const cpuBefore = process.cpuUsage();
-	started = performance.now();
-	const outSamples = await convert(engine, voice, artifactPaths, seconds);
-	const wall = (performance.now() - started) / 1000;
-	const cpuUsed = process.cpuUsage(cpuBefore);
-	const cpuSeconds = (cpuUsed.user + cpuUsed.system) / 1e6;
-	const loadAfter = loadavg()[0] as number;
-	await engine.dispose();
-
-	const sum = (key: keyof RvcChunkStats["milliseconds"]) => chunks.reduce((s, c) => s + c.milliseconds[key], 0) / 1000;
-	const stages = {
-		contentvec: sum("contentvec"),
-		"log-mel": sum("mel"),
-		rmvpe: sum("rmvpe"),
-		synthesizer: sum("synthesizer"),
-	};
-	const inStages = Object.values(stages).reduce((a, b) => a + b, 0);
-	const converted = chunks.reduce((s, c) => s + c.windowSamples, 0) / IN_RATE;
-	console.log(`\nfirst job (session load + 2 s of audio): ${fmt(warmup / 1000)} s`);
-	console.log(
-		`converted ${seconds} s in ${chunks.length} chunk(s), ${fmt(converted, 1)} s including context; output ${fmt(outSamples / OUT_RATE, 3)} s`,
-	);
-	console.log("\nstage          seconds    RTF    share");
-	for (const [name, s] of Object.entries(stages))
+	const minutes = values.long ? [1, 10, 60] : (values["memory-minutes"]?.split(",").map(Number) ?? []);
+	if (minutes.length > 0) console.log(`\npeak RSS by length (${main.provider}, all three models loaded):`);
+	for (const m of minutes) {
+		const r = await runChild({ ...base, jobs: [m * 60], concurrency: 1 });
 		console.log(
-			`  ${name.padEnd(12)} ${fmt(s).padStart(7)} ${fmt(s / seconds, 3).padStart(7)} ${fmt((100 * s) / wall, 1).padStart(6)}%`,
+			`  ${String(m).padStart(3)} min: peak RSS ${versus(r.peakRssMiB, was?.rss, 0)} MiB, RTF ${fmt(r.wall / (m * 60), 3)}, load ${fmt(r.load[0])} -> ${fmt(r.load[1])}`,
 		);
-	console.log(
-		`  ${"other".padEnd(12)} ${fmt(wall - inStages).padStart(7)} ${fmt((wall - inStages) / seconds, 3).padStart(7)} ${fmt((100 * (wall - inStages)) / wall, 1).padStart(6)}%`,
-	);
-	console.log(
-		`  ${"total".padEnd(12)} ${fmt(wall).padStart(7)} ${fmt(wall / seconds, 3).padStart(7)}  (${fmt(seconds / wall)}x real time)`,
-	);
-	console.log(
-		`\nCPU time ${fmt(cpuSeconds)} s = ${fmt(cpuSeconds / seconds)} CPU-seconds per audio second; load average ${fmt(loadBefore)} -> ${fmt(loadAfter)} on ${availableParallelism()} cores`,
-	);
-	console.log(`peak RSS ${fmt(process.resourceUsage().maxRSS / 1024, 0)} MiB`);
+	}
+
 	console.log(
 		JSON.stringify({
 			bench: "rvc",
-			provider: info.executionProvider,
+			provider: main.provider,
 			threads: threads ?? "default",
 			audio_seconds: seconds,
 			wall_seconds: wall,
 			rtf: wall / seconds,
-			cpu_seconds_per_audio_second: cpuSeconds / seconds,
+			cpu_seconds_per_audio_second: main.cpuSeconds / seconds,
 			chunk_seconds: chunkSeconds ?? "default",
-			load_average: [loadBefore, loadAfter],
-			stage_rtf: Object.fromEntries(Object.entries(stages).map(([k, v]) => [k, v / seconds])),
-			peak_rss_mib: process.resourceUsage().maxRSS / 1024,
+			load_average: main.load,
+			stage_rtf: Object.fromEntries(Object.entries(main.stages).map(([k, v]) => [k, v / seconds])),
+			peak_rss_mib: main.peakRssMiB,
+			first_job_overhead_seconds: firstOverhead,
+			...(main.gpuMemoryMiB !== undefined ? { gpu_memory_mib: main.gpuMemoryMiB } : {}),
+			contentvec_int8: contentvecInt8,
 		}),
 	);
 } finally {

@@ -13,6 +13,7 @@ import { loadEngines } from "./engines/registry.ts";
 import { jsonLogger, type Logger } from "./logger.ts";
 import { createJobProcessor } from "./loop/job-processor.ts";
 import { LeaseLoop } from "./loop/lease-loop.ts";
+import { RecentVoices, warmRecentVoices } from "./loop/recent-voices.ts";
 import { VoiceAffinity } from "./loop/voice-affinity.ts";
 import { startHealthServer } from "./observability/health-server.ts";
 import { RunnerMetrics } from "./observability/metrics.ts";
@@ -42,6 +43,12 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 		metrics.engineInfo.set({ engine: name, execution_provider: info.executionProvider }, 1);
 	}
 
+	// Models of the voices converted before the last stop are loaded and warmed while health still says
+	// "starting", so the first lease does not pay for them.
+	const artifacts = new ArtifactCache(join(config.cacheDir, "artifacts"));
+	const recentVoices = new RecentVoices(config.cacheDir);
+	await warmRecentVoices(await recentVoices.load(), engines, artifacts, logger);
+
 	const tokens = new TokenProvider({
 		apiBaseUrl: config.apiBaseUrl,
 		clientId: config.clientId,
@@ -55,7 +62,8 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 			api,
 			engines,
 			processJob: createJobProcessor({
-				artifacts: new ArtifactCache(join(config.cacheDir, "artifacts")),
+				artifacts,
+				recentVoices,
 				workDir: config.workDir,
 				affinity,
 				uploads: api,

@@ -51,6 +51,11 @@ export interface Engine {
 	outputFormat(source: PcmFormat, voice: VoiceDescriptor): PcmFormat;
 	/** Semitones the engine adds to every job's shift for this voice (none if absent); `auto` pitch counts them. */
 	transposeSemitones?(voice: VoiceDescriptor): number;
+	/**
+	 * Optional: load and warm whatever a voice needs (model sessions, kernels tuned for its shapes), so its
+	 * first job pays only for the conversion. The runner calls it at start for voices it converted before.
+	 */
+	prepare?(voice: VoiceDescriptor, artifactPaths: ReadonlyMap<string, string>): Promise<void>;
 	/** Convert a stream of blocks. Must stop promptly when `signal` aborts. */
 	convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock>;
 	/** Release models and sessions. */

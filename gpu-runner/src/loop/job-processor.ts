@@ -12,6 +12,7 @@ import { chooseAutoPitchShift, measurePitch, PITCH_ANALYSIS_SECONDS } from "../p
 import { type ConversionResult, convertSource } from "../pipeline/convert-source.ts";
 import { type OutputUploads, uploadOutput } from "../storage/output-upload.ts";
 import { downloadSource } from "../storage/transfer.ts";
+import type { RecentVoices } from "./recent-voices.ts";
 import type { VoiceAffinity } from "./voice-affinity.ts";
 
 export interface JobContext {
@@ -62,12 +63,17 @@ export function createJobProcessor(options: {
 	artifacts: ArtifactCache;
 	workDir: string;
 	affinity?: VoiceAffinity;
+	/** Voices to warm at the next start. */
+	recentVoices?: RecentVoices;
 	/** The runner API's output uploads, for outputs too large for one request. */
 	uploads?: OutputUploads;
 }): JobProcessor {
 	return async (lease, { engine, signal, onProgress }) => {
 		const artifactPaths = await options.artifacts.ensureAll(lease.voice.artifacts, signal);
-		if (lease.voice.artifacts.length > 0) options.affinity?.remember(lease.voice.id);
+		if (lease.voice.artifacts.length > 0) {
+			options.affinity?.remember(lease.voice.id);
+			void options.recentVoices?.remember(lease.voice);
+		}
 		await mkdir(options.workDir, { recursive: true });
 		const previewSeconds = lease.use_preview ? lease.preview_seconds : undefined;
 		const expectedSeconds = Math.min(lease.source.duration_seconds, previewSeconds ?? Number.POSITIVE_INFINITY);

@@ -1,6 +1,12 @@
 /** Splitting long input at quiet points and joining the converted pieces: alignment, clicks, duration, streaming. */
 import { describe, expect, it } from "vitest";
-import { type ChunkPlan, type ChunkWindow, convertInChunks, makeChunkPlan } from "../../src/engines/rvc/chunker.ts";
+import {
+	type ChunkPlan,
+	type ChunkWindow,
+	convertInChunks,
+	makeChunkPlan,
+	validateChunkPlan,
+} from "../../src/engines/rvc/chunker.ts";
 
 const IN_RATE = 16000;
 const OUT_RATE = 40000;
@@ -117,6 +123,33 @@ describe("chunked conversion", () => {
 		}
 		expect(windows.at(-1)?.final).toBe(true);
 		expect(windows.at(-1)?.segmentEnd).toBe(signal.length);
+	});
+
+	it("lengthens windows to a multiple, with real audio on the right, and output unchanged", async () => {
+		const signal = testSignal(10.3717);
+		const windows: ChunkWindow[] = [];
+		const multiple = plan({ windowMultipleSeconds: 1 });
+		expect(multiple.windowMultiple).toBe(IN_RATE);
+		const output = await collect(
+			convertInChunks(streamed(signal), multiple, async (w) => {
+				windows.push(w);
+				return resampleWindow(w);
+			}),
+		);
+		expect(output.length).toBe(Math.round(signal.length * RATIO));
+		for (const w of windows) {
+			expect((w.windowEnd - w.windowStart) % IN_RATE).toBe(0);
+			expect(w.windowEnd).toBeGreaterThanOrEqual(w.segmentEnd + 4000);
+			expect(w.windowEnd - (w.segmentEnd + 4000)).toBeLessThan(IN_RATE);
+			// The lengthening is the stream itself, not padding, up to its end.
+			for (let p = w.segmentEnd; p < Math.min(w.windowEnd, signal.length); p += 97)
+				expect(w.samples[p - w.windowStart]).toBe(signal[p]);
+		}
+		let worst = 0;
+		for (let k = 0; k < output.length - 3; k++)
+			worst = Math.max(worst, Math.abs((output[k] as number) - interpolate(signal, k / RATIO)));
+		expect(worst).toBeLessThan(1e-6);
+		expect(() => validateChunkPlan({ ...multiple, windowMultiple: 200 })).toThrow(/multiple of the hop/);
 	});
 
 	it("crossfades pieces that disagree, so joins have no clicks", async () => {

@@ -361,6 +361,28 @@ describe("rvc engine with tiny models", () => {
 		});
 	});
 
+	it("prepares a voice ahead of its first job, and converts with int8 ContentVec close to float", async () => {
+		await engine.prepare?.(voice(), artifactPaths);
+		const float = await collect(run(speechLike(3), job()));
+		const int8Engine = createRvcEngine({ noiseSeed: 1234, contentvecInt8: true });
+		await int8Engine.init();
+		try {
+			await int8Engine.prepare?.(voice(), artifactPaths);
+			const int8 = await collect(int8Engine.convert(speechLike(3), job(), new AbortController().signal));
+			expect(int8.samples.length).toBe(float.samples.length);
+			let signal = 0;
+			let error = 0;
+			for (let i = 0; i < float.samples.length; i++) {
+				signal += (float.samples[i] as number) ** 2;
+				error += ((float.samples[i] as number) - (int8.samples[i] as number)) ** 2;
+			}
+			expect(10 * Math.log10(signal / error)).toBeGreaterThan(20);
+		} finally {
+			await int8Engine.dispose();
+		}
+		await expect(engine.prepare?.(voice(), new Map())).rejects.toMatchObject({ code: "missing_artifact" });
+	});
+
 	describe("clear errors", () => {
 		const convertOnce = (j: EngineJob, input = speechLike(1)) => collect(run(input, j));
 

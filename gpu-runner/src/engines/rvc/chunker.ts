@@ -30,6 +30,12 @@ export interface ChunkPlan {
 	crossfadeSamples: number;
 	/** Output samples per input sample; `hop * outputPerInput` must be a whole number. */
 	outputPerInput: number;
+	/**
+	 * Every window's length is a multiple of this many input samples (a multiple of `hop`): the right context
+	 * is lengthened with real audio (reflected past the end of the stream) up to the next multiple, so a model
+	 * sees only a few distinct input shapes. `hop` leaves windows as they are.
+	 */
+	windowMultiple: number;
 }
 
 export interface ChunkPlanSeconds {
@@ -42,6 +48,8 @@ export interface ChunkPlanSeconds {
 	searchSeconds: number;
 	contextSeconds: number;
 	crossfadeSeconds: number;
+	/** Defaults to one hop (windows as long as their segment plus context). */
+	windowMultipleSeconds?: number;
 }
 
 /** Turns durations into a plan with every input length on a frame boundary; throws on inconsistent settings. */
@@ -55,6 +63,7 @@ export function makeChunkPlan(s: ChunkPlanSeconds): ChunkPlan {
 		contextSamples: frames(s.contextSeconds),
 		crossfadeSamples: 2 * Math.round((s.crossfadeSeconds * s.outputRate) / 2),
 		outputPerInput: s.outputRate / s.inputRate,
+		windowMultiple: Math.max(s.hop, frames(s.windowMultipleSeconds ?? 0)),
 	};
 	validateChunkPlan(plan);
 	return plan;
@@ -70,6 +79,8 @@ export function validateChunkPlan(plan: ChunkPlan): void {
 	if (plan.targetSamples - plan.searchSamples < plan.cutStep)
 		problems.push("chunks must be at least one cut step long");
 	if (plan.contextSamples < plan.hop) problems.push("context must be at least one frame");
+	if (plan.windowMultiple < plan.hop || plan.windowMultiple % plan.hop !== 0)
+		problems.push("the window multiple must be a multiple of the hop");
 	if (plan.searchSamples < 0 || plan.searchSamples >= plan.targetSamples)
 		problems.push("search radius must be >= 0 and shorter than the chunk");
 	if (plan.crossfadeSamples < 0 || plan.crossfadeSamples % 2 !== 0)
@@ -177,7 +188,8 @@ export async function* convertInChunks(
 	signal?: AbortSignal,
 ): AsyncGenerator<Float32Array> {
 	validateChunkPlan(plan);
-	const { hop, targetSamples, searchSamples, contextSamples, crossfadeSamples, outputPerInput: ratio } = plan;
+	const { hop, targetSamples, searchSamples, contextSamples, crossfadeSamples, windowMultiple } = plan;
+	const ratio = plan.outputPerInput;
 	const half = crossfadeSamples / 2;
 	const buffer = new InputBuffer();
 	let segmentStart = 0;
@@ -188,7 +200,8 @@ export async function* convertInChunks(
 		signal?.throwIfAborted();
 		const final = total !== undefined;
 		const windowStart = segmentStart - contextSamples;
-		const windowEnd = final ? Math.ceil((segmentEnd + contextSamples) / hop) * hop : segmentEnd + contextSamples;
+		const contextEnd = final ? Math.ceil((segmentEnd + contextSamples) / hop) * hop : segmentEnd + contextSamples;
+		const windowEnd = windowStart + Math.ceil((contextEnd - windowStart) / windowMultiple) * windowMultiple;
 		const samples = new Float32Array(windowEnd - windowStart);
 		for (let i = 0; i < samples.length; i++) {
 			const p = windowStart + i;
@@ -236,7 +249,8 @@ export async function* convertInChunks(
 	for await (const block of input) {
 		signal?.throwIfAborted();
 		buffer.append(block);
-		while (buffer.end >= segmentStart + targetSamples + searchSamples + contextSamples + hop) {
+		// Enough is buffered for the furthest cut, its context and the lengthening of its window.
+		while (buffer.end >= segmentStart + targetSamples + searchSamples + contextSamples + windowMultiple) {
 			const cut = findQuietCut(buffer, segmentStart + targetSamples, searchSamples, hop, plan.cutStep);
 			yield* process(Math.max(cut, segmentStart + plan.cutStep), undefined);
 		}

@@ -110,7 +110,7 @@ export class IndexSearcher {
 
 	/** Always on the CPU: the stored vectors stay in host memory and are passed without copying. */
 	static async create(options: { intraOpNumThreads?: number } = {}): Promise<IndexSearcher> {
-		const settings = sessionOptionsFor("cpu", options.intraOpNumThreads);
+		const settings = sessionOptionsFor("cpu", options);
 		const [l2, innerProduct] = await Promise.all([
 			ort.InferenceSession.create(blockTopKModel("l2"), settings),
 			ort.InferenceSession.create(blockTopKModel("inner_product"), settings),

@@ -11,9 +11,12 @@
  *   `pitchf` float32 `[1, frames]`, `ds` int64 `[1]`, `rnd` float32 `[1, 192, frames]` -> audio float32
  *   `[1, 1, frames x sample_rate / 100]`.
  */
+
+import { readFile } from "node:fs/promises";
 import * as ort from "onnxruntime-node";
 import { RvcEngineError } from "./errors.ts";
 import { type ExecutionProviderName, sessionOptionsFor } from "./execution-provider.ts";
+import { quantizeMatMuls } from "./int8-matmul.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
 import { RMVPE_PITCH_BINS } from "./pitch.ts";
 
@@ -22,6 +25,8 @@ export type ModelRole = "contentvec" | "rmvpe" | "synthesizer";
 export interface SessionSettings {
 	provider: ExecutionProviderName;
 	intraOpNumThreads?: number;
+	/** ContentVec's matrix products in int8 (`int8-matmul.ts`). */
+	contentvecInt8?: boolean;
 }
 
 type TensorType = ort.Tensor.Type;
@@ -45,10 +50,11 @@ class OnnxModel {
 
 	static async load(role: ModelRole, path: string, settings: SessionSettings): Promise<OnnxModel> {
 		try {
-			const session = await ort.InferenceSession.create(
-				path,
-				sessionOptionsFor(settings.provider, settings.intraOpNumThreads),
-			);
+			const options = sessionOptionsFor(settings.provider, settings);
+			const session =
+				role === "contentvec" && settings.contentvecInt8 === true
+					? await ort.InferenceSession.create(quantizeMatMuls(await readFile(path)).model, options)
+					: await ort.InferenceSession.create(path, options);
 			return new OnnxModel(role, path, session);
 		} catch (error) {
 			const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
@@ -382,7 +388,18 @@ export class ModelCache {
 	async acquire(paths: ModelPaths): Promise<{ models: LoadedModels; release: () => void }> {
 		const roles: ModelRole[] =
 			paths.rmvpe === undefined ? ["contentvec", "synthesizer"] : ["contentvec", "rmvpe", "synthesizer"];
-		const settled = await Promise.allSettled(roles.map((role) => this.#acquire(role, paths[role] as string)));
+		// One at a time: while a session loads, the file's weights and the session's copy are both in memory
+		// (twice the model's size for RMVPE, whose convolution weights are reordered for NCHWc); loading the
+		// three together stacked those peaks.
+		const settled: PromiseSettledResult<OnnxModel>[] = [];
+		for (const role of roles) {
+			settled.push(
+				await this.#acquire(role, paths[role] as string).then(
+					(value) => ({ status: "fulfilled", value }) as const,
+					(reason: unknown) => ({ status: "rejected", reason }) as const,
+				),
+			);
+		}
 		const release = (): void => {
 			settled.forEach((s, i) => {
 				const role = roles[i] as ModelRole;

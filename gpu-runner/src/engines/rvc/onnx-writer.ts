@@ -31,7 +31,7 @@ const WIRE_FIXED32 = 5;
 const WIRE_LENGTH_DELIMITED = 2;
 
 /** Protobuf message under construction: a list of byte parts, so large weight buffers are never copied twice. */
-class ProtoMessage {
+export class ProtoMessage {
 	readonly parts: Uint8Array[] = [];
 	length = 0;
 
@@ -67,6 +67,14 @@ class ProtoMessage {
 
 	string(field: number, value: string): this {
 		return this.bytes(field, new TextEncoder().encode(value));
+	}
+
+	/** A field copied as it was read: `encoded` is the field's whole value, e.g. a sub-message's bytes. */
+	raw(field: number, wireType: number, encoded: Uint8Array): this {
+		this.#tag(field, wireType);
+		if (wireType === WIRE_LENGTH_DELIMITED) this.#push(encodeVarint(BigInt(encoded.length)));
+		this.#push(encoded);
+		return this;
 	}
 
 	message(field: number, value: ProtoMessage): this {

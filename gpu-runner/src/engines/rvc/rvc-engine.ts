@@ -27,7 +27,7 @@ import { randomInt } from "node:crypto";
 import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
 import { PermanentJobError } from "../../job-errors.ts";
 import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
-import { type ChunkWindow, convertInChunks, makeChunkPlan } from "./chunker.ts";
+import { type ChunkPlan, type ChunkWindow, convertInChunks, makeChunkPlan } from "./chunker.ts";
 import { RvcEngineError } from "./errors.ts";
 import {
 	EXECUTION_PROVIDERS,
@@ -82,6 +82,11 @@ export interface RvcEngineOptions {
 	maxCachedIndexes?: number;
 	/** Seed for the synthesizer's noise; by default a random seed per job. Set it for reproducible output. */
 	noiseSeed?: number;
+	/**
+	 * Run ContentVec's matrix products in int8 (dynamic quantisation, weights per column, `int8-matmul.ts`):
+	 * a third of ContentVec's memory, at a small feature error (README).
+	 */
+	contentvecInt8?: boolean;
 	/** Called after each chunk, for metrics and the benchmark. */
 	onChunk?: (stats: RvcChunkStats) => void;
 }
@@ -92,9 +97,19 @@ const CONTENTVEC_STRIDE = 320;
 /** Default `chunk_seconds` on the CPU provider (30 s elsewhere). */
 export const CPU_CHUNK_SECONDS = 10;
 
+/**
+ * On CUDA every window is lengthened (with more real audio on its right) to a multiple of this many seconds.
+ * onnxruntime-node cannot set the CUDA provider's options, so cuDNN searches exhaustively for the fastest
+ * algorithm of every convolution at every new input shape; a handful of window lengths keeps that search to
+ * the first window of each length (the one most windows have is searched in `prepare`).
+ */
+export const GPU_WINDOW_MULTIPLE_SECONDS = 4;
+
 const INPUT_FORMAT: PcmFormat = { sampleRate: RMVPE_SAMPLE_RATE, channels: 1 };
 
-function missingArtifacts(job: EngineJob, names: readonly string[], why: string): RvcEngineError {
+type VoiceFiles = Pick<EngineJob, "voice" | "artifactPaths">;
+
+function missingArtifacts(job: VoiceFiles, names: readonly string[], why: string): RvcEngineError {
 	const present = [...job.artifactPaths.keys()].join(", ") || "none";
 	return new RvcEngineError(
 		"missing_artifact",
@@ -103,7 +118,7 @@ function missingArtifacts(job: EngineJob, names: readonly string[], why: string)
 }
 
 /** The model files this job loads: RMVPE only where its f0 method is rmvpe. */
-function modelPaths(job: EngineJob, params: RvcParams): ModelPaths {
+function modelPaths(job: VoiceFiles, params: RvcParams): ModelPaths {
 	const rmvpe = params.f0Method === "rmvpe" ? job.artifactPaths.get("rmvpe") : undefined;
 	const missing = ["contentvec", "synthesizer"].filter((name) => !job.artifactPaths.has(name));
 	if (missing.length > 0) {
@@ -258,6 +273,32 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	let searcher: IndexSearcher | undefined;
 	const mel = new LogMelSpectrogram();
 
+	const chunkPlan = (params: RvcParams): ChunkPlan =>
+		makeChunkPlan({
+			inputRate: RMVPE_SAMPLE_RATE,
+			outputRate: params.sampleRate,
+			hop: RMVPE_HOP,
+			cutStep: CONTENTVEC_STRIDE,
+			chunkSeconds: params.chunkSeconds,
+			searchSeconds: params.chunkSearchSeconds,
+			contextSeconds: params.contextSeconds,
+			crossfadeSeconds: params.crossfadeSeconds,
+			...(selection?.provider === "cuda" ? { windowMultipleSeconds: GPU_WINDOW_MULTIPLE_SECONDS } : {}),
+		});
+	// On the CPU a 30 s chunk takes a minute or more and several GB; shorter chunks keep memory down and
+	// let an abort (checked between chunks) take effect sooner.
+	const voiceParams = (voice: VoiceDescriptor, settings: EngineJob["voiceSettings"]): RvcParams =>
+		applyVoiceSettings(
+			parseRvcParams(voice.params, selection?.provider === "cpu" ? { chunkSeconds: CPU_CHUNK_SECONDS } : {}),
+			settings,
+		);
+	/** The job's models, a `.pth` synthesizer built into ONNX once (cached beside it by checksum). */
+	const acquireModels = async (files: VoiceFiles, params: RvcParams) => {
+		if (cache === undefined) throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
+		const paths = modelPaths(files, params);
+		return cache.acquire({ ...paths, synthesizer: await synthesizerOnnxPath(paths.synthesizer) });
+	};
+
 	return {
 		name: "rvc",
 
@@ -276,6 +317,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				{
 					provider: selection.provider,
 					...(options.intraOpNumThreads !== undefined ? { intraOpNumThreads: options.intraOpNumThreads } : {}),
+					contentvecInt8: options.contentvecInt8 ?? false,
 				},
 				options.maxCachedModels ?? 6,
 			);
@@ -305,15 +347,37 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			return parseRvcParams(voice.params).transposeSemitones;
 		},
 
+		async prepare(voice: VoiceDescriptor, artifactPaths: ReadonlyMap<string, string>): Promise<void> {
+			const params = voiceParams(voice, undefined);
+			const plan = chunkPlan(params);
+			const { models, release } = await acquireModels({ voice, artifactPaths }, params);
+			try {
+				// Every session runs once. Where window lengths are bucketed (CUDA), on the length most windows will
+				// have, so cuDNN's algorithm search for it happens now rather than during the first job; elsewhere
+				// one second of audio with its context is enough.
+				const length =
+					plan.windowMultiple > plan.hop
+						? Math.ceil((plan.targetSamples + 2 * plan.contextSamples) / plan.windowMultiple) * plan.windowMultiple
+						: RMVPE_SAMPLE_RATE + 2 * plan.contextSamples;
+				const window: ChunkWindow = {
+					index: 0,
+					segmentStart: 0,
+					segmentEnd: length,
+					windowStart: 0,
+					windowEnd: length,
+					samples: new NormalNoise(1).fill(length, 0.01),
+					final: true,
+				};
+				await convertWindow(window, models, undefined, params, 0, mel, new NormalNoise(1), undefined);
+			} finally {
+				release();
+			}
+		},
+
 		async *convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock> {
 			if (cache === undefined || indexes === undefined || searcher === undefined)
 				throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
-			// On the CPU a 30 s chunk takes a minute or more and several GB; shorter chunks keep memory down and
-			// let an abort (checked between chunks) take effect sooner.
-			const params = applyVoiceSettings(
-				parseRvcParams(job.voice.params, selection?.provider === "cpu" ? { chunkSeconds: CPU_CHUNK_SECONDS } : {}),
-				job.voiceSettings,
-			);
+			const params = voiceParams(job.voice, job.voiceSettings);
 			const indexPath = job.artifactPaths.get("index");
 			if (
 				indexPath === undefined &&
@@ -331,22 +395,8 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					`rvc engine takes 16000 Hz mono input, the job says ${job.input.sampleRate} Hz x ${job.input.channels}`,
 				);
 			}
-			const paths = modelPaths(job, params);
-			const plan = makeChunkPlan({
-				inputRate: RMVPE_SAMPLE_RATE,
-				outputRate: params.sampleRate,
-				hop: RMVPE_HOP,
-				cutStep: CONTENTVEC_STRIDE,
-				chunkSeconds: params.chunkSeconds,
-				searchSeconds: params.chunkSearchSeconds,
-				contextSeconds: params.contextSeconds,
-				crossfadeSeconds: params.crossfadeSeconds,
-			});
-			// A `.pth` synthesizer is built into ONNX once (cached beside it by checksum).
-			const { models, release } = await cache.acquire({
-				...paths,
-				synthesizer: await synthesizerOnnxPath(paths.synthesizer),
-			});
+			const plan = chunkPlan(params);
+			const { models, release } = await acquireModels(job, params);
 			let releaseIndex = (): void => {};
 			try {
 				if (models.synthesizer.takesPitch && params.f0Method === "rmvpe" && models.rmvpe === undefined) {

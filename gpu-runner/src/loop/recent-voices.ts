@@ -1,0 +1,91 @@
+/**
+ * The voices this runner converted last, kept on disk beside the artifact cache so a restarted runner can load
+ * and warm their models before it leases anything (`Engine.prepare`): the first job after a start then pays
+ * only for its conversion. Only voices with artifacts are kept (a `dsp` voice has nothing to warm), without
+ * their signed download addresses, which expire.
+ */
+import { readFile, rename, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { z } from "zod";
+import { VoiceDescriptor } from "../../../src/contracts/runner.ts";
+import type { ArtifactCache } from "../artifacts/artifact-cache.ts";
+import type { LoadedEngine } from "../engines/registry.ts";
+import { describeError, type Logger } from "../logger.ts";
+
+const FILE_NAME = "recent-voices.json";
+const StoredVoices = z.array(VoiceDescriptor);
+
+export class RecentVoices {
+	readonly #path: string;
+	readonly #limit: number;
+	#voices: VoiceDescriptor[] = [];
+	#writing: Promise<void> = Promise.resolve();
+
+	/** `limit`: voices kept, most recent first (the rvc engine keeps two voices' sessions by default). */
+	constructor(cacheDir: string, limit = 2) {
+		this.#path = join(cacheDir, FILE_NAME);
+		this.#limit = limit;
+	}
+
+	/** Reads what an earlier run kept; a missing or unreadable file is an empty list. */
+	async load(): Promise<VoiceDescriptor[]> {
+		const text = await readFile(this.#path, "utf8").catch(() => "[]");
+		let parsed: unknown;
+		try {
+			parsed = JSON.parse(text);
+		} catch {
+			parsed = [];
+		}
+		const result = StoredVoices.safeParse(parsed);
+		this.#voices = result.success ? result.data.slice(0, this.#limit) : [];
+		return [...this.#voices];
+	}
+
+	/** Records a voice as the most recent; the write is serialised and its failure only loses the hint. */
+	remember(voice: VoiceDescriptor): Promise<void> {
+		if (voice.artifacts.length === 0) return this.#writing;
+		const stored = { ...voice, artifacts: voice.artifacts.map((a) => ({ ...a, url: "https://artifact.invalid/" })) };
+		this.#voices = [stored, ...this.#voices.filter((v) => v.id !== voice.id)].slice(0, this.#limit);
+		const snapshot = JSON.stringify(this.#voices);
+		this.#writing = this.#writing.then(async () => {
+			const temporary = `${this.#path}.${process.pid}.tmp`;
+			await writeFile(temporary, snapshot).catch(() => undefined);
+			await rename(temporary, this.#path).catch(() => undefined);
+		});
+		return this.#writing;
+	}
+}
+
+/**
+ * Prepares (loads and warms) each recent voice whose engine is loaded and can prepare, and whose artifacts are
+ * all in the local cache. Failures are logged and skipped: warming is an optimisation, never a reason not to start.
+ */
+export async function warmRecentVoices(
+	voices: readonly VoiceDescriptor[],
+	engines: ReadonlyMap<string, LoadedEngine>,
+	artifacts: ArtifactCache,
+	logger: Logger,
+): Promise<void> {
+	for (const voice of voices) {
+		const engine = engines.get(voice.engine)?.engine;
+		if (engine?.prepare === undefined) continue;
+		const started = performance.now();
+		try {
+			const paths = new Map<string, string>();
+			for (const artifact of voice.artifacts) {
+				const path = artifacts.pathFor(artifact);
+				const file = await stat(path).catch(() => undefined);
+				if (file?.size !== artifact.size_bytes) throw new Error(`artifact ${artifact.name} is not in the cache`);
+				paths.set(artifact.name, path);
+			}
+			await engine.prepare(voice, paths);
+			logger.info("voice warmed", {
+				voice_id: voice.id,
+				engine: voice.engine,
+				milliseconds: Math.round(performance.now() - started),
+			});
+		} catch (error) {
+			logger.warn("voice not warmed", { voice_id: voice.id, engine: voice.engine, error: describeError(error) });
+		}
+	}
+}
