@@ -8,6 +8,9 @@
  *     --jobs 8 [--job-seconds 10] [--capacity 2]        # throughput of 8 jobs at capacity 1 and 2
  *     --memory-minutes 1,10  (or --long: 1,10,60)       # peak RSS converting that much audio
  *     --contentvec-int8                                 # ContentVec with int8 matrix products
+ *     --rms-mix-rate 1                                  # the voice's rms_mix_rate (default RVC's 0.25)
+ *     --reference-graph                                 # the synthesizer as built before: 1-D decoder, whole window decoded
+ *     --no-source-noise                                 # no Gaussian noise in the NSF source, for --compare-with
  *     --save-output FILE / --compare-with FILE          # the 40 s output as raw float32; error against another
  *     --providers cuda                                  # on a GPU machine; GPU memory from nvidia-smi
  *
@@ -37,6 +40,9 @@ const { values } = parseArgs({
 		"memory-minutes": { type: "string" },
 		long: { type: "boolean", default: false },
 		"contentvec-int8": { type: "boolean", default: false },
+		"rms-mix-rate": { type: "string" },
+		"reference-graph": { type: "boolean", default: false },
+		"no-source-noise": { type: "boolean", default: false },
 		"save-output": { type: "string" },
 		"compare-with": { type: "string" },
 		child: { type: "string" },
@@ -76,6 +82,7 @@ interface CaseSpec {
 	threads?: number;
 	chunkSeconds?: number;
 	contentvecInt8: boolean;
+	rmsMixRate?: number;
 	/** Seconds of audio per job, one entry per job; `concurrency` at a time. */
 	jobs: number[];
 	concurrency: number;
@@ -160,6 +167,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 		engine: "rvc",
 		params: {
 			sample_rate: OUT_RATE,
+			...(spec.rmsMixRate !== undefined ? { rms_mix_rate: spec.rmsMixRate } : {}),
 			...(spec.chunkSeconds !== undefined
 				? { chunk_seconds: spec.chunkSeconds, chunk_search_seconds: Math.min(5, spec.chunkSeconds / 4) }
 				: {}),
@@ -284,13 +292,18 @@ const base = {
 	contentvecInt8,
 	...(threads !== undefined ? { threads } : {}),
 	...(chunkSeconds !== undefined ? { chunkSeconds } : {}),
+	...(values["rms-mix-rate"] !== undefined ? { rmsMixRate: Number(values["rms-mix-rate"]) } : {}),
+};
+const graphOptions = {
+	sourceNoise: !values["no-source-noise"],
+	...(values["reference-graph"] ? { decoderLayout: "1d" as const } : { decodeSpan: true }),
 };
 try {
 	console.log(
 		`rvc engine benchmark: ${seconds} s of 16 kHz audio -> 40 kHz, ${cpus()[0]?.model ?? "cpu"} x ${availableParallelism()}, threads ${threads ?? "default"}${contentvecInt8 ? ", ContentVec int8" : ""}`,
 	);
 	console.log("\nmodels (random weights, built now):");
-	for (const build of [buildContentVec, buildRmvpe, buildSynthesizer40k]) {
+	for (const build of [buildContentVec, buildRmvpe, () => buildSynthesizer40k(graphOptions)]) {
 		const started = performance.now();
 		const model: BuiltModel = build();
 		writeFileSync(join(dir, `${model.name}.onnx`), model.bytes);

@@ -10,7 +10,10 @@ import {
 	parseSynthesizerConfig,
 	synthesizerTensors,
 } from "../../gpu-runner/src/engines/rvc/synthesizer-config.ts";
-import { buildSynthesizerGraph } from "../../gpu-runner/src/engines/rvc/synthesizer-graph.ts";
+import {
+	buildSynthesizerGraph,
+	type SynthesizerGraphOptions,
+} from "../../gpu-runner/src/engines/rvc/synthesizer-graph.ts";
 
 export interface BuiltModel {
 	name: string;
@@ -264,7 +267,7 @@ export function buildRmvpe(): BuiltModel {
  * own builder (`src/engines/rvc/synthesizer-graph.ts`, the graph a `.pth` voice runs) from random weights of
  * the shapes that config implies, so the bench times exactly what voices run.
  */
-export function buildSynthesizer40k(): BuiltModel {
+export function buildSynthesizer40k(options: SynthesizerGraphOptions = { decodeSpan: true }): BuiltModel {
 	const random = new Layers(3);
 	const config = parseSynthesizerConfig(PUBLISHED_CONFIG_40K);
 	const weights = new Map<string, Tensor>();
@@ -274,7 +277,7 @@ export function buildSynthesizer40k(): BuiltModel {
 		const fanIn = dims.length > 1 ? length / (dims[0] as number) : 1;
 		weights.set(name, { dims, data: random.random(length, 1 / Math.sqrt(fanIn)) });
 	}
-	const built = buildSynthesizerGraph({ config, featureDim: 768, f0: true, weights });
+	const built = buildSynthesizerGraph({ config, featureDim: 768, f0: true, weights }, options);
 	return {
 		name: "synthesizer",
 		bytes: built.bytes,

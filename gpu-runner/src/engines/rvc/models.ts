@@ -255,11 +255,14 @@ export class SynthesizerModel {
 	readonly noiseChannels: number;
 	/** False for RVC's f0 = 0 models (`_nono`): no `pitch` and `pitchf` inputs, so no f0 and no key shift. */
 	readonly takesPitch: boolean;
+	/** Built with `decode_start` and `decode_frames` (`synthesizer-graph.ts`): can decode part of its frames. */
+	readonly decodesSpan: boolean;
 
 	constructor(model: OnnxModel) {
 		this.model = model;
 		const names = model.session.inputNames;
 		this.takesPitch = names.includes("pitch") || names.includes("pitchf");
+		this.decodesSpan = names.includes("decode_start") && names.includes("decode_frames");
 		const inputs = SynthesizerModel.INPUTS.filter(([name]) => this.takesPitch || !name.startsWith("pitch"));
 		const missing = inputs.map(([name]) => name).filter((name) => !names.includes(name));
 		if (missing.length > 0) {
@@ -280,10 +283,25 @@ export class SynthesizerModel {
 	}
 
 	/** Audio samples for the frames; at least `frames x samplesPerFrame` of them. */
-	async synthesize(inputs: SynthesizerInputs, samplesPerFrame: number): Promise<Float32Array> {
+	/**
+	 * Audio samples for the frames; at least `frames x samplesPerFrame` of them. With `span` (only where
+	 * `decodesSpan`), the decoder runs on those frames alone and the samples are theirs, `span.frames x
+	 * samplesPerFrame` of them.
+	 */
+	async synthesize(
+		inputs: SynthesizerInputs,
+		samplesPerFrame: number,
+		span?: { start: number; frames: number },
+	): Promise<Float32Array> {
 		const { frames } = inputs;
 		const dim = inputs.phone.length / frames;
 		const result = await this.model.run({
+			...(span !== undefined && this.decodesSpan
+				? {
+						decode_start: new ort.Tensor("int64", BigInt64Array.of(BigInt(span.start)), [1]),
+						decode_frames: new ort.Tensor("int64", BigInt64Array.of(BigInt(span.frames)), [1]),
+					}
+				: {}),
 			phone: new ort.Tensor("float32", inputs.phone, [1, frames, dim]),
 			phone_lengths: new ort.Tensor("int64", BigInt64Array.of(BigInt(frames)), [1]),
 			...(this.takesPitch && inputs.pitch !== undefined && inputs.pitchf !== undefined
@@ -298,7 +316,7 @@ export class SynthesizerModel {
 		const tensor = result[this.#outputName];
 		if (tensor === undefined || !(tensor.data instanceof Float32Array))
 			throw this.model.fail(`produced no float32 output "${this.#outputName}"`);
-		const expected = frames * samplesPerFrame;
+		const expected = (span !== undefined && this.decodesSpan ? span.frames : frames) * samplesPerFrame;
 		if (tensor.data.length < expected) {
 			const perFrame = tensor.data.length / frames;
 			throw this.model.fail(

@@ -48,6 +48,7 @@ import { applyVoiceSettings, parseRvcParams, type RvcParams } from "./params.ts"
 import { decodeSalience, shiftAndQuantise } from "./pitch.ts";
 import { NormalNoise } from "./random.ts";
 import { synthesizerOnnxPath } from "./synthesizer-file.ts";
+import { DECODE_SPAN_MARGIN_FRAMES } from "./synthesizer-graph.ts";
 import { trackPitchYin } from "./yin-pitch.ts";
 
 /** Artifact names an `rvc` voice may carry: `rmvpe` is needed only for f0_method rmvpe, `index` is optional. */
@@ -196,6 +197,26 @@ async function* monoSamples(input: AsyncIterable<AudioBlock>): AsyncGenerator<Fl
 	}
 }
 
+/**
+ * The frames of a window the synthesizer decodes: all of them, or, where the graph can decode a span, the
+ * segment with half the crossfade and DECODE_SPAN_MARGIN_FRAMES either side, so the context that the chunker
+ * cuts away is run through the text encoder and the flow (which see the whole window) but not through the
+ * decoder, the bulk of the work. Not with loudness mixing (`rms_mix_rate` below 1): its one-second RMS frames
+ * over the window would see the silence outside the span.
+ */
+function decodedSpan(
+	window: ChunkWindow,
+	frames: number,
+	params: RvcParams,
+	decodesSpan: boolean,
+): { start: number; frames: number } {
+	if (!decodesSpan || params.rmsMixRate < 1) return { start: 0, frames };
+	const reach = Math.ceil((params.crossfadeSeconds / 2) * 100) + DECODE_SPAN_MARGIN_FRAMES;
+	const start = Math.max(0, (window.segmentStart - window.windowStart) / RMVPE_HOP - reach);
+	const end = Math.min(frames, (window.segmentEnd - window.windowStart) / RMVPE_HOP + reach);
+	return { start, frames: end - start };
+}
+
 /** Converts one chunk window, as RVC's `Pipeline.vc` converts one of its segments. */
 async function convertWindow(
 	window: ChunkWindow,
@@ -240,11 +261,18 @@ async function convertWindow(
 
 	started = performance.now();
 	const rnd = noise.fill(models.synthesizer.noiseChannels * frames, params.noiseScale);
+	const span = decodedSpan(window, frames, params, models.synthesizer.decodesSpan);
 	const audio = await models.synthesizer.synthesize(
 		{ phone, frames, ...shifted, speakerId: params.speakerId, rnd },
 		samplesPerFrame,
+		span,
 	);
-	const output = audio.subarray(0, frames * samplesPerFrame);
+	let output = audio.subarray(0, frames * samplesPerFrame);
+	if (span.frames < frames) {
+		// Outside the span is context that the chunker cuts away: left silent.
+		output = new Float32Array(frames * samplesPerFrame);
+		output.set(audio.subarray(0, span.frames * samplesPerFrame), span.start * samplesPerFrame);
+	}
 	mixLoudness(window.samples, RMVPE_SAMPLE_RATE, output, params.sampleRate, params.rmsMixRate);
 	const timeSynthesizer = performance.now() - started;
 

@@ -38,7 +38,7 @@ async function buildBeside(path: string): Promise<string> {
 	const target = join(dirname(path), `${sha256}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`);
 	if ((await stat(target).catch(() => undefined))?.isFile()) return target;
 	const checkpoint = readRvcCheckpoint(new Uint8Array(await readFile(path)));
-	const { bytes } = buildSynthesizerGraph(checkpoint);
+	const { bytes } = buildSynthesizerGraph(checkpoint, { decodeSpan: true });
 	const temporary = join(dirname(path), `.synthesizer-${randomUUID()}`);
 	try {
 		await writeFile(temporary, bytes);

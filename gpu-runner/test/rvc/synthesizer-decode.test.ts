@@ -1,0 +1,94 @@
+/**
+ * The synthesizer graph's speed options keep RVC's arithmetic: the planar (`[1, C, 1, T]`) decoder computes what
+ * the 1-D one does, and decoding a span of frames gives, away from the span's ends, exactly the samples that
+ * decoding every frame gives. Weights from a checkpoint written by PyTorch (fixtures/generate.py).
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import * as ort from "onnxruntime-node";
+import { describe, expect, it } from "vitest";
+import { readRvcCheckpoint } from "../../src/engines/rvc/rvc-checkpoint.ts";
+import { samplesPerFrame } from "../../src/engines/rvc/synthesizer-config.ts";
+import {
+	buildSynthesizerGraph,
+	DECODE_SPAN_MARGIN_FRAMES,
+	decoderReachFrames,
+} from "../../src/engines/rvc/synthesizer-graph.ts";
+import { pseudoRandom } from "./support/tiny-models.ts";
+
+const checkpoint = readRvcCheckpoint(
+	new Uint8Array(readFileSync(join(import.meta.dirname, "fixtures", "v2-f0-40k.pth"))),
+);
+const FRAMES = 90;
+
+async function synthesize(bytes: Uint8Array, span?: [number, number]): Promise<Float32Array> {
+	const session = await ort.InferenceSession.create(bytes);
+	try {
+		const feeds: Record<string, ort.Tensor> = {
+			phone: new ort.Tensor("float32", pseudoRandom(FRAMES * checkpoint.featureDim, 1, 1), [
+				1,
+				FRAMES,
+				checkpoint.featureDim,
+			]),
+			phone_lengths: new ort.Tensor("int64", BigInt64Array.of(BigInt(FRAMES)), [1]),
+			pitch: new ort.Tensor(
+				"int64",
+				BigInt64Array.from({ length: FRAMES }, (_, i) => BigInt(40 + (i % 90))),
+				[1, FRAMES],
+			),
+			// Voiced with a gliding f0, and an unvoiced stretch.
+			pitchf: new ort.Tensor(
+				"float32",
+				Float32Array.from({ length: FRAMES }, (_, i) => (i % 45 < 35 ? 110 + i : 0)),
+				[1, FRAMES],
+			),
+			ds: new ort.Tensor("int64", BigInt64Array.of(0n), [1]),
+			rnd: new ort.Tensor("float32", pseudoRandom(checkpoint.config.interChannels * FRAMES, 2, 0.66), [
+				1,
+				checkpoint.config.interChannels,
+				FRAMES,
+			]),
+		};
+		if (span !== undefined) {
+			feeds.decode_start = new ort.Tensor("int64", BigInt64Array.of(BigInt(span[0])), [1]);
+			feeds.decode_frames = new ort.Tensor("int64", BigInt64Array.of(BigInt(span[1])), [1]);
+		}
+		return (await session.run(feeds)).audio?.data as Float32Array;
+	} finally {
+		await session.release();
+	}
+}
+
+const maxAbsDifference = (a: Float32Array, b: Float32Array) =>
+	a.reduce((max, v, i) => Math.max(max, Math.abs(v - (b[i] as number))), 0);
+
+describe("synthesizer graph speed options", () => {
+	it("computes the same audio with the planar decoder as with RVC's 1-D one", async () => {
+		const planar = await synthesize(buildSynthesizerGraph(checkpoint, { sourceNoise: false }).bytes);
+		const linear = await synthesize(
+			buildSynthesizerGraph(checkpoint, { sourceNoise: false, decoderLayout: "1d" }).bytes,
+		);
+		expect(planar.length).toBe(FRAMES * samplesPerFrame(checkpoint.config));
+		expect(Math.max(...planar.map(Math.abs))).toBeGreaterThan(0.1);
+		expect(maxAbsDifference(planar, linear)).toBeLessThan(1e-5);
+	});
+
+	it("decodes a span of frames exactly as decoding them all, beyond the margin from its ends", async () => {
+		expect(decoderReachFrames(checkpoint.config)).toBeLessThanOrEqual(DECODE_SPAN_MARGIN_FRAMES);
+		const hop = samplesPerFrame(checkpoint.config);
+		const whole = await synthesize(buildSynthesizerGraph(checkpoint, { sourceNoise: false }).bytes);
+		const spanGraph = buildSynthesizerGraph(checkpoint, { sourceNoise: false, decodeSpan: true }).bytes;
+		for (const [start, frames] of [
+			[20, 50],
+			[0, 40],
+			[45, 45],
+		] as const) {
+			const part = await synthesize(spanGraph, [start, frames]);
+			expect(part.length).toBe(frames * hop);
+			const from = start === 0 ? 0 : DECODE_SPAN_MARGIN_FRAMES;
+			const to = start + frames === FRAMES ? frames : frames - DECODE_SPAN_MARGIN_FRAMES;
+			const inner = part.subarray(from * hop, to * hop);
+			expect(maxAbsDifference(inner, whole.subarray((start + from) * hop, (start + to) * hop))).toBeLessThan(1e-6);
+		}
+	});
+});
