@@ -32,6 +32,7 @@ export const RunnerEnv = z.object({
 	RUNNER_HEALTH_PORT: integer(0, 65535).default(8080),
 	RUNNER_SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3600).default(60),
 	RUNNER_LEASE_WAIT_SECONDS: z.coerce.number().min(0).max(25).default(20),
+	RUNNER_RVC_CONTENTVEC_INT8: z.enum(["0", "1", "false", "true"]).default("0"),
 });
 
 export interface RunnerConfig {
@@ -47,6 +48,8 @@ export interface RunnerConfig {
 	healthPort: number;
 	shutdownGraceSeconds: number;
 	leaseWaitSeconds: number;
+	/** The rvc engine runs ContentVec's matrix products in int8 (less memory, a small feature error). */
+	rvcContentvecInt8: boolean;
 }
 
 export class ConfigError extends Error {
@@ -81,5 +84,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): RunnerConfig {
 		healthPort: e.RUNNER_HEALTH_PORT,
 		shutdownGraceSeconds: e.RUNNER_SHUTDOWN_GRACE_SECONDS,
 		leaseWaitSeconds: e.RUNNER_LEASE_WAIT_SECONDS,
+		rvcContentvecInt8: e.RUNNER_RVC_CONTENTVEC_INT8 === "1" || e.RUNNER_RVC_CONTENTVEC_INT8 === "true",
 	};
 }

@@ -37,7 +37,11 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 	logger.info("health server listening", { port: health.port });
 
 	await mkdir(config.workDir, { recursive: true });
-	const engines = await loadEngines(config.engines, { cacheDir: join(config.cacheDir, "engines"), logger });
+	const engines = await loadEngines(config.engines, {
+		cacheDir: join(config.cacheDir, "engines"),
+		logger,
+		contentvecInt8: config.rvcContentvecInt8,
+	});
 	for (const [name, { info }] of engines) {
 		engineProviders[name] = { execution_provider: info.executionProvider };
 		metrics.engineInfo.set({ engine: name, execution_provider: info.executionProvider }, 1);

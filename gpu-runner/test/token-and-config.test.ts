@@ -72,7 +72,10 @@ describe("config", () => {
 			engines: ["dsp", "rvc"],
 			healthPort: 8080,
 			shutdownGraceSeconds: 60,
+			rvcContentvecInt8: false,
 		});
+		expect(loadConfig({ ...minimal, RUNNER_RVC_CONTENTVEC_INT8: "1" }).rvcContentvecInt8).toBe(true);
+		expect(() => loadConfig({ ...minimal, RUNNER_RVC_CONTENTVEC_INT8: "yes" })).toThrow(/RUNNER_RVC_CONTENTVEC_INT8/);
 	});
 
 	it("lists every problem and never echoes the secret", () => {

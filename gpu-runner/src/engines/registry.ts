@@ -10,6 +10,8 @@ export interface EngineOptions {
 	/** Folder for engine-owned caches (compiled models etc.). */
 	cacheDir: string;
 	logger: Logger;
+	/** rvc: ContentVec's matrix products in int8 (`RUNNER_RVC_CONTENTVEC_INT8`). */
+	contentvecInt8?: boolean;
 }
 
 export type EngineFactory = (options: EngineOptions) => Engine | Promise<Engine>;

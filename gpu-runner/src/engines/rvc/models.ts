@@ -405,10 +405,10 @@ export class ModelCache {
 	/** Loads (or reuses) the models and checks they fit together; call `release` when done with them. */
 	async acquire(paths: ModelPaths): Promise<{ models: LoadedModels; release: () => void }> {
 		const roles: ModelRole[] =
-			paths.rmvpe === undefined ? ["contentvec", "synthesizer"] : ["contentvec", "rmvpe", "synthesizer"];
-		// One at a time: while a session loads, the file's weights and the session's copy are both in memory
-		// (twice the model's size for RMVPE, whose convolution weights are reordered for NCHWc); loading the
-		// three together stacked those peaks.
+			paths.rmvpe === undefined ? ["contentvec", "synthesizer"] : ["rmvpe", "contentvec", "synthesizer"];
+		// One at a time, RMVPE first: while a session loads, the file's weights and the session's copy are both
+		// in memory (twice the model's size for RMVPE, whose convolution weights are reordered for NCHWc);
+		// loading the three together stacked those peaks, and RMVPE's is the largest.
 		const settled: PromiseSettledResult<OnnxModel>[] = [];
 		for (const role of roles) {
 			settled.push(
