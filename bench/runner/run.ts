@@ -50,7 +50,11 @@ for (const line of runChild(join(here, "dsp-rtf.ts"), [], true).trim().split("\n
 const rvcBench = join(here, "rvc-bench.ts");
 if (existsSync(rvcBench)) {
 	console.log("\n== rvc engine (bench/runner/rvc-bench.ts) ==");
-	execFileSync(process.execPath, [...nodeArgs, rvcBench], { cwd: packageRoot, stdio: "inherit" });
+	// `npm run bench -- --threads 2 --long` passes its flags to the rvc benchmark (see its header).
+	execFileSync(process.execPath, [...nodeArgs, rvcBench, ...process.argv.slice(2)], {
+		cwd: packageRoot,
+		stdio: "inherit",
+	});
 	console.log("\n== rvc feature retrieval (bench/runner/index-search-bench.ts) ==");
 	execFileSync(process.execPath, [...nodeArgs, join(here, "index-search-bench.ts")], {
 		cwd: packageRoot,

@@ -7,6 +7,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
+import type { AudioBlock } from "../../src/engines/engine.ts";
+import { createRvcEngine, type RvcChunkStats } from "../../src/engines/rvc/index.ts";
 import { readRvcCheckpoint } from "../../src/engines/rvc/rvc-checkpoint.ts";
 import { samplesPerFrame } from "../../src/engines/rvc/synthesizer-config.ts";
 import {
@@ -14,7 +16,7 @@ import {
 	DECODE_SPAN_MARGIN_FRAMES,
 	decoderReachFrames,
 } from "../../src/engines/rvc/synthesizer-graph.ts";
-import { pseudoRandom } from "./support/tiny-models.ts";
+import { buildTinyContentVec, buildTinyRmvpe, pseudoRandom, writeModels } from "./support/tiny-models.ts";
 
 const checkpoint = readRvcCheckpoint(
 	new Uint8Array(readFileSync(join(import.meta.dirname, "fixtures", "v2-f0-40k.pth"))),
@@ -89,6 +91,67 @@ describe("synthesizer graph speed options", () => {
 			const to = start + frames === FRAMES ? frames : frames - DECODE_SPAN_MARGIN_FRAMES;
 			const inner = part.subarray(from * hop, to * hop);
 			expect(maxAbsDifference(inner, whole.subarray((start + from) * hop, (start + to) * hop))).toBeLessThan(1e-6);
+		}
+	});
+
+	it("lets the engine decode only what it keeps of each window, with the same output", async () => {
+		const paths = writeModels({
+			contentvec: buildTinyContentVec(),
+			rmvpe: buildTinyRmvpe({ pitchBin: 168 }),
+			whole: buildSynthesizerGraph(checkpoint, { sourceNoise: false }).bytes,
+			spans: buildSynthesizerGraph(checkpoint, { sourceNoise: false, decodeSpan: true }).bytes,
+		});
+		const stats: RvcChunkStats[] = [];
+		const engine = createRvcEngine({ noiseSeed: 3, onChunk: (chunk) => stats.push(chunk) });
+		await engine.init();
+		const convert = async (synthesizer: string, rmsMixRate: number): Promise<Float32Array> => {
+			const artifactPaths = new Map(paths).set("synthesizer", paths.get(synthesizer) as string);
+			const voice = {
+				id: "5d0c7a3e-1f2b-4c6d-8e9f-0a1b2c3d4e5f",
+				name: "spans",
+				engine: "rvc" as const,
+				params: {
+					sample_rate: checkpoint.config.sampleRate,
+					chunk_seconds: 1.5,
+					chunk_search_seconds: 0.3,
+					context_seconds: 0.6,
+					rms_mix_rate: rmsMixRate,
+				},
+				artifacts: [],
+			};
+			async function* tone(): AsyncGenerator<AudioBlock> {
+				for (let start = 0; start < 64000; start += 1600) {
+					const block = Float32Array.from(
+						{ length: 1600 },
+						(_, i) => 0.3 * Math.sin(((start + i) * 2 * Math.PI * 150) / 16000),
+					);
+					yield { sampleRate: 16000, channels: [block] };
+				}
+			}
+			const parts: Float32Array[] = [];
+			const job = { voice, semitones: 0, artifactPaths, input: { sampleRate: 16000, channels: 1 } };
+			for await (const block of engine.convert(tone(), job, new AbortController().signal))
+				parts.push(block.channels[0] as Float32Array);
+			const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+			let offset = 0;
+			for (const p of parts) {
+				out.set(p, offset);
+				offset += p.length;
+			}
+			return out;
+		};
+		try {
+			const whole = await convert("whole", 1);
+			stats.length = 0;
+			const spans = await convert("spans", 1);
+			expect(stats.length).toBeGreaterThanOrEqual(3);
+			expect(spans.length).toBe(4 * checkpoint.config.sampleRate);
+			expect(whole.reduce((peak, v) => Math.max(peak, Math.abs(v)), 0)).toBeGreaterThan(0.05);
+			expect(maxAbsDifference(spans, whole)).toBeLessThan(1e-5);
+			// With loudness mixing the whole window is decoded, so the result is again the same.
+			expect(maxAbsDifference(await convert("spans", 0.25), await convert("whole", 0.25))).toBeLessThan(1e-5);
+		} finally {
+			await engine.dispose();
 		}
 	});
 });

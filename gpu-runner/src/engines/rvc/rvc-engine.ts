@@ -202,15 +202,16 @@ async function* monoSamples(input: AsyncIterable<AudioBlock>): AsyncGenerator<Fl
  * segment with half the crossfade and DECODE_SPAN_MARGIN_FRAMES either side, so the context that the chunker
  * cuts away is run through the text encoder and the flow (which see the whole window) but not through the
  * decoder, the bulk of the work. Not with loudness mixing (`rms_mix_rate` below 1): its one-second RMS frames
- * over the window would see the silence outside the span.
+ * over the window would see the silence outside the span. Not on CUDA either (`spans` false): every span length
+ * would be a new shape for cuDNN's algorithm search.
  */
 function decodedSpan(
 	window: ChunkWindow,
 	frames: number,
 	params: RvcParams,
-	decodesSpan: boolean,
+	spans: boolean,
 ): { start: number; frames: number } {
-	if (!decodesSpan || params.rmsMixRate < 1) return { start: 0, frames };
+	if (!spans || params.rmsMixRate < 1) return { start: 0, frames };
 	const reach = Math.ceil((params.crossfadeSeconds / 2) * 100) + DECODE_SPAN_MARGIN_FRAMES;
 	const start = Math.max(0, (window.segmentStart - window.windowStart) / RMVPE_HOP - reach);
 	const end = Math.min(frames, (window.segmentEnd - window.windowStart) / RMVPE_HOP + reach);
@@ -223,11 +224,16 @@ async function convertWindow(
 	models: LoadedModels,
 	retrieval: Retrieval | undefined,
 	params: RvcParams,
-	semitones: number,
-	mel: LogMelSpectrogram,
-	noise: NormalNoise,
-	onChunk: RvcEngineOptions["onChunk"],
+	job: {
+		semitones: number;
+		mel: LogMelSpectrogram;
+		noise: NormalNoise;
+		onChunk: RvcEngineOptions["onChunk"];
+		/** Whether spans may be decoded (`decodedSpan`). */
+		spans: boolean;
+	},
 ): Promise<Float32Array> {
+	const { semitones, mel, noise, onChunk } = job;
 	const frames = window.samples.length / RMVPE_HOP;
 	const samplesPerFrame = params.sampleRate / 100;
 	let started = performance.now();
@@ -261,7 +267,7 @@ async function convertWindow(
 
 	started = performance.now();
 	const rnd = noise.fill(models.synthesizer.noiseChannels * frames, params.noiseScale);
-	const span = decodedSpan(window, frames, params, models.synthesizer.decodesSpan);
+	const span = decodedSpan(window, frames, params, job.spans && models.synthesizer.decodesSpan);
 	const audio = await models.synthesizer.synthesize(
 		{ phone, frames, ...shifted, speakerId: params.speakerId, rnd },
 		samplesPerFrame,
@@ -380,23 +386,32 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			const plan = chunkPlan(params);
 			const { models, release } = await acquireModels({ voice, artifactPaths }, params);
 			try {
-				// Every session runs once. Where window lengths are bucketed (CUDA), on the length most windows will
-				// have, so cuDNN's algorithm search for it happens now rather than during the first job; elsewhere
-				// one second of audio with its context is enough.
-				const length =
+				// Every session runs once. Where window lengths are bucketed (CUDA), once on every length a window
+				// can have, so cuDNN's algorithm search for each happens now rather than during jobs (measured on an
+				// H100: about 3 s for a new length); elsewhere one second of audio with its context is enough.
+				const longest = plan.targetSamples + plan.searchSamples + 2 * plan.contextSamples + plan.hop;
+				const lengths =
 					plan.windowMultiple > plan.hop
-						? Math.ceil((plan.targetSamples + 2 * plan.contextSamples) / plan.windowMultiple) * plan.windowMultiple
-						: RMVPE_SAMPLE_RATE + 2 * plan.contextSamples;
-				const window: ChunkWindow = {
-					index: 0,
-					segmentStart: 0,
-					segmentEnd: length,
-					windowStart: 0,
-					windowEnd: length,
-					samples: new NormalNoise(1).fill(length, 0.01),
-					final: true,
-				};
-				await convertWindow(window, models, undefined, params, 0, mel, new NormalNoise(1), undefined);
+						? Array.from({ length: Math.ceil(longest / plan.windowMultiple) }, (_, i) => (i + 1) * plan.windowMultiple)
+						: [RMVPE_SAMPLE_RATE + 2 * plan.contextSamples];
+				for (const length of lengths) {
+					const window: ChunkWindow = {
+						index: 0,
+						segmentStart: 0,
+						segmentEnd: length,
+						windowStart: 0,
+						windowEnd: length,
+						samples: new NormalNoise(1).fill(length, 0.01),
+						final: true,
+					};
+					await convertWindow(window, models, undefined, params, {
+						semitones: 0,
+						mel,
+						noise: new NormalNoise(1),
+						onChunk: undefined,
+						spans: false,
+					});
+				}
 			} finally {
 				release();
 			}
@@ -449,7 +464,13 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				}
 				const noise = new NormalNoise(options.noiseSeed ?? randomInt(2 ** 31));
 				const convert = (window: ChunkWindow): Promise<Float32Array> =>
-					convertWindow(window, models, retrieval, params, job.semitones, mel, noise, options.onChunk);
+					convertWindow(window, models, retrieval, params, {
+						semitones: job.semitones,
+						mel,
+						noise,
+						onChunk: options.onChunk,
+						spans: selection?.provider !== "cuda",
+					});
 				for await (const samples of convertInChunks(monoSamples(input), plan, convert, signal)) {
 					yield { sampleRate: params.sampleRate, channels: [samples] };
 				}
