@@ -19,6 +19,7 @@ import { type ExecutionProviderName, sessionOptionsFor } from "./execution-provi
 import { quantizeMatMuls } from "./int8-matmul.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
 import { RMVPE_PITCH_BINS } from "./pitch.ts";
+import { RunGate } from "./run-gate.ts";
 
 export type ModelRole = "contentvec" | "rmvpe" | "synthesizer";
 
@@ -35,27 +36,32 @@ function describeShape(shape: ReadonlyArray<number | string>): string {
 	return `[${shape.join(", ")}]`;
 }
 
-/** One loaded model: runs are serialised, because a GPU runs one at a time anyway and it keeps memory bounded. */
+/**
+ * One loaded model: runs are serialised, because a GPU runs one at a time anyway and it keeps memory bounded,
+ * and pass the cache's `RunGate`, which bounds runs across models.
+ */
 class OnnxModel {
 	readonly role: ModelRole;
 	readonly path: string;
 	readonly session: ort.InferenceSession;
+	readonly #gate: RunGate;
 	#queue: Promise<unknown> = Promise.resolve();
 
-	constructor(role: ModelRole, path: string, session: ort.InferenceSession) {
+	constructor(role: ModelRole, path: string, session: ort.InferenceSession, gate: RunGate) {
 		this.role = role;
 		this.path = path;
 		this.session = session;
+		this.#gate = gate;
 	}
 
-	static async load(role: ModelRole, path: string, settings: SessionSettings): Promise<OnnxModel> {
+	static async load(role: ModelRole, path: string, settings: SessionSettings, gate: RunGate): Promise<OnnxModel> {
 		try {
 			const options = sessionOptionsFor(settings.provider, settings);
 			const session =
 				role === "contentvec" && settings.contentvecInt8 === true
 					? await ort.InferenceSession.create(quantizeMatMuls(await readFile(path)).model, options)
 					: await ort.InferenceSession.create(path, options);
-			return new OnnxModel(role, path, session);
+			return new OnnxModel(role, path, session, gate);
 		} catch (error) {
 			const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
 			throw new RvcEngineError(
@@ -89,7 +95,7 @@ class OnnxModel {
 	run(feeds: Record<string, ort.Tensor>): Promise<ort.InferenceSession.ReturnType> {
 		const result = this.#queue.then(async () => {
 			try {
-				return await this.session.run(feeds);
+				return await this.#gate.run(() => this.session.run(feeds));
 			} catch (error) {
 				const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
 				const shapes = Object.entries(feeds)
@@ -355,9 +361,13 @@ export class ModelCache {
 	readonly #capacity: number;
 	#clock = 0;
 
-	constructor(settings: SessionSettings, capacity: number) {
+	readonly #gate: RunGate;
+
+	/** `gate`: bounds model runs across all sessions (default: no bound beyond one run per session). */
+	constructor(settings: SessionSettings, capacity: number, gate = new RunGate(Number.POSITIVE_INFINITY)) {
 		this.#settings = settings;
 		this.#capacity = capacity;
+		this.#gate = gate;
 	}
 
 	get size(): number {
@@ -368,7 +378,7 @@ export class ModelCache {
 		const key = `${role}\u0000${path}`;
 		let entry = this.#entries.get(key);
 		if (entry === undefined) {
-			const model = OnnxModel.load(role, path, this.#settings);
+			const model = OnnxModel.load(role, path, this.#settings, this.#gate);
 			entry = { role, path, model, users: 0, lastUsed: 0 };
 			this.#entries.set(key, entry);
 			model.catch(() => this.#entries.delete(key));

@@ -24,6 +24,7 @@
  * instead).
  */
 import { randomInt } from "node:crypto";
+import { availableParallelism } from "node:os";
 import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
 import { PermanentJobError } from "../../job-errors.ts";
 import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
@@ -47,6 +48,7 @@ import { type LoadedModels, ModelCache, type ModelPaths } from "./models.ts";
 import { applyVoiceSettings, parseRvcParams, type RvcParams } from "./params.ts";
 import { decodeSalience, shiftAndQuantise } from "./pitch.ts";
 import { NormalNoise } from "./random.ts";
+import { RunGate } from "./run-gate.ts";
 import { synthesizerOnnxPath } from "./synthesizer-file.ts";
 import { DECODE_SPAN_MARGIN_FRAMES } from "./synthesizer-graph.ts";
 import { trackPitchYin } from "./yin-pitch.ts";
@@ -354,6 +356,13 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					contentvecInt8: options.contentvecInt8 ?? false,
 				},
 				options.maxCachedModels ?? 6,
+				// On the CPU as many runs at once as the cores hold sessions' threads (by default one run: each
+				// uses every core); a GPU provider runs one kernel stream per device anyway.
+				new RunGate(
+					selection.provider === "cpu"
+						? Math.max(1, Math.floor(availableParallelism() / (options.intraOpNumThreads ?? availableParallelism())))
+						: Number.POSITIVE_INFINITY,
+				),
 			);
 			indexes = new IndexCache(options.maxCachedIndexes ?? 2);
 			searcher = await IndexSearcher.create(
