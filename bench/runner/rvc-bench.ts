@@ -3,8 +3,8 @@
  * rvc-models.ts), built into a temporary folder at run time and deleted afterwards. Each measured case runs in
  * its own child process, so building the models does not count in its peak RSS.
  *
- *   npm run bench                                       # everything, rvc part: 40 s of audio
- *   node --import ./src/resolve-fallback.ts bench/rvc-bench.ts --threads 2 [--seconds 40] [--chunk-seconds 10]
+ *   npm run bench (in gpu-runner/)                      # everything, rvc part: 40 s of audio
+ *   node --import ./src/resolve-fallback.ts ../bench/runner/rvc-bench.ts --threads 2 [--seconds 40] [--chunk-seconds 10]
  *     --jobs 8 [--job-seconds 10] [--capacity 2]        # throughput of 8 jobs at capacity 1 and 2
  *     --memory-minutes 1,10  (or --long: 1,10,60)       # peak RSS converting that much audio
  *     --contentvec-int8                                 # ContentVec with int8 matrix products
@@ -253,9 +253,9 @@ function runChild(spec: CaseSpec): Promise<CaseResult> {
 	return new Promise((resolve, reject) => {
 		const child = spawn(
 			process.execPath,
-			["--import", "./src/resolve-fallback.ts", "bench/rvc-bench.ts", "--child", JSON.stringify(spec)],
+			["--import", "./src/resolve-fallback.ts", import.meta.filename, "--child", JSON.stringify(spec)],
 			{
-				cwd: join(import.meta.dirname, ".."),
+				cwd: join(import.meta.dirname, "..", "..", "gpu-runner"),
 				stdio: ["ignore", "pipe", "inherit"],
 				// glibc would keep freed model-loading buffers in its heap; returned at once, RSS is what is in use.
 				env: { ...process.env, MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? "131072" },
