@@ -31,6 +31,8 @@ export default defineConfig(async () => {
 									PLAYGROUND_CLIENT_SECRET: "",
 									// R2's smallest part, so the multipart output path is tested with parts of a few MiB.
 									OUTPUT_PART_BYTES: String(5 * 1024 ** 2),
+									// Voice files over 100 kB go up in parts, so the committed RVC fixtures take both paths.
+									VOICE_SINGLE_UPLOAD_BYTES: "100000",
 								},
 							},
 						}),

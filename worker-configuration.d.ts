@@ -13,6 +13,7 @@ interface __BaseEnv_Env {
 	ALLOW_LOCAL_WEBHOOK_URLS: "false";
 	CONVERSION_WAIT_LIMIT_SECONDS: "86400";
 	OUTPUT_PART_BYTES: "67108864";
+	VOICE_SINGLE_UPLOAD_BYTES: "100000000";
 	TOKEN_SIGNING_KEY: string;
 	STORAGE_SIGNING_KEY: string;
 	WEBHOOK_SECRET_KEY: string;
@@ -31,7 +32,7 @@ type StringifyValues<EnvType extends Record<string, unknown>> = {
 	[Binding in keyof EnvType]: EnvType[Binding] extends string ? EnvType[Binding] : string;
 };
 declare namespace NodeJS {
-	interface ProcessEnv extends StringifyValues<Pick<Cloudflare.Env, "TOKEN_ISSUER" | "PUBLIC_BASE_URL" | "ALLOW_LOCAL_WEBHOOK_URLS" | "CONVERSION_WAIT_LIMIT_SECONDS" | "OUTPUT_PART_BYTES" | "TOKEN_SIGNING_KEY" | "STORAGE_SIGNING_KEY" | "WEBHOOK_SECRET_KEY">> {}
+	interface ProcessEnv extends StringifyValues<Pick<Cloudflare.Env, "TOKEN_ISSUER" | "PUBLIC_BASE_URL" | "ALLOW_LOCAL_WEBHOOK_URLS" | "CONVERSION_WAIT_LIMIT_SECONDS" | "OUTPUT_PART_BYTES" | "VOICE_SINGLE_UPLOAD_BYTES" | "TOKEN_SIGNING_KEY" | "STORAGE_SIGNING_KEY" | "WEBHOOK_SECRET_KEY">> {}
 }
 declare module "*.txt" {
 	const value: string;

@@ -22,9 +22,10 @@ import type {
 	LeaseCheck,
 	LeaseWants,
 } from "../src/contracts/broker.ts";
-import type { EngineName } from "../src/contracts/runner.ts";
+import type { EngineName, JobKind } from "../src/contracts/runner.ts";
 import { type FailureCode, failure } from "../src/conversions/failure-messages.ts";
 import { failConversion } from "../src/conversions/state-machine.ts";
+import { failValidation } from "../src/voices/voice-validation.ts";
 import {
 	afterLeaseExpired,
 	afterRunnerFailure,
@@ -56,9 +57,17 @@ type LeaseRow = {
 };
 
 /** A job as stored: SQLite has no booleans, so `use_preview` is 0 or 1 here and nowhere else. */
-type JobRow = { conversion_id: string; account_id: string; voice_id: string; engine: EngineName; use_preview: number };
+type JobRow = {
+	conversion_id: string;
+	account_id: string;
+	voice_id: string;
+	engine: EngineName;
+	use_preview: number;
+	kind: JobKind;
+};
 
 const jobOf = (row: JobRow): ConversionJob => ({
+	kind: row.kind,
 	conversionId: row.conversion_id,
 	accountId: row.account_id,
 	voiceId: row.voice_id,
@@ -106,6 +115,11 @@ export class JobBroker extends DurableObject<Env> {
 			);
 			CREATE INDEX IF NOT EXISTS leases_active ON leases (outcome, expires_at);
 		`);
+		// `kind` came with voice validation; jobs stored before it are conversions.
+		const columns = this.#sql.exec<{ name: string }>("PRAGMA table_info(jobs)").toArray();
+		if (!columns.some((column) => column.name === "kind")) {
+			this.#sql.exec("ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'convert'");
+		}
 	}
 
 	/** Adds a job; idempotent by conversion id (a job the broker has or had recently is left as it is). */
@@ -114,7 +128,7 @@ export class JobBroker extends DurableObject<Env> {
 		const inserted = this.#sql
 			.exec(
 				`INSERT INTO jobs (conversion_id, account_id, voice_id, engine, use_preview, state, attempts, enqueued_at,
-				 available_at, updated_at) VALUES (?, ?, ?, ?, ?, 'waiting', 0, ?, ?, ?)
+				 available_at, updated_at, kind) VALUES (?, ?, ?, ?, ?, 'waiting', 0, ?, ?, ?, ?)
 				 ON CONFLICT (conversion_id) DO NOTHING RETURNING conversion_id`,
 				job.conversionId,
 				job.accountId,
@@ -124,6 +138,7 @@ export class JobBroker extends DurableObject<Env> {
 				now,
 				now,
 				now,
+				job.kind ?? "convert",
 			)
 			.toArray();
 		if (inserted.length === 0) return "exists";
@@ -181,7 +196,7 @@ export class JobBroker extends DurableObject<Env> {
 		}
 		const job = this.#sql
 			.exec<JobRow>(
-				"SELECT conversion_id, account_id, voice_id, engine, use_preview FROM jobs WHERE conversion_id = ?",
+				"SELECT conversion_id, account_id, voice_id, engine, use_preview, kind FROM jobs WHERE conversion_id = ?",
 				row.conversion_id,
 			)
 			.one();
@@ -376,14 +391,16 @@ export class JobBroker extends DurableObject<Env> {
 		const now = this.clock();
 		return this.ctx.storage.transactionSync(() => {
 			const engines = JSON.stringify(wants.engines);
+			const kinds = JSON.stringify(wants.kinds ?? ["convert"]);
 			const urgentBefore = now - PREVIEW_AGING_MS;
 			const base = `SELECT conversion_id, voice_id, use_preview, enqueued_at FROM jobs
-				WHERE state = 'waiting' AND available_at <= ? AND engine IN (SELECT value FROM json_each(?))`;
+				WHERE state = 'waiting' AND available_at <= ? AND engine IN (SELECT value FROM json_each(?))
+				AND kind IN (SELECT value FROM json_each(?))`;
 			const order = "ORDER BY (use_preview = 1 OR enqueued_at <= ?) DESC, enqueued_at ASC LIMIT ?";
 			// The best `capacity` jobs overall are among the best by urgency and age, plus the best with a loaded
 			// voice; both sets are fetched with an index-friendly order and ranked in `selectJobs`.
 			const candidates = this.#sql
-				.exec<CandidateJob>(`${base} ${order}`, now, engines, urgentBefore, wants.capacity)
+				.exec<CandidateJob>(`${base} ${order}`, now, engines, kinds, urgentBefore, wants.capacity)
 				.toArray();
 			if (wants.loadedVoiceIds.length > 0) {
 				candidates.push(
@@ -392,6 +409,7 @@ export class JobBroker extends DurableObject<Env> {
 							`${base} AND voice_id IN (SELECT value FROM json_each(?)) ${order}`,
 							now,
 							engines,
+							kinds,
 							JSON.stringify(wants.loadedVoiceIds),
 							urgentBefore,
 							wants.capacity,
@@ -406,7 +424,7 @@ export class JobBroker extends DurableObject<Env> {
 					.exec<JobRow & { attempts: number }>(
 						`UPDATE jobs SET state = 'leased', lease_id = ?, attempts = attempts + 1, updated_at = ?
 						 WHERE conversion_id = ? AND state = 'waiting'
-						 RETURNING conversion_id, account_id, voice_id, engine, use_preview, attempts`,
+						 RETURNING conversion_id, account_id, voice_id, engine, use_preview, kind, attempts`,
 						leaseId,
 						now,
 						job.conversion_id,
@@ -468,13 +486,15 @@ export class JobBroker extends DurableObject<Env> {
 	/** Fails in D1 the conversions of `failing` jobs; a job stays `failing` (retried by the alarm) until that works. */
 	async #settleFailing(): Promise<void> {
 		const failing = this.#sql
-			.exec<{ conversion_id: string; failure_code: FailureCode; failure_detail: string | null }>(
-				"SELECT conversion_id, failure_code, failure_detail FROM jobs WHERE state = 'failing'",
+			.exec<{ conversion_id: string; failure_code: FailureCode; failure_detail: string | null; kind: JobKind }>(
+				"SELECT conversion_id, failure_code, failure_detail, kind FROM jobs WHERE state = 'failing'",
 			)
 			.toArray();
 		for (const job of failing) {
 			try {
-				await failConversion(this.env, job.conversion_id, failure(job.failure_code));
+				if (job.kind === "validate_voice") {
+					await failValidation(this.env, job.conversion_id, `validation kept failing (${job.failure_detail})`);
+				} else await failConversion(this.env, job.conversion_id, failure(job.failure_code));
 				this.#log("warn", "conversion failed", {
 					conversion_id: job.conversion_id,
 					code: job.failure_code,

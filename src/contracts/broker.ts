@@ -3,7 +3,7 @@
  * asks for, what a lease is, and the constants both sides rely on. Types and constants only, so that the Worker
  * and the broker import it and neither imports the other.
  */
-import type { EngineName } from "./runner.ts";
+import type { EngineName, JobKind } from "./runner.ts";
 
 /** Leases granted per job before the conversion fails for good. */
 export const MAX_ATTEMPTS = 3;
@@ -16,6 +16,9 @@ export const HEARTBEAT_INTERVAL_SECONDS = 15;
  * lease of the job.
  */
 export interface ConversionJob {
+	/** `convert` when absent. A `validate_voice` job checks an account's uploaded voice instead. */
+	kind?: JobKind;
+	/** The job's id: the conversion's, or for `validate_voice` the voice's. */
 	conversionId: string;
 	accountId: string;
 	voiceId: string;
@@ -31,6 +34,8 @@ export interface LeaseWants {
 	waitSeconds: number;
 	loadedVoiceIds: string[];
 	engines: string[];
+	/** Job kinds the runner takes; `convert` only when absent. */
+	kinds?: JobKind[];
 }
 
 export interface GrantedLease {

@@ -27,6 +27,7 @@ export const API_ERRORS = {
 	upload_not_found: { status: [404], expose: true },
 	method_not_allowed: { status: [405], expose: true },
 	audio_file_deleted: { status: [410], expose: true },
+	voice_deleted: { status: [410], expose: true },
 	// 409: the resource's state does not allow it.
 	already_uploaded: { status: [409], expose: true },
 	upload_refused: { status: [409], expose: true },
@@ -38,10 +39,16 @@ export const API_ERRORS = {
 	subscription_inactive: { status: [409], expose: true },
 	lease_lost: { status: [409], expose: true },
 	output_missing: { status: [409], expose: true },
+	/** A voice used in a conversion before its validation made it `ready` (or after it failed). */
+	voice_not_ready: { status: [409], expose: true },
+	voice_limit_reached: { status: [409], expose: true },
+	voice_name_taken: { status: [409], expose: true },
 	// 411, 413, 415: the body.
 	length_required: { status: [411], expose: true },
 	payload_too_large: { status: [413], expose: true },
 	unsupported_media_type: { status: [415], expose: true },
+	/** Uploaded voice file bytes that are not what their role accepts (recognised by the bytes, not the name). */
+	voice_file_unrecognised: { status: [415], expose: true },
 	// 416: a storage read's Range outside the object.
 	range_not_satisfiable: { status: [416], expose: true },
 	// 500: never the underlying error's message, only a reference to the log line.

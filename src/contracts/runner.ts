@@ -16,6 +16,9 @@ import { PITCH_SHIFTS, REQUESTED_PITCH_SHIFTS } from "./voice-conversions.ts";
 
 export const RUNNER_SCOPE = "voice-conversion-api/runner";
 
+export const JOB_KINDS = ["convert", "validate_voice"] as const;
+export type JobKind = (typeof JOB_KINDS)[number];
+
 export const ENGINE_NAMES = ["dsp", "rvc"] as const;
 export const EngineName = z.enum(ENGINE_NAMES);
 export type EngineName = z.infer<typeof EngineName>;
@@ -29,6 +32,11 @@ export const LeaseRequest = z.object({
 	loaded_voice_ids: z.array(z.uuid()).max(64).default([]),
 	/** Engines this runner can run; jobs for other engines are never leased to it. */
 	engines: z.array(EngineName).min(1).default(["dsp"]),
+	/**
+	 * Kinds of job this runner takes: `convert` (conversions, `leases`) and `validate_voice` (checking an account's
+	 * uploaded voice, `validations`). Older runners omit it and get conversions only.
+	 */
+	job_kinds: z.array(z.enum(JOB_KINDS)).min(1).default(["convert"]),
 });
 export type LeaseRequest = z.infer<typeof LeaseRequest>;
 
@@ -112,8 +120,72 @@ export const Lease = z.object({
 });
 export type Lease = z.infer<typeof Lease>;
 
-export const LeaseResponse = z.object({ leases: z.array(Lease) });
+/**
+ * A `validate_voice` job: an account uploaded a voice; read every file with the RVC readers, check they fit together,
+ * build the synthesizer, convert one second as a self-test, measure the sample's pitch range, and report with
+ * `POST /internal/v1/leases/{lease_id}/voice-validation`. Heartbeat, fail (transient) and release work as for
+ * conversions.
+ */
+export const VoiceValidationLease = z.object({
+	lease_id: z.string(),
+	voice_id: z.uuid(),
+	attempt: z.number().int().min(1),
+	lease_expires_at: z.iso.datetime(),
+	heartbeat_interval_seconds: z.number().positive(),
+	voice_name: z.string(),
+	/** The voice's default settings (`VoiceSettings`), checked against the model (e.g. `index_rate` needs an index). */
+	voice_settings: z.record(z.string(), z.unknown()),
+	/** The uploaded files by role (`model`, `index`, `image`, `sample`) with the kind their first bytes showed. */
+	files: z.array(
+		z.object({
+			role: z.enum(["model", "index", "image", "sample"]),
+			url: z.url(),
+			size_bytes: z.number().int().nonnegative(),
+			kind: z.string(),
+		}),
+	),
+	/** The deployment's ContentVec and RMVPE, for the self-test. */
+	base_models: z.array(ModelArtifact),
+});
+export type VoiceValidationLease = z.infer<typeof VoiceValidationLease>;
+
+export const LeaseResponse = z.object({
+	leases: z.array(Lease),
+	/** Only for runners that asked for `validate_voice` jobs. */
+	validations: z.array(VoiceValidationLease).default([]),
+});
 export type LeaseResponse = z.infer<typeof LeaseResponse>;
+
+/** POST /internal/v1/leases/{lease_id}/voice-validation — the outcome of a `validate_voice` lease. */
+export const VoiceValidationReport = z.discriminatedUnion("outcome", [
+	z.object({
+		outcome: z.literal("ready"),
+		/** Every file's sha256 and size as read (the model's becomes the synthesizer artifact's checksum). */
+		files: z.array(
+			z.object({
+				role: z.enum(["model", "index", "image", "sample"]),
+				sha256: z.string().regex(/^[0-9a-f]{64}$/),
+				size_bytes: z.number().int().nonnegative(),
+			}),
+		),
+		model: z.object({
+			sample_rate: z.number().int().positive(),
+			f0: z.boolean(),
+			feature_dim: z.number().int().positive().nullable(),
+			version: z.string().nullable(),
+		}),
+		/** The sample's typical pitch range (10th to 90th percentile of voiced frames); null without a sample. */
+		pitch_range_hz: z.object({ low: z.number().positive(), high: z.number().positive() }).nullable(),
+	}),
+	z.object({
+		outcome: z.literal("failed"),
+		/** Stable name of the problem (`index_width_mismatch`, `truncated`, ...). */
+		problem: z.string().min(1).max(100),
+		/** Shown to the customer as the voice's `error_message`: names the file and what is wrong with it. */
+		message: z.string().min(1).max(1000),
+	}),
+]);
+export type VoiceValidationReport = z.infer<typeof VoiceValidationReport>;
 
 /** POST /internal/v1/leases/{lease_id}/heartbeat — 200 with the new expiry; 409 `lease_lost` if it is gone. */
 export const HeartbeatRequest = z.object({

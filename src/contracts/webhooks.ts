@@ -3,11 +3,22 @@ import { z } from "zod";
 import { Id, Timestamp } from "./common.ts";
 
 /** Names a client subscribes with, also sent as `X-Webhook-Event` (underscore form). */
-export const SUBSCRIBABLE_EVENTS = ["conversion_completed", "conversion_failed"] as const;
+export const SUBSCRIBABLE_EVENTS = [
+	"conversion_completed",
+	"conversion_failed",
+	"voice_ready",
+	"voice_failed",
+] as const;
 export type SubscribableEvent = (typeof SUBSCRIBABLE_EVENTS)[number];
 
 /** Payload `event` names (dot form), as written to the `events` outbox by conversions. */
-export const PAYLOAD_EVENTS = ["conversion.completed", "conversion.failed", "webhook.test"] as const;
+export const PAYLOAD_EVENTS = [
+	"conversion.completed",
+	"conversion.failed",
+	"voice.ready",
+	"voice.failed",
+	"webhook.test",
+] as const;
 export type PayloadEvent = (typeof PAYLOAD_EVENTS)[number];
 
 export const MAX_ACTIVE_SUBSCRIPTIONS = 5;

@@ -9,6 +9,8 @@
  *    by the broker; one whose lease is alive is never failed by time (lost leases are the broker's: expiry, attempts).
  * 4. The broker sweeps overdue leases (its alarm does this too), and expired idempotency keys are forgotten.
  * 5. Uploaded files whose preprocessing message was lost (still pending, or claimed by a consumer that died) are re-sent.
+ * 6. Voices `validating` whose job the broker does not hold (the hand-over failed) are handed over again, and deleted
+ *    voices' files are removed once no conversion runs with them.
  */
 import { notifyPreprocessingListeners, outcomeOf } from "../audio-files/preprocessing-listeners.ts";
 import { resendStalePreprocessing } from "../audio-files/send-audio-uploaded.ts";
@@ -25,6 +27,9 @@ import { dispatchConversions } from "../conversions/promotion.ts";
 import { failConversion, NON_TERMINAL_STATUSES } from "../conversions/state-machine.ts";
 import { conversionWaitLimitSeconds, UPLOAD_GRACE_SECONDS } from "../conversions/wait-limit.ts";
 import { purgeExpiredIdempotencyKeys } from "../http/idempotency.ts";
+import { removeFilesOfDeletedVoices } from "../voices/voice-removal.ts";
+import { validatingVoicesBefore } from "../voices/voice-store.ts";
+import { enqueueValidation } from "../voices/voice-validation.ts";
 import { unsentEventsBefore } from "../webhooks/event-outbox.ts";
 
 /** An event still unsent after this long is assumed lost (its consumer marks `sent_at`). */
@@ -50,6 +55,8 @@ export interface SafetyNetReport {
 	leasesExpired: number;
 	idempotencyKeysPurged: number;
 	preprocessingResent: number;
+	validationsRedispatched: number;
+	voiceFilesRemoved: number;
 	errors: string[];
 }
 
@@ -121,6 +128,15 @@ export async function failConversionsPastWaitLimit(env: Env, now: Date): Promise
 	return failed;
 }
 
+export async function redispatchLostValidations(env: Env, now: Date): Promise<number> {
+	const ids = await validatingVoicesBefore(env, secondsBefore(now, JOB_REDISPATCH_AFTER_SECONDS), BATCH);
+	if (ids.length === 0) return 0;
+	const known = new Set(await jobBroker(env).knownJobs(ids));
+	const lost = ids.filter((id) => !known.has(id));
+	for (const id of lost) await enqueueValidation(env, id);
+	return lost.length;
+}
+
 export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNetReport> {
 	const report: SafetyNetReport = {
 		eventsResent: 0,
@@ -131,6 +147,8 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 		leasesExpired: 0,
 		idempotencyKeysPurged: 0,
 		preprocessingResent: 0,
+		validationsRedispatched: 0,
+		voiceFilesRemoved: 0,
 		errors: [],
 	};
 	// Each repair runs on its own: one failing (say, the queue is down) must not block the others.
@@ -165,7 +183,15 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 	await step("preprocessing", async () => {
 		report.preprocessingResent = await resendStalePreprocessing(env, now);
 	});
+	await step("validations", async () => {
+		report.validationsRedispatched = await redispatchLostValidations(env, now);
+	});
+	await step("voice files", async () => {
+		report.voiceFilesRemoved = await removeFilesOfDeletedVoices(env, BATCH);
+	});
 	const acted =
+		report.validationsRedispatched +
+		report.voiceFilesRemoved +
 		report.eventsResent +
 		report.jobsRedispatched +
 		report.lostSourceFailed +

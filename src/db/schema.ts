@@ -3,6 +3,7 @@
  * (they sort as text and are what the API returns); JSON columns hold small arrays and objects.
  * Migrations in `migrations/` are generated from this file by `npm run db:generate`.
  */
+import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 import { PITCH_SHIFTS, REQUESTED_PITCH_SHIFTS, type VoiceSettings } from "../contracts/voice-conversions.ts";
 
@@ -30,24 +31,97 @@ export const apiClients = sqliteTable(
 	(t) => [index("api_clients_account_idx").on(t.accountId)],
 );
 
+export const UPLOAD_STATUSES = ["awaiting_upload", "uploaded"] as const;
+
 export type VoiceArtifact = { name: string; key: string; sha256: string; size_bytes: number };
 
-export const voices = sqliteTable("voices", {
-	id: text("id").primaryKey(),
-	name: text("name").notNull().unique(),
-	tags: text("tags", { mode: "json" }).$type<string[]>().notNull(),
-	engine: text("engine", { enum: ["dsp", "rvc"] }).notNull(),
-	engineParams: text("engine_params", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
-	imageKey: text("image_key"),
-	sampleKey: text("sample_key"),
-	artifacts: text("artifacts", { mode: "json" }).$type<VoiceArtifact[]>().notNull(),
-	/** The voice's typical pitch range in Hz (from its sample, or given by the operator), for `pitch_shift` `auto`. */
-	pitchRangeLowHz: real("pitch_range_low_hz"),
-	pitchRangeHighHz: real("pitch_range_high_hz"),
-	isActive: integer("is_active", { mode: "boolean" }).notNull().default(true),
-	createdAt: text("created_at").notNull(),
-	updatedAt: text("updated_at").notNull(),
-});
+export const VOICE_STATUSES = ["awaiting_upload", "validating", "ready", "failed"] as const;
+export type VoiceStatus = (typeof VOICE_STATUSES)[number];
+
+/**
+ * Service voices (`account_id` null) are added by operators and are `ready` from the start; an account's voices come
+ * through the API, wait for their files, are validated by a runner, and only then become `ready`. Names are unique
+ * among the service's voices and among one account's voices that are not deleted.
+ */
+export const voices = sqliteTable(
+	"voices",
+	{
+		id: text("id").primaryKey(),
+		/** The owning account; null for the service's own voices. */
+		accountId: text("account_id").references(() => accounts.id),
+		name: text("name").notNull(),
+		tags: text("tags", { mode: "json" }).$type<string[]>().notNull(),
+		description: text("description"),
+		engine: text("engine", { enum: ["dsp", "rvc"] }).notNull(),
+		engineParams: text("engine_params", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
+		imageKey: text("image_key"),
+		sampleKey: text("sample_key"),
+		artifacts: text("artifacts", { mode: "json" }).$type<VoiceArtifact[]>().notNull(),
+		/** The voice's typical pitch range in Hz (from its sample, or given by the operator), for `pitch_shift` `auto`. */
+		pitchRangeLowHz: real("pitch_range_low_hz"),
+		pitchRangeHighHz: real("pitch_range_high_hz"),
+		isActive: integer("is_active", { mode: "boolean" }).notNull().default(true),
+		status: text("status", { enum: VOICE_STATUSES }).notNull().default("ready"),
+		/** Why validation failed, in words a customer can act on. */
+		errorMessage: text("error_message"),
+		createdAt: text("created_at").notNull(),
+		updatedAt: text("updated_at").notNull(),
+		/** Soft delete: conversions already accepted finish; the files go once none is left (`filesRemovedAt`). */
+		deletedAt: text("deleted_at"),
+		filesRemovedAt: text("files_removed_at"),
+	},
+	(t) => [
+		uniqueIndex("voices_service_name_idx").on(t.name).where(sql`${t.accountId} IS NULL`),
+		uniqueIndex("voices_account_name_idx")
+			.on(t.accountId, t.name)
+			.where(sql`${t.accountId} IS NOT NULL AND ${t.deletedAt} IS NULL`),
+		index("voices_account_created_idx").on(t.accountId, t.createdAt),
+	],
+);
+
+export const VOICE_FILE_ROLES = ["model", "index", "image", "sample"] as const;
+export type VoiceFileRole = (typeof VOICE_FILE_ROLES)[number];
+
+/**
+ * The files an account declared for its voice, one per role. A file up to the single-upload limit goes up with one
+ * signed PUT; a larger one through an R2 multipart upload (`multipartUploadId`, parts in `voice_file_parts`).
+ * `sha256` is recorded by the validating runner, which reads every byte anyway.
+ */
+export const voiceFiles = sqliteTable(
+	"voice_files",
+	{
+		voiceId: text("voice_id")
+			.notNull()
+			.references(() => voices.id),
+		role: text("role", { enum: VOICE_FILE_ROLES }).notNull(),
+		fileName: text("file_name").notNull(),
+		declaredSizeBytes: integer("declared_size_bytes").notNull(),
+		objectKey: text("object_key").notNull(),
+		uploadStatus: text("upload_status", { enum: UPLOAD_STATUSES }).notNull(),
+		multipartUploadId: text("multipart_upload_id"),
+		partSizeBytes: integer("part_size_bytes"),
+		/** What the bytes are (`rvc_checkpoint`, `onnx`, `faiss_index`, `png`, `wav`, ...), recognised at upload. */
+		kind: text("kind"),
+		sizeBytes: integer("size_bytes"),
+		sha256: text("sha256"),
+		uploadedAt: text("uploaded_at"),
+		createdAt: text("created_at").notNull(),
+	},
+	(t) => [primaryKey({ columns: [t.voiceId, t.role] })],
+);
+
+/** The parts of a multipart voice file received so far, with the etags R2 gave them (needed to complete it). */
+export const voiceFileParts = sqliteTable(
+	"voice_file_parts",
+	{
+		voiceId: text("voice_id").notNull(),
+		role: text("role", { enum: VOICE_FILE_ROLES }).notNull(),
+		partNumber: integer("part_number").notNull(),
+		etag: text("etag").notNull(),
+		sizeBytes: integer("size_bytes").notNull(),
+	},
+	(t) => [primaryKey({ columns: [t.voiceId, t.role, t.partNumber] })],
+);
 
 export const BASE_MODEL_NAMES = ["contentvec", "rmvpe"] as const;
 export type BaseModelName = (typeof BASE_MODEL_NAMES)[number];
@@ -65,7 +139,6 @@ export const baseModels = sqliteTable("base_models", {
 	updatedAt: text("updated_at").notNull(),
 });
 
-export const UPLOAD_STATUSES = ["awaiting_upload", "uploaded"] as const;
 export const PREPROCESSING_STATUSES = ["pending", "processing", "ready", "failed"] as const;
 
 export const audioFiles = sqliteTable(

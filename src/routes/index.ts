@@ -16,14 +16,22 @@ import { storageRoutes } from "./storage/storage-routes.ts";
 import { createConversionRoute } from "./voice-conversions/create-conversion.ts";
 import { getConversionRoute } from "./voice-conversions/get-conversion.ts";
 import { listConversionsRoute } from "./voice-conversions/list-conversions.ts";
+import { completeVoiceFileRoute } from "./voices/complete-voice-file.ts";
+import { createVoiceRoute } from "./voices/create-voice.ts";
+import { deleteVoiceRoute } from "./voices/delete-voice.ts";
 import { getVoiceRoute } from "./voices/get-voice.ts";
 import { listVoicesRoute } from "./voices/list-voices.ts";
+import { updateVoiceRoute } from "./voices/update-voice.ts";
 import { webhookRoutes } from "./webhooks/index.ts";
 
 const apiRoutes: RouteDefinition[] = [
 	tokenRoute,
 	listVoicesRoute,
 	getVoiceRoute,
+	createVoiceRoute,
+	updateVoiceRoute,
+	deleteVoiceRoute,
+	completeVoiceFileRoute,
 	registerAudioFileRoute,
 	listAudioFilesRoute,
 	getAudioFileRoute,

@@ -6,6 +6,13 @@
  */
 import { AUDIO_FILE_KEY_PREFIX } from "../audio-files/limits.ts";
 import { afterAudioUpload, beforeAudioUpload, refuseOversizedAudio } from "../audio-files/upload-hook.ts";
+import {
+	afterVoiceFileUpload,
+	beforeVoiceFileUpload,
+	storeVoiceFilePart,
+	VOICE_FILE_KEY_PREFIX,
+	VOICE_PART_KEY_PREFIX,
+} from "../voices/voice-uploads.ts";
 import type { StorageGrant } from "./signed-url.ts";
 
 export interface UploadHook {
@@ -13,6 +20,11 @@ export interface UploadHook {
 	beforePut?(env: Env, grant: StorageGrant): Promise<void>;
 	afterPut?(env: Env, grant: StorageGrant, object: R2Object): Promise<void>;
 	tooLarge?(env: Env, grant: StorageGrant, declaredBytes: number): Promise<void>;
+	/**
+	 * Takes the body instead of the plain R2 put and answers the request itself (a part of a multipart voice file
+	 * goes into its upload, not to an object of its own key).
+	 */
+	store?(env: Env, grant: StorageGrant, request: Request, length: number): Promise<Response>;
 }
 
 const UPLOAD_HOOKS: readonly UploadHook[] = [
@@ -22,6 +34,8 @@ const UPLOAD_HOOKS: readonly UploadHook[] = [
 		afterPut: afterAudioUpload,
 		tooLarge: refuseOversizedAudio,
 	},
+	{ prefix: VOICE_FILE_KEY_PREFIX, beforePut: beforeVoiceFileUpload, afterPut: afterVoiceFileUpload },
+	{ prefix: VOICE_PART_KEY_PREFIX, store: storeVoiceFilePart },
 ];
 
 export const uploadHookFor = (key: string) => UPLOAD_HOOKS.find((h) => key.startsWith(h.prefix));

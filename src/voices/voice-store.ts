@@ -1,15 +1,197 @@
-/** D1 access for voices. Clients only ever see active voices; an inactive one does not exist for them. */
-import { and, asc, eq } from "drizzle-orm";
+/**
+ * D1 access for voices. A client sees the service's active voices and its own account's voices that are not
+ * deleted; any other voice does not exist for it (404, exactly like another account's audio file).
+ */
+import { and, asc, count, eq, inArray, isNotNull, isNull, lte, or, type SQL } from "drizzle-orm";
+import type { VoiceSettings } from "../contracts/voice-conversions.ts";
 import { database } from "../db/client.ts";
-import { voices } from "../db/schema.ts";
+import {
+	type VoiceFileRole,
+	type VoiceStatus,
+	voiceConversions,
+	voiceFileParts,
+	voiceFiles,
+	voices,
+} from "../db/schema.ts";
 
 export type VoiceRow = typeof voices.$inferSelect;
+export type VoiceFileRow = typeof voiceFiles.$inferSelect;
 
-export function listActiveVoices(env: Pick<Env, "DB">): Promise<VoiceRow[]> {
-	return database(env).select().from(voices).where(eq(voices.isActive, true)).orderBy(asc(voices.name));
+/** The voices `accountId` may use: the service's active ones and its own that are not deleted. */
+const visibleTo = (accountId: string): SQL =>
+	or(
+		and(isNull(voices.accountId), eq(voices.isActive, true)),
+		and(eq(voices.accountId, accountId), isNull(voices.deletedAt)),
+	) as SQL;
+
+export function listVisibleVoices(
+	env: Pick<Env, "DB">,
+	accountId: string,
+	filter: { owner?: "service" | "account"; status?: VoiceStatus } = {},
+): Promise<VoiceRow[]> {
+	return database(env)
+		.select()
+		.from(voices)
+		.where(
+			and(
+				visibleTo(accountId),
+				filter.owner === "service" ? isNull(voices.accountId) : undefined,
+				filter.owner === "account" ? isNotNull(voices.accountId) : undefined,
+				filter.status ? eq(voices.status, filter.status) : undefined,
+			),
+		)
+		.orderBy(asc(voices.name), asc(voices.id));
 }
 
-export async function findActiveVoice(env: Pick<Env, "DB">, id: string): Promise<VoiceRow | null> {
-	const row = await database(env).query.voices.findFirst({ where: and(eq(voices.id, id), eq(voices.isActive, true)) });
+export async function findVisibleVoice(env: Pick<Env, "DB">, accountId: string, id: string): Promise<VoiceRow | null> {
+	const row = await database(env).query.voices.findFirst({ where: and(eq(voices.id, id), visibleTo(accountId)) });
 	return row ?? null;
+}
+
+/** One of the account's own voices (not deleted), or null. */
+export async function findOwnVoice(env: Pick<Env, "DB">, accountId: string, id: string): Promise<VoiceRow | null> {
+	const row = await database(env).query.voices.findFirst({
+		where: and(eq(voices.id, id), eq(voices.accountId, accountId), isNull(voices.deletedAt)),
+	});
+	return row ?? null;
+}
+
+export async function findVoiceById(env: Pick<Env, "DB">, id: string): Promise<VoiceRow | null> {
+	return (await database(env).query.voices.findFirst({ where: eq(voices.id, id) })) ?? null;
+}
+
+export async function countAccountVoices(env: Pick<Env, "DB">, accountId: string): Promise<number> {
+	const [row] = await database(env)
+		.select({ n: count() })
+		.from(voices)
+		.where(and(eq(voices.accountId, accountId), isNull(voices.deletedAt)));
+	return row?.n ?? 0;
+}
+
+export async function findVoiceFiles(env: Pick<Env, "DB">, voiceIds: string[]): Promise<VoiceFileRow[]> {
+	if (voiceIds.length === 0) return [];
+	return database(env).select().from(voiceFiles).where(inArray(voiceFiles.voiceId, voiceIds));
+}
+
+export async function findVoiceFile(
+	env: Pick<Env, "DB">,
+	voiceId: string,
+	role: VoiceFileRole,
+): Promise<VoiceFileRow | null> {
+	const row = await database(env).query.voiceFiles.findFirst({
+		where: and(eq(voiceFiles.voiceId, voiceId), eq(voiceFiles.role, role)),
+	});
+	return row ?? null;
+}
+
+/** The voice's settings as stored in its engine parameters (where the admin tool keeps a service voice's defaults). */
+export function voiceSettingsOf(voice: Pick<VoiceRow, "engineParams">): VoiceSettings {
+	const params = voice.engineParams;
+	const settings: Record<string, unknown> = {};
+	for (const key of ["index_rate", "protect", "rms_mix_rate", "formant_shift", "f0_method"] as const) {
+		if (params[key] !== undefined) settings[key] = params[key];
+	}
+	return settings as VoiceSettings;
+}
+
+export interface NewAccountVoice {
+	id: string;
+	accountId: string;
+	name: string;
+	tags: string[];
+	description: string | null;
+	voiceSettings: VoiceSettings;
+	files: Omit<VoiceFileRow, "voiceId" | "kind" | "sizeBytes" | "sha256" | "uploadedAt" | "createdAt">[];
+}
+
+/** Inserts the voice and its declared files in one batch. Throws D1's unique-constraint error for a taken name. */
+export async function insertAccountVoice(env: Pick<Env, "DB">, voice: NewAccountVoice, now: string): Promise<VoiceRow> {
+	const db = database(env);
+	const row: VoiceRow = {
+		id: voice.id,
+		accountId: voice.accountId,
+		name: voice.name,
+		tags: voice.tags,
+		description: voice.description,
+		engine: "rvc",
+		engineParams: { ...voice.voiceSettings },
+		imageKey: null,
+		sampleKey: null,
+		artifacts: [],
+		pitchRangeLowHz: null,
+		pitchRangeHighHz: null,
+		isActive: true,
+		status: "awaiting_upload",
+		errorMessage: null,
+		createdAt: now,
+		updatedAt: now,
+		deletedAt: null,
+		filesRemovedAt: null,
+	};
+	await db.batch([
+		db.insert(voices).values(row),
+		...voice.files.map((file) => db.insert(voiceFiles).values({ ...file, voiceId: voice.id, createdAt: now })),
+	]);
+	return row;
+}
+
+export async function updateVoiceFields(
+	env: Pick<Env, "DB">,
+	id: string,
+	fields: Partial<Pick<VoiceRow, "name" | "tags" | "description" | "engineParams">>,
+	now: string,
+): Promise<void> {
+	await database(env)
+		.update(voices)
+		.set({ ...fields, updatedAt: now })
+		.where(eq(voices.id, id));
+}
+
+export async function markVoiceDeleted(env: Pick<Env, "DB">, id: string, now: string): Promise<boolean> {
+	const rows = await database(env)
+		.update(voices)
+		.set({ deletedAt: now, updatedAt: now })
+		.where(and(eq(voices.id, id), isNull(voices.deletedAt)))
+		.returning({ id: voices.id });
+	return rows.length > 0;
+}
+
+/** Whether any conversion of this voice has not ended yet (its files must stay until it does). */
+export async function voiceHasRunningConversions(env: Pick<Env, "DB">, voiceId: string): Promise<boolean> {
+	const row = await database(env).query.voiceConversions.findFirst({
+		columns: { id: true },
+		where: and(
+			eq(voiceConversions.voiceModelId, voiceId),
+			inArray(voiceConversions.status, ["pending_preprocessing", "queued", "processing"]),
+		),
+	});
+	return row !== undefined;
+}
+
+/** Voices `validating` since at or before `cutoff` (the safety net checks that the broker holds their job). */
+export async function validatingVoicesBefore(env: Pick<Env, "DB">, cutoff: string, limit: number): Promise<string[]> {
+	const rows = await database(env)
+		.select({ id: voices.id })
+		.from(voices)
+		.where(and(eq(voices.status, "validating"), isNull(voices.deletedAt), lte(voices.updatedAt, cutoff)))
+		.limit(limit);
+	return rows.map((row) => row.id);
+}
+
+/** Deleted account voices whose files are still stored. */
+export async function deletedVoicesWithFiles(env: Pick<Env, "DB">, limit: number): Promise<string[]> {
+	const rows = await database(env)
+		.select({ id: voices.id })
+		.from(voices)
+		.where(and(isNotNull(voices.accountId), isNotNull(voices.deletedAt), isNull(voices.filesRemovedAt)))
+		.limit(limit);
+	return rows.map((row) => row.id);
+}
+
+export async function markVoiceFilesRemoved(env: Pick<Env, "DB">, id: string, now: string): Promise<void> {
+	const db = database(env);
+	await db.batch([
+		db.update(voices).set({ filesRemovedAt: now }).where(eq(voices.id, id)),
+		db.delete(voiceFileParts).where(eq(voiceFileParts.voiceId, id)),
+	]);
 }

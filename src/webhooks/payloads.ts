@@ -1,4 +1,6 @@
 /** Delivery payloads (spec section 6) and the names events go by. Pure. */
+
+import { VOICE_EVENT_FIELDS } from "../contracts/voices.ts";
 import type { OutboxEvent } from "../contracts/webhook-delivery.ts";
 import {
 	CONVERSION_EVENT_FIELDS,
@@ -11,6 +13,8 @@ import { sha256Hex } from "../lib/encoding.ts";
 const SUBSCRIPTION_NAMES: Record<string, SubscribableEvent> = {
 	"conversion.completed": "conversion_completed",
 	"conversion.failed": "conversion_failed",
+	"voice.ready": "voice_ready",
+	"voice.failed": "voice_failed",
 };
 
 /** The subscribe-with name of an outbox event type (`conversion.completed` → `conversion_completed`), or null. */
@@ -46,12 +50,20 @@ export function conversionEventData(type: string, payload: Record<string, unknow
 	return { conversion };
 }
 
+/** `data.voice` for `voice.ready` / `voice.failed`: exactly the listed fields of the account's voice. */
+export function voiceEventData(payload: Record<string, unknown>): Record<string, unknown> {
+	const source = (payload.voice ?? {}) as Record<string, unknown>;
+	return { voice: Object.fromEntries(VOICE_EVENT_FIELDS.filter((f) => f in source).map((f) => [f, source[f]])) };
+}
+
 export async function buildEventPayload(event: OutboxEvent, subscriptionId: string): Promise<WebhookPayload> {
 	return {
 		event: event.type as PayloadEvent,
 		id: await webhookIdFor(subscriptionId, event.id),
 		timestamp: event.createdAt,
-		data: conversionEventData(event.type, event.payload),
+		data: event.type.startsWith("voice.")
+			? voiceEventData(event.payload)
+			: conversionEventData(event.type, event.payload),
 	};
 }
 

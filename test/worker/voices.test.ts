@@ -45,7 +45,9 @@ describe("voices", () => {
 		expect(names).toContain("Alto");
 		expect(names).not.toContain("Retired");
 		const alto = body.data.find((v) => v.name === "Alto");
-		expect(Object.keys(alto ?? {}).sort()).toEqual(["id", "image_url", "name", "song_url", "tags"]);
+		// The spec's fields, plus `owner` and `status` (issue 15), which every voice shows.
+		expect(Object.keys(alto ?? {}).sort()).toEqual(["id", "image_url", "name", "owner", "song_url", "status", "tags"]);
+		expect(alto).toMatchObject({ owner: "service", status: "ready" });
 		expect(alto).toMatchObject({ id: voiceId, tags: ["test", "alto"] });
 		expect(body.data.find((v) => v.name === "Bass")).toMatchObject({ image_url: null, song_url: null });
 	});

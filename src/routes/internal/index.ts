@@ -5,6 +5,7 @@ import { heartbeatLeaseRoute } from "./heartbeat-lease.ts";
 import { leaseJobsRoute } from "./lease-jobs.ts";
 import { outputUploadRoutes } from "./output-uploads.ts";
 import { releaseLeaseRoute } from "./release-lease.ts";
+import { reportVoiceValidationRoute } from "./report-voice-validation.ts";
 
 export const runnerRoutes = [
 	leaseJobsRoute,
@@ -12,5 +13,6 @@ export const runnerRoutes = [
 	completeLeaseRoute,
 	failLeaseRoute,
 	releaseLeaseRoute,
+	reportVoiceValidationRoute,
 	...outputUploadRoutes,
 ];

@@ -1,5 +1,5 @@
 import { envelope } from "../../contracts/common.ts";
-import { type Lease, LeaseRequest, LeaseResponse } from "../../contracts/runner.ts";
+import { type Lease, LeaseRequest, LeaseResponse, type VoiceValidationLease } from "../../contracts/runner.ts";
 import { findLeaseSources } from "../../conversions/conversion-store.ts";
 import { failure } from "../../conversions/failure-messages.ts";
 import { jobBroker } from "../../conversions/job-broker-client.ts";
@@ -9,13 +9,15 @@ import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
 import { listBaseModels } from "../../voices/base-model-store.ts";
 import { buildLease } from "./build-lease.ts";
+import { buildValidationLease } from "./build-validation-lease.ts";
 
 export const leaseJobsRoute = defineRoute({
 	method: "POST",
 	path: "/internal/v1/leases",
 	auth: "runner",
 	internal: true,
-	summary: "Lease up to `capacity` jobs, long-polling up to `wait_seconds` when none is ready",
+	summary:
+		"Lease up to `capacity` jobs (conversions in `leases`, voice validations in `validations`), long-polling up to `wait_seconds` when none is ready",
 	tags: ["Runner"],
 	body: LeaseRequest,
 	responses: { 200: { description: "The leases granted (possibly none)", schema: envelope(LeaseResponse) } },
@@ -27,20 +29,33 @@ export const leaseJobsRoute = defineRoute({
 			waitSeconds: body.wait_seconds,
 			loadedVoiceIds: body.loaded_voice_ids,
 			engines: body.engines,
+			kinds: body.job_kinds,
 		});
-		if (granted.length === 0) return ok({ leases: [] });
+		if (granted.length === 0) return ok({ leases: [], validations: [] });
 		try {
+			const origin = publicOrigin(env, request.url);
+			const validationGrants = granted.filter((g) => g.job.kind === "validate_voice");
+			const conversionGrants = granted.filter((g) => g.job.kind !== "validate_voice");
+			const validations: VoiceValidationLease[] = [];
+			const droppedValidations: string[] = [];
+			const validationBases = validationGrants.length > 0 ? await listBaseModels(env) : [];
+			for (const grant of validationGrants) {
+				const lease = await buildValidationLease(env, origin, grant, validationBases);
+				if (lease) validations.push(lease);
+				else droppedValidations.push(grant.job.conversionId);
+			}
+			if (droppedValidations.length > 0) await broker.discard(droppedValidations);
+			if (conversionGrants.length === 0) return ok({ leases: [], validations });
 			const leased = await markLeased(
 				env,
-				granted.map((g) => ({ conversionId: g.job.conversionId, attempt: g.attempt })),
+				conversionGrants.map((g) => ({ conversionId: g.job.conversionId, attempt: g.attempt })),
 			);
 			const rows = await findLeaseSources(env, [...leased]);
 			const byId = new Map(rows.map((row) => [row.id, row]));
-			const origin = publicOrigin(env, request.url);
 			const bases = rows.some((row) => row.voice.engine === "rvc") ? await listBaseModels(env) : [];
 			const leases: Lease[] = [];
 			const dropped: string[] = [];
-			for (const grant of granted) {
+			for (const grant of conversionGrants) {
 				const row = byId.get(grant.job.conversionId);
 				// Not leasable: the conversion ended meanwhile (late message, safety net, duplicate after completion).
 				if (!row || !leased.has(grant.job.conversionId)) {
@@ -59,7 +74,7 @@ export const leaseJobsRoute = defineRoute({
 				dropped.push(grant.job.conversionId);
 			}
 			if (dropped.length > 0) await broker.discard(dropped);
-			return ok({ leases });
+			return ok({ leases, validations });
 		} catch (error) {
 			// Nothing reached the runner: give the jobs back at once rather than waiting for the leases to expire.
 			await Promise.allSettled(granted.map((g) => broker.release(g.leaseId)));

@@ -113,6 +113,7 @@ async function upload(request: Request, env: Env, url: URL): Promise<Response> {
 		throw new ApiError(413, "payload_too_large", `Uploads must be smaller than ${grant.maxBytes} bytes`);
 	}
 	await hook?.beforePut?.(env, grant);
+	if (hook?.store) return hook.store(env, grant, request, length);
 
 	const stored = await storeWithLength(request, length, (body) =>
 		env.BUCKET.put(grant.key, body, { httpMetadata: { contentType: grant.contentType } }),

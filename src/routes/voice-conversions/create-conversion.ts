@@ -6,13 +6,24 @@ import { preprocessingFailure } from "../../conversions/failure-messages.ts";
 import { presentConversion } from "../../conversions/present-conversion.ts";
 import { promoteIfReady } from "../../conversions/promotion.ts";
 import { failConversion } from "../../conversions/state-machine.ts";
-import { notFound } from "../../http/errors.ts";
+import { ApiError, notFound } from "../../http/errors.ts";
 import { IdempotencyHeaders } from "../../http/idempotency.ts";
 import { created } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
 import { checkVoiceCanHonour } from "../../voices/voice-capabilities.ts";
-import { findActiveVoice } from "../../voices/voice-store.ts";
+import { findVisibleVoice, type VoiceRow } from "../../voices/voice-store.ts";
+
+const voiceNotReady = (voice: VoiceRow) =>
+	new ApiError(
+		409,
+		"voice_not_ready",
+		voice.status === "failed"
+			? `Voice "${voice.name}" failed validation and cannot convert: ${voice.errorMessage ?? "no reason recorded"}`
+			: `Voice "${voice.name}" is not ready yet (status ${voice.status}): ${
+					voice.status === "awaiting_upload" ? "upload its files, then wait" : "wait"
+				} for validation to make it ready`,
+	);
 
 export const createConversionRoute = defineRoute({
 	method: "POST",
@@ -34,14 +45,19 @@ export const createConversionRoute = defineRoute({
 				"Invalid request (`invalid_request`, naming the field), or a `voice_settings` entry or `pitch_shift: auto` " +
 				"the voice cannot honour (`unsupported_voice_setting`, naming the field)",
 		},
-		404: { description: "No such audio file (for this account) or voice model" },
-		409: { description: "Idempotency-Key reused with another body, or still in progress" },
+		404: { description: "No such audio file (for this account) or voice model (service voices and your own)" },
+		409: {
+			description:
+				"Idempotency-Key reused with another body, or still in progress; `voice_not_ready`: your voice is not " +
+				"`ready` yet (awaiting upload, validating) or failed validation",
+		},
 	},
 	async handler({ env, request, auth, body }) {
 		const file = await findAudioFile(env, auth.accountId, body.audio_file_id);
 		if (!file) throw notFound("Audio file");
-		const voice = await findActiveVoice(env, body.voice_model_id);
+		const voice = await findVisibleVoice(env, auth.accountId, body.voice_model_id);
 		if (!voice) throw notFound("Voice model");
+		if (voice.status !== "ready") throw voiceNotReady(voice);
 		await checkVoiceCanHonour(env, voice, body);
 
 		const { conversion, source } = await insertConversion(env, auth.accountId, {

@@ -1,0 +1,49 @@
+import { z } from "zod";
+import { envelope } from "../../contracts/common.ts";
+import { VoiceValidationReport } from "../../contracts/runner.ts";
+import { jobBroker } from "../../conversions/job-broker-client.ts";
+import { ApiError } from "../../http/errors.ts";
+import { ok } from "../../http/respond.ts";
+import { defineRoute } from "../../http/route.ts";
+import { findVoiceById } from "../../voices/voice-store.ts";
+import { finishValidation } from "../../voices/voice-validation.ts";
+import { LeaseParams, leaseLost, runnerResponses } from "./lease-params.ts";
+
+const ValidationOutcome = z.object({ voice_id: z.uuid(), status: z.string() });
+
+export const reportVoiceValidationRoute = defineRoute({
+	method: "POST",
+	path: "/internal/v1/leases/{lease_id}/voice-validation",
+	auth: "runner",
+	internal: true,
+	summary: "Report the outcome of a `validate_voice` lease: the voice becomes `ready` or `failed`",
+	tags: ["Runner"],
+	params: LeaseParams,
+	body: VoiceValidationReport,
+	responses: {
+		200: { description: "The voice's status after the report", schema: envelope(ValidationOutcome) },
+		...runnerResponses,
+	},
+	async handler({ env, params, body }) {
+		const broker = jobBroker(env);
+		const check = await broker.checkLease(params.lease_id);
+		if (check.status === "ended" && check.outcome === "completed") {
+			// A repeated report (the runner lost our answer): the voice already says how it ended.
+			const voice = await findVoiceById(env, check.conversionId);
+			return ok({ voice_id: check.conversionId, status: voice?.status ?? "failed" });
+		}
+		if (check.status !== "active") throw leaseLost();
+		if (check.lease.job.kind !== "validate_voice") {
+			throw new ApiError(400, "invalid_request", "This lease is a conversion; complete it with /complete");
+		}
+		const voiceId = check.lease.job.voiceId;
+		const applied = await finishValidation(env, voiceId, body);
+		if (!applied) {
+			// Deleted (or ended) meanwhile: the job is over either way.
+			await broker.discard([voiceId]);
+			throw leaseLost("the voice no longer waits for validation");
+		}
+		await broker.complete(params.lease_id);
+		return ok({ voice_id: voiceId, status: body.outcome });
+	},
+});

@@ -1,0 +1,53 @@
+import { envelope, IdParams } from "../../contracts/common.ts";
+import { AccountVoice, UpdateVoiceBody } from "../../contracts/voices.ts";
+import { nowIso } from "../../db/client.ts";
+import { conflict, notFound } from "../../http/errors.ts";
+import { ok } from "../../http/respond.ts";
+import { defineRoute } from "../../http/route.ts";
+import { publicOrigin } from "../../storage/signed-url.ts";
+import { presentAccountVoice } from "../../voices/present-voice.ts";
+import { findOwnVoice, findVoiceFiles, updateVoiceFields } from "../../voices/voice-store.ts";
+
+export const updateVoiceRoute = defineRoute({
+	method: "PATCH",
+	path: "/api/v1/voices/{id}",
+	auth: "base",
+	summary: "Change one of your voices: name, tags, description, default settings",
+	tags: ["Voices"],
+	params: IdParams,
+	body: UpdateVoiceBody,
+	responses: {
+		200: { description: "The voice as changed", schema: envelope(AccountVoice) },
+		400: { description: "Invalid request, naming the field" },
+		404: { description: "No such voice among yours (service voices are changed by operators only)" },
+		409: { description: "`voice_name_taken`: another of your voices has this name" },
+	},
+	async handler({ env, request, auth, params, body }) {
+		const voice = await findOwnVoice(env, auth.accountId, params.id);
+		if (!voice) throw notFound("Voice model");
+		const engineParams =
+			body.voice_settings === undefined ? undefined : { ...voice.engineParams, ...body.voice_settings };
+		try {
+			await updateVoiceFields(
+				env,
+				voice.id,
+				{
+					...(body.name !== undefined ? { name: body.name } : {}),
+					...(body.tags !== undefined ? { tags: [...new Set(body.tags)] } : {}),
+					...(body.description !== undefined ? { description: body.description } : {}),
+					...(engineParams ? { engineParams } : {}),
+				},
+				nowIso(),
+			);
+		} catch (error) {
+			if (/UNIQUE constraint failed/i.test(String(error))) {
+				throw conflict("voice_name_taken", `You already have a voice named "${body.name}"; choose another name`);
+			}
+			throw error;
+		}
+		const updated = await findOwnVoice(env, auth.accountId, voice.id);
+		if (!updated) throw notFound("Voice model");
+		const files = await findVoiceFiles(env, [voice.id]);
+		return ok(await presentAccountVoice(env, publicOrigin(env, request.url), updated, files));
+	},
+});

@@ -1,0 +1,295 @@
+/**
+ * How an account's voice files reach R2. A file up to `VOICE_LIMITS.singleUploadBytes` goes up with one signed PUT;
+ * a larger one (indexes often are) through an R2 multipart upload made when the voice is created: each part has its
+ * own signed PUT address (`account-voice-parts/{voice}/{role}/{n}`, handled by the upload hook below, never stored as
+ * an object of its own), and the account completes the file with one authenticated call. Either way no request
+ * exceeds the single-upload limit, and each file's first bytes are checked against its role before it counts as
+ * uploaded. When the last declared file is in, validation starts (`voice-validation.ts`).
+ */
+import { and, asc, eq } from "drizzle-orm";
+import { VOICE_FILE_HEAD_BYTES, voiceFileKindFor } from "../contracts/voice-file-kinds.ts";
+import { VOICE_FILE_DESCRIPTIONS, VOICE_LIMITS, type VoiceUpload } from "../contracts/voices.ts";
+import { outputPartBytes } from "../conversions/outputs.ts";
+import { database, nowIso } from "../db/client.ts";
+import { VOICE_FILE_ROLES, type VoiceFileRole, voiceFileParts, voiceFiles, voices } from "../db/schema.ts";
+import { ApiError, conflict } from "../http/errors.ts";
+import { storeWithLength } from "../http/request-body.ts";
+import { ok } from "../http/respond.ts";
+import { type StorageGrant, signStorageUrl } from "../storage/signed-url.ts";
+import type { VoiceFileRow } from "./voice-store.ts";
+import { startValidation } from "./voice-validation.ts";
+
+export const VOICE_FILE_KEY_PREFIX = "account-voices/";
+export const VOICE_PART_KEY_PREFIX = "account-voice-parts/";
+/** Upload addresses of voice files, like those of audio files, stay valid 30 minutes. */
+export const VOICE_UPLOAD_URL_SECONDS = 30 * 60;
+
+export const voiceFileObjectKey = (voiceId: string, role: VoiceFileRole) =>
+	`${VOICE_FILE_KEY_PREFIX}${voiceId}/${role}`;
+const partKey = (voiceId: string, role: VoiceFileRole, partNumber: number) =>
+	`${VOICE_PART_KEY_PREFIX}${voiceId}/${role}/${partNumber}`;
+
+/**
+ * The part size for multipart voice files: the deployment's output part size (`OUTPUT_PART_BYTES`, within R2's
+ * 5 MiB minimum and under the zone's 100 MB request limit), so both kinds of multipart upload behave alike.
+ */
+export const voicePartBytes = (env: Pick<Env, "OUTPUT_PART_BYTES">) => outputPartBytes(env);
+
+/** The size at or under which a file goes up in one PUT: `VOICE_SINGLE_UPLOAD_BYTES` (tests lower it), else 100 MB. */
+export function singleUploadBytes(env: Env): number {
+	const configured = Number(env.VOICE_SINGLE_UPLOAD_BYTES);
+	return Number.isInteger(configured) && configured > 0
+		? Math.min(configured, VOICE_LIMITS.singleUploadBytes)
+		: VOICE_LIMITS.singleUploadBytes;
+}
+
+/** Parses `{voice}/{role}` or `{voice}/{role}/{n}` after a prefix; null for anything else. */
+function parseKey(key: string, prefix: string, withPart: boolean) {
+	if (!key.startsWith(prefix)) return null;
+	const parts = key.slice(prefix.length).split("/");
+	if (parts.length !== (withPart ? 3 : 2)) return null;
+	const [voiceId = "", role = "", part] = parts;
+	if (!(VOICE_FILE_ROLES as readonly string[]).includes(role)) return null;
+	const partNumber = withPart ? Number(part) : 0;
+	if (withPart && !(Number.isInteger(partNumber) && partNumber >= 1 && partNumber <= 10_000)) return null;
+	return { voiceId, role: role as VoiceFileRole, partNumber };
+}
+
+/** The declared files' storage plan: which go up in parts (a multipart upload is made for each now). */
+export async function prepareVoiceFiles(
+	env: Env,
+	voiceId: string,
+	declared: Partial<Record<VoiceFileRole, { file_name: string; size_bytes: number }>>,
+) {
+	const single = singleUploadBytes(env);
+	const partSize = voicePartBytes(env);
+	const files = [];
+	for (const role of VOICE_FILE_ROLES) {
+		const file = declared[role];
+		if (!file) continue;
+		const objectKey = voiceFileObjectKey(voiceId, role);
+		const inParts = file.size_bytes > single;
+		const upload = inParts ? await env.BUCKET.createMultipartUpload(objectKey) : null;
+		files.push({
+			role,
+			fileName: file.file_name,
+			declaredSizeBytes: file.size_bytes,
+			objectKey,
+			uploadStatus: "awaiting_upload" as const,
+			multipartUploadId: upload?.uploadId ?? null,
+			partSizeBytes: upload ? partSize : null,
+		});
+	}
+	return files;
+}
+
+/** Fresh upload addresses for the files still awaiting upload. */
+export async function uploadAddresses(
+	env: Env,
+	origin: string,
+	files: readonly VoiceFileRow[],
+	now = new Date(),
+): Promise<Partial<Record<VoiceFileRole, VoiceUpload>>> {
+	const expiresAt = new Date(now.getTime() + VOICE_UPLOAD_URL_SECONDS * 1000);
+	const single = singleUploadBytes(env);
+	const uploads: Partial<Record<VoiceFileRole, VoiceUpload>> = {};
+	for (const file of files) {
+		if (file.uploadStatus !== "awaiting_upload") continue;
+		if (!file.multipartUploadId || !file.partSizeBytes) {
+			uploads[file.role] = {
+				method: "PUT",
+				upload_url: await signStorageUrl(env, origin, {
+					method: "PUT",
+					key: file.objectKey,
+					expiresAt,
+					maxBytes: Math.min(single, VOICE_LIMITS.maxBytes[file.role]) + 1,
+				}),
+				upload_url_expires_at: expiresAt.toISOString(),
+			};
+			continue;
+		}
+		const count = Math.max(1, Math.ceil(file.declaredSizeBytes / file.partSizeBytes));
+		const parts = [];
+		for (let n = 1; n <= count; n++) {
+			parts.push({
+				part_number: n,
+				upload_url: await signStorageUrl(env, origin, {
+					method: "PUT",
+					key: partKey(file.voiceId, file.role, n),
+					expiresAt,
+					maxBytes: file.partSizeBytes + 1,
+				}),
+			});
+		}
+		uploads[file.role] = {
+			method: "parts",
+			part_size_bytes: file.partSizeBytes,
+			parts,
+			upload_url_expires_at: expiresAt.toISOString(),
+			complete_url: `${origin}/api/v1/voices/${file.voiceId}/files/${file.role}/complete`,
+		};
+	}
+	return uploads;
+}
+
+async function fileFor(env: Env, voiceId: string, role: VoiceFileRole) {
+	const [row] = await database(env)
+		.select({ file: voiceFiles, deletedAt: voices.deletedAt })
+		.from(voiceFiles)
+		.innerJoin(voices, eq(voices.id, voiceFiles.voiceId))
+		.where(and(eq(voiceFiles.voiceId, voiceId), eq(voiceFiles.role, role)));
+	if (!row) throw new ApiError(404, "not_found", "No voice file is registered for this upload address");
+	if (row.deletedAt) throw new ApiError(410, "voice_deleted", "This voice was deleted; its files cannot be uploaded");
+	if (row.file.uploadStatus !== "awaiting_upload") {
+		throw conflict(
+			"already_uploaded",
+			`The ${role} file of this voice is already uploaded; its bytes cannot be replaced`,
+		);
+	}
+	return row.file;
+}
+
+const unrecognised = (role: VoiceFileRole) =>
+	new ApiError(
+		415,
+		"voice_file_unrecognised",
+		`The ${role} file is not ${VOICE_FILE_DESCRIPTIONS[role]} (recognised by its bytes, not its name); nothing was kept. Upload the right file to the same address.`,
+	);
+
+/** Checks the stored object's first bytes against the role and marks the file uploaded; the object goes if wrong. */
+async function acceptStoredFile(env: Env, file: VoiceFileRow, object: R2Object): Promise<void> {
+	const head = await env.BUCKET.get(file.objectKey, { range: { offset: 0, length: VOICE_FILE_HEAD_BYTES } });
+	const bytes = head ? new Uint8Array(await head.arrayBuffer()) : new Uint8Array(0);
+	const kind = voiceFileKindFor(file.role, bytes);
+	if (!kind) {
+		await env.BUCKET.delete(file.objectKey);
+		throw unrecognised(file.role);
+	}
+	if (object.size > VOICE_LIMITS.maxBytes[file.role]) {
+		await env.BUCKET.delete(file.objectKey);
+		throw new ApiError(
+			413,
+			"payload_too_large",
+			`The ${file.role} file must be at most ${VOICE_LIMITS.maxBytes[file.role]} bytes`,
+		);
+	}
+	const now = nowIso();
+	const marked = await database(env)
+		.update(voiceFiles)
+		.set({ uploadStatus: "uploaded", kind, sizeBytes: object.size, uploadedAt: now })
+		.where(
+			and(
+				eq(voiceFiles.voiceId, file.voiceId),
+				eq(voiceFiles.role, file.role),
+				eq(voiceFiles.uploadStatus, "awaiting_upload"),
+			),
+		)
+		.returning({ role: voiceFiles.role });
+	if (marked.length === 0) {
+		throw conflict("already_uploaded", `The ${file.role} file of this voice is already uploaded`);
+	}
+	await startValidationWhenComplete(env, file.voiceId);
+}
+
+/** Starts validation once every declared file of the voice is uploaded (and the voice still waits for them). */
+async function startValidationWhenComplete(env: Env, voiceId: string): Promise<void> {
+	const rows = await database(env)
+		.select({ status: voiceFiles.uploadStatus })
+		.from(voiceFiles)
+		.where(eq(voiceFiles.voiceId, voiceId));
+	if (rows.every((row) => row.status === "uploaded")) await startValidation(env, voiceId);
+}
+
+export async function beforeVoiceFileUpload(env: Env, grant: StorageGrant): Promise<void> {
+	const key = parseKey(grant.key, VOICE_FILE_KEY_PREFIX, false);
+	if (!key) throw new ApiError(404, "not_found", "No voice file is registered for this upload address");
+	const file = await fileFor(env, key.voiceId, key.role);
+	if (file.multipartUploadId) {
+		throw new ApiError(404, "not_found", "This voice file goes up in parts; use its part addresses");
+	}
+}
+
+export async function afterVoiceFileUpload(env: Env, grant: StorageGrant, object: R2Object): Promise<void> {
+	const key = parseKey(grant.key, VOICE_FILE_KEY_PREFIX, false);
+	if (!key) return;
+	await acceptStoredFile(env, await fileFor(env, key.voiceId, key.role), object);
+}
+
+/** A part's PUT: streamed into the file's multipart upload; its etag is kept for the completing call. */
+export async function storeVoiceFilePart(
+	env: Env,
+	grant: StorageGrant,
+	request: Request,
+	length: number,
+): Promise<Response> {
+	const key = parseKey(grant.key, VOICE_PART_KEY_PREFIX, true);
+	if (!key) throw new ApiError(404, "not_found", "No voice file is registered for this upload address");
+	const file = await fileFor(env, key.voiceId, key.role);
+	if (!file.multipartUploadId || !file.partSizeBytes) {
+		throw new ApiError(404, "not_found", "This voice file goes up in one PUT; use its upload_url");
+	}
+	if (length === 0) throw new ApiError(400, "empty_part", "A part must not be empty");
+	const upload = env.BUCKET.resumeMultipartUpload(file.objectKey, file.multipartUploadId);
+	const stored = await storeWithLength(request, length, (body) => upload.uploadPart(key.partNumber, body));
+	if (!stored.ok) {
+		throw new ApiError(400, "upload_incomplete", "The part's body did not match its Content-Length; send it again");
+	}
+	const part = { partNumber: key.partNumber, etag: stored.value.etag, sizeBytes: length };
+	await database(env)
+		.insert(voiceFileParts)
+		.values({ voiceId: file.voiceId, role: file.role, ...part })
+		.onConflictDoUpdate({
+			target: [voiceFileParts.voiceId, voiceFileParts.role, voiceFileParts.partNumber],
+			set: { etag: part.etag, sizeBytes: part.sizeBytes },
+		});
+	return ok({ part_number: part.partNumber, etag: part.etag });
+}
+
+/**
+ * Assembles a multipart file from the parts received: every part from 1 to the last must be there, each but the
+ * last exactly the part size. Then the bytes are checked like a single upload's.
+ */
+export async function completeVoiceFileParts(env: Env, voiceId: string, role: VoiceFileRole): Promise<void> {
+	const file = await fileFor(env, voiceId, role);
+	if (!file.multipartUploadId || !file.partSizeBytes) {
+		throw new ApiError(400, "invalid_parts", `The ${role} file goes up in one PUT; there are no parts to complete`);
+	}
+	const parts = await database(env)
+		.select()
+		.from(voiceFileParts)
+		.where(and(eq(voiceFileParts.voiceId, voiceId), eq(voiceFileParts.role, role)))
+		.orderBy(asc(voiceFileParts.partNumber));
+	const problem = partsProblem(parts, file.partSizeBytes);
+	if (problem) throw new ApiError(400, "invalid_parts", `The ${role} file's parts are not complete: ${problem}`);
+	const upload = env.BUCKET.resumeMultipartUpload(file.objectKey, file.multipartUploadId);
+	let object: R2Object;
+	try {
+		object = await upload.complete(parts.map((p) => ({ partNumber: p.partNumber, etag: p.etag })));
+	} catch (error) {
+		throw new ApiError(400, "invalid_parts", `The parts do not make a complete file: ${(error as Error).message}`);
+	}
+	await acceptStoredFile(env, file, object);
+}
+
+function partsProblem(parts: { partNumber: number; sizeBytes: number }[], partSize: number): string | null {
+	if (parts.length === 0) return "no part was uploaded";
+	for (const [i, part] of parts.entries()) {
+		if (part.partNumber !== i + 1) return `part ${i + 1} is missing`;
+		if (i < parts.length - 1 && part.sizeBytes !== partSize) {
+			return `part ${part.partNumber} has ${part.sizeBytes} bytes; every part but the last must have ${partSize}`;
+		}
+	}
+	return null;
+}
+
+/** Removes every stored file of a voice (and abandons unfinished multipart uploads). */
+export async function removeVoiceObjects(env: Env, files: readonly VoiceFileRow[]): Promise<void> {
+	for (const file of files) {
+		if (file.multipartUploadId && file.uploadStatus === "awaiting_upload") {
+			await env.BUCKET.resumeMultipartUpload(file.objectKey, file.multipartUploadId)
+				.abort()
+				.catch(() => undefined);
+		}
+	}
+	await env.BUCKET.delete(files.map((file) => file.objectKey));
+}

@@ -1,0 +1,155 @@
+/**
+ * An account voice's life after its files are in: `awaiting_upload` → `validating` (a `validate_voice` job goes to
+ * the JobBroker, which leases it to a runner like a conversion) → `ready` or `failed`. Each end writes its
+ * `voice.ready` / `voice.failed` event to the outbox in the same D1 batch as the status (guarded, so it happens
+ * once), then sends it on `webhook-events` like conversion events.
+ */
+import type { VoiceValidationReport } from "../contracts/runner.ts";
+import type { VoiceSettings } from "../contracts/voice-conversions.ts";
+import { jobBroker } from "../conversions/job-broker-client.ts";
+import { publishEvent } from "../conversions/state-machine.ts";
+import { nowIso } from "../db/client.ts";
+import type { VoiceArtifact } from "../db/schema.ts";
+import { findVoiceById, findVoiceFiles, type VoiceRow, voiceSettingsOf } from "./voice-store.ts";
+
+export type VoiceEventType = "voice.ready" | "voice.failed";
+
+/** The event payload: what a customer needs to act on the outcome, nothing stored beyond it. */
+export const voiceEventData = (voice: VoiceRow) => ({
+	id: voice.id,
+	name: voice.name,
+	status: voice.status,
+	error_message: voice.errorMessage,
+	created_at: voice.createdAt,
+	updated_at: voice.updatedAt,
+});
+
+/** Moves the voice to `validating` (once) and hands its job to the broker (idempotent by voice id). */
+export async function startValidation(env: Env, voiceId: string): Promise<void> {
+	const now = nowIso();
+	await env.DB.prepare(
+		"UPDATE voices SET status = 'validating', updated_at = ? WHERE id = ? AND status = 'awaiting_upload' AND deleted_at IS NULL",
+	)
+		.bind(now, voiceId)
+		.run();
+	await enqueueValidation(env, voiceId);
+}
+
+export async function enqueueValidation(env: Env, voiceId: string): Promise<void> {
+	const voice = await findVoiceById(env, voiceId);
+	if (voice?.status !== "validating" || voice.deletedAt || !voice.accountId) return;
+	await jobBroker(env).enqueue({
+		kind: "validate_voice",
+		conversionId: voice.id,
+		accountId: voice.accountId,
+		voiceId: voice.id,
+		engine: "rvc",
+		usePreview: false,
+	});
+}
+
+/**
+ * Ends validation. `ready` turns the uploaded files into the voice's artifacts (the model as `synthesizer`, the
+ * index as `index`), keeps the sample rate the runner read from the model, and the pitch range it measured.
+ * Returns false when the voice was no longer `validating` (deleted, or ended before): nothing changes then.
+ */
+export async function finishValidation(
+	env: Env,
+	voiceId: string,
+	report: VoiceValidationReport,
+	now = new Date(),
+): Promise<boolean> {
+	const voice = await findVoiceById(env, voiceId);
+	if (voice?.status !== "validating" || voice.deletedAt || !voice.accountId) return false;
+	const at = now.toISOString();
+	const next: VoiceRow = { ...voice, updatedAt: at };
+	if (report.outcome === "ready") {
+		const files = await findVoiceFiles(env, [voiceId]);
+		const reported = new Map(report.files.map((file) => [file.role, file]));
+		const artifactOf = (role: "model" | "index", name: string): VoiceArtifact[] => {
+			const file = files.find((f) => f.role === role);
+			const facts = reported.get(role);
+			return file && facts ? [{ name, key: file.objectKey, sha256: facts.sha256, size_bytes: facts.size_bytes }] : [];
+		};
+		const settings: VoiceSettings = voiceSettingsOf(voice);
+		Object.assign(next, {
+			status: "ready",
+			errorMessage: null,
+			engineParams: { ...settings, sample_rate: report.model.sample_rate, f0: report.model.f0 },
+			artifacts: [...artifactOf("model", "synthesizer"), ...artifactOf("index", "index")],
+			imageKey: files.find((f) => f.role === "image")?.objectKey ?? null,
+			sampleKey: files.find((f) => f.role === "sample")?.objectKey ?? null,
+			pitchRangeLowHz: report.pitch_range_hz?.low ?? null,
+			pitchRangeHighHz: report.pitch_range_hz?.high ?? null,
+		} satisfies Partial<VoiceRow>);
+		const statements = [
+			env.DB.prepare(
+				`UPDATE voices SET status = 'ready', error_message = NULL, engine_params = ?, artifacts = ?, image_key = ?,
+				 sample_key = ?, pitch_range_low_hz = ?, pitch_range_high_hz = ?, updated_at = ?
+				 WHERE id = ? AND status = 'validating' AND deleted_at IS NULL RETURNING id`,
+			).bind(
+				JSON.stringify(next.engineParams),
+				JSON.stringify(next.artifacts),
+				next.imageKey,
+				next.sampleKey,
+				next.pitchRangeLowHz,
+				next.pitchRangeHighHz,
+				at,
+				voiceId,
+			),
+			...report.files.map((file) =>
+				env.DB.prepare("UPDATE voice_files SET sha256 = ? WHERE voice_id = ? AND role = ?").bind(
+					file.sha256,
+					voiceId,
+					file.role,
+				),
+			),
+		];
+		return endValidation(env, next, "voice.ready", statements);
+	}
+	Object.assign(next, { status: "failed", errorMessage: report.message });
+	const update = env.DB.prepare(
+		`UPDATE voices SET status = 'failed', error_message = ?, updated_at = ?
+		 WHERE id = ? AND status = 'validating' AND deleted_at IS NULL RETURNING id`,
+	).bind(report.message, at, voiceId);
+	return endValidation(env, next, "voice.failed", [update]);
+}
+
+/** The validation job could not run to an answer (every attempt lost or failed): the voice fails, saying so. */
+export function failValidation(env: Env, voiceId: string, detail: string): Promise<boolean> {
+	return finishValidation(env, voiceId, {
+		outcome: "failed",
+		problem: "validation_unavailable",
+		message: `The voice could not be validated: ${detail}. Create the voice again to retry.`,
+	});
+}
+
+async function endValidation(
+	env: Env,
+	next: VoiceRow,
+	type: VoiceEventType,
+	statements: D1PreparedStatement[],
+): Promise<boolean> {
+	const eventId = crypto.randomUUID();
+	const event = env.DB.prepare(
+		`INSERT INTO events (id, account_id, type, subject_id, payload, created_at)
+		 SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM voices WHERE id = ? AND status = ? AND updated_at = ?)
+		 ON CONFLICT (type, subject_id) DO NOTHING RETURNING id`,
+	).bind(
+		eventId,
+		next.accountId,
+		type,
+		next.id,
+		JSON.stringify({ voice: voiceEventData(next) }),
+		next.updatedAt,
+		next.id,
+		next.status,
+		next.updatedAt,
+	);
+	const [first, ...rest] = statements;
+	if (!first) return false;
+	const results = await env.DB.batch<{ id: string }>([first, ...rest, event]);
+	if (!results[0]?.results.length) return false;
+	if (results.at(-1)?.results.length) await publishEvent(env, eventId);
+	return true;
+}

@@ -1,0 +1,375 @@
+/**
+ * Account voices through the real Worker (D1, R2, the JobBroker): create, upload in one PUT and in parts, the checks
+ * on the bytes, validation as a `validate_voice` lease, the outcome and its event, conversions with the voice, other
+ * accounts, limits, and deletion while a conversion runs.
+ */
+import { env } from "cloudflare:workers";
+import { beforeEach, describe, expect, it } from "vitest";
+import { LeaseResponse, type VoiceValidationLease } from "../../src/contracts/runner.ts";
+import type { VoiceUpload } from "../../src/contracts/voices.ts";
+import { runSafetyNet } from "../../src/cron/safety-net.ts";
+import { deliverJobs, insertAudioFile, insertVoice, json, resetBroker, runner, user } from "./conversion-fixtures.ts";
+import { call } from "./helpers.ts";
+
+beforeEach(async () => {
+	await resetBroker();
+});
+
+type Problem = { success: false; code: string; message: string };
+type Voice = Record<string, unknown> & { id: string; status: string; uploads: Record<string, VoiceUpload> };
+
+const bytesOf = (head: string | number[], size: number) => {
+	const bytes = new Uint8Array(size);
+	bytes.set(typeof head === "string" ? Uint8Array.from(head, (c) => c.charCodeAt(0)) : head);
+	for (let i = 64; i < size; i++) bytes[i] = (i * 31) & 0xff;
+	return bytes;
+};
+/** First bytes as the real files have them: a torch zip, a faiss IVF index, a PNG. */
+const MODEL = bytesOf("PK\x03\x04", 150_000);
+const INDEX = bytesOf("IwFl", 40_000);
+const PNG = bytesOf([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 2_000);
+
+const declare = (files: Record<string, Uint8Array>) =>
+	Object.fromEntries(
+		Object.entries(files).map(([role, bytes]) => [role, { file_name: `${role}.bin`, size_bytes: bytes.byteLength }]),
+	);
+
+async function createVoice(
+	owner: Awaited<ReturnType<typeof user>>,
+	body: Record<string, unknown> & { files: Record<string, unknown> },
+) {
+	return owner.api("/api/v1/voices", {
+		method: "POST",
+		headers: { "Content-Type": "application/json" },
+		body: JSON.stringify({ name: `Mine ${crypto.randomUUID().slice(0, 6)}`, ...body }),
+	});
+}
+
+/** Sends a file the way its upload says: one PUT, or every part then the completing call. */
+async function upload(owner: Awaited<ReturnType<typeof user>>, plan: VoiceUpload, bytes: Uint8Array) {
+	if (plan.method === "PUT") {
+		return call(plan.upload_url, {
+			method: "PUT",
+			headers: { "Content-Length": String(bytes.byteLength) },
+			body: bytes,
+		});
+	}
+	for (const part of plan.parts) {
+		const chunk = bytes.subarray(
+			(part.part_number - 1) * plan.part_size_bytes,
+			part.part_number * plan.part_size_bytes,
+		);
+		const put = await call(part.upload_url, {
+			method: "PUT",
+			headers: { "Content-Length": String(chunk.byteLength) },
+			body: chunk,
+		});
+		expect(put.status).toBe(200);
+	}
+	return owner.api(new URL(plan.complete_url).pathname, { method: "POST" });
+}
+
+async function validationLease(
+	voiceId: string,
+): Promise<{ lease: VoiceValidationLease; worker: Awaited<ReturnType<typeof runner>> }> {
+	const worker = await runner();
+	for (let round = 0; round < 5; round++) {
+		const response = await worker.post("/internal/v1/leases", {
+			runner_id: worker.runnerId,
+			capacity: 4,
+			wait_seconds: 5,
+			engines: ["dsp", "rvc"],
+			job_kinds: ["convert", "validate_voice"],
+		});
+		const { validations } = LeaseResponse.parse((await json<{ data: unknown }>(response)).data);
+		const lease = validations.find((granted) => granted.voice_id === voiceId);
+		if (lease) return { lease, worker };
+	}
+	throw new Error("the validation was not leased");
+}
+
+const READY_REPORT = (sha: string) => ({
+	outcome: "ready",
+	files: [
+		{ role: "model", sha256: sha, size_bytes: MODEL.byteLength },
+		{ role: "index", sha256: "b".repeat(64), size_bytes: INDEX.byteLength },
+	],
+	model: { sample_rate: 40_000, f0: true, feature_dim: 768, version: "v2" },
+	pitch_range_hz: { low: 150, high: 300 },
+});
+
+/** A voice created, uploaded (model in parts, index in one PUT) and now `validating`. */
+async function uploadedVoice(owner: Awaited<ReturnType<typeof user>>) {
+	const response = await createVoice(owner, {
+		voice_settings: { index_rate: 0.5 },
+		files: declare({ model: MODEL, index: INDEX }),
+	});
+	expect(response.status).toBe(201);
+	const voice = (await json<{ data: Voice }>(response)).data;
+	expect((await upload(owner, voice.uploads.model as VoiceUpload, MODEL)).status).toBe(200);
+	expect((await upload(owner, voice.uploads.index as VoiceUpload, INDEX)).status).toBe(200);
+	return voice;
+}
+
+async function readyVoice(owner: Awaited<ReturnType<typeof user>>) {
+	const voice = await uploadedVoice(owner);
+	const { lease, worker } = await validationLease(voice.id);
+	const report = await worker.post(
+		`/internal/v1/leases/${lease.lease_id}/voice-validation`,
+		READY_REPORT("a".repeat(64)),
+	);
+	expect(report.status).toBe(200);
+	return voice;
+}
+
+describe("account voices", () => {
+	it("creates, uploads in one PUT and in parts, validates through a lease, and announces voice.ready", async () => {
+		const alice = await user();
+		const response = await createVoice(alice, {
+			tags: ["mine"],
+			description: "my singing voice",
+			voice_settings: { index_rate: 0.5, protect: 0.4 },
+			files: declare({ model: MODEL, index: INDEX, image: PNG }),
+		});
+		expect(response.status).toBe(201);
+		const voice = (await json<{ data: Voice }>(response)).data;
+		expect(voice).toMatchObject({ owner: "account", status: "awaiting_upload", description: "my singing voice" });
+		expect(voice.voice_settings).toEqual({ index_rate: 0.5, protect: 0.4 });
+		// 150 kB is over the (test) single-upload limit: parts; the others go in one PUT.
+		expect(voice.uploads.model?.method).toBe("parts");
+		expect(voice.uploads.index?.method).toBe("PUT");
+
+		expect((await upload(alice, voice.uploads.model as VoiceUpload, MODEL)).status).toBe(200);
+		expect((await upload(alice, voice.uploads.index as VoiceUpload, INDEX)).status).toBe(200);
+		let current = (await json<{ data: Voice }>(await alice.api(`/api/v1/voices/${voice.id}`))).data;
+		expect(current.status).toBe("awaiting_upload");
+		expect((await upload(alice, voice.uploads.image as VoiceUpload, PNG)).status).toBe(200);
+		current = (await json<{ data: Voice }>(await alice.api(`/api/v1/voices/${voice.id}`))).data;
+		expect(current.status).toBe("validating");
+		expect(current.files).toMatchObject({
+			model: { upload_status: "uploaded", kind: "rvc_checkpoint", size_bytes: MODEL.byteLength },
+			index: { upload_status: "uploaded", kind: "faiss_index" },
+			image: { upload_status: "uploaded", kind: "png" },
+		});
+
+		const { lease, worker } = await validationLease(voice.id);
+		expect(lease.files.map((file) => file.role).sort()).toEqual(["image", "index", "model"]);
+		expect(lease.voice_settings).toEqual({ index_rate: 0.5, protect: 0.4 });
+		const model = lease.files.find((file) => file.role === "model");
+		const downloaded = new Uint8Array(await (await call(model?.url ?? "")).arrayBuffer());
+		expect(downloaded).toEqual(MODEL);
+
+		const report = await worker.post(
+			`/internal/v1/leases/${lease.lease_id}/voice-validation`,
+			READY_REPORT("c".repeat(64)),
+		);
+		expect(report.status).toBe(200);
+		current = (await json<{ data: Voice }>(await alice.api(`/api/v1/voices/${voice.id}`))).data;
+		expect(current).toMatchObject({ status: "ready", error_message: null, pitch_range_hz: { low: 150, high: 300 } });
+		expect(current.image_url).toEqual(expect.stringContaining("/storage/v1/"));
+
+		const events = await env.DB.prepare("SELECT type, account_id, payload FROM events WHERE subject_id = ?")
+			.bind(voice.id)
+			.all<{ type: string; account_id: string; payload: string }>();
+		expect(events.results).toHaveLength(1);
+		expect(events.results[0]).toMatchObject({ type: "voice.ready", account_id: alice.accountId });
+		expect(JSON.parse(events.results[0]?.payload ?? "{}").voice).toMatchObject({ id: voice.id, status: "ready" });
+
+		// The voice now converts, and its lease carries the uploaded model as the synthesizer with the runner's sha256.
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const conversion = await alice.convert({ audio_file_id: file.id, voice_model_id: voice.id });
+		await deliverJobs([conversion.id]);
+		const [granted] = await worker.lease({ engines: ["rvc"], wait_seconds: 5 });
+		expect(granted?.conversion_id).toBe(conversion.id);
+		expect(granted?.voice.params).toMatchObject({ sample_rate: 40_000, index_rate: 0.5 });
+		expect(granted?.voice.artifacts.find((a) => a.name === "synthesizer")?.sha256).toBe("c".repeat(64));
+		expect(granted?.voice.pitch_range_hz).toEqual({ low: 150, high: 300 });
+	});
+
+	it("lists the service's voices and only the caller's own, filtered by owner and status", async () => {
+		const alice = await user();
+		const bob = await user();
+		const service = await insertVoice({ name: `Service ${crypto.randomUUID().slice(0, 6)}` });
+		const mine = await uploadedVoice(alice);
+		const theirs = await uploadedVoice(bob);
+		const list = async (query = "") =>
+			(await json<{ data: { id: string; owner: string }[] }>(await alice.api(`/api/v1/voices${query}`))).data;
+		const ids = (await list()).map((voice) => voice.id);
+		expect(ids).toContain(service);
+		expect(ids).toContain(mine.id);
+		expect(ids).not.toContain(theirs.id);
+		expect((await list("?owner=account")).map((voice) => voice.id)).toEqual([mine.id]);
+		expect((await list("?owner=service")).every((voice) => voice.owner === "service")).toBe(true);
+		expect((await list("?status=validating")).map((voice) => voice.id)).toEqual([mine.id]);
+	});
+
+	it("answers 404 for another account's voice everywhere", async () => {
+		const alice = await user();
+		const bob = await user();
+		const voice = await readyVoice(bob);
+		for (const [method, body] of [
+			["GET", undefined],
+			["PATCH", { name: "stolen" }],
+			["DELETE", undefined],
+		] as const) {
+			const response = await alice.api(`/api/v1/voices/${voice.id}`, {
+				method,
+				...(body ? { headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) } : {}),
+			});
+			expect(response.status).toBe(404);
+			expect(await json<Problem>(response)).toMatchObject({ success: false, message: "Voice model not found" });
+		}
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const convert = await alice.create({ audio_file_id: file.id, voice_model_id: voice.id });
+		expect(convert.status).toBe(404);
+		const complete = await alice.api(`/api/v1/voices/${voice.id}/files/model/complete`, { method: "POST" });
+		expect(complete.status).toBe(404);
+	});
+
+	it("refuses a conversion with a voice not ready yet (409) and with a failed one, naming why", async () => {
+		const alice = await user();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const created = (await json<{ data: Voice }>(await createVoice(alice, { files: declare({ model: MODEL }) }))).data;
+		let response = await alice.create({ audio_file_id: file.id, voice_model_id: created.id });
+		expect(response.status).toBe(409);
+		expect(await json<Problem>(response)).toMatchObject({
+			code: "voice_not_ready",
+			message: expect.stringContaining("is not ready yet (status awaiting_upload)"),
+		});
+
+		const voice = await uploadedVoice(alice);
+		response = await alice.create({ audio_file_id: file.id, voice_model_id: voice.id });
+		expect(response.status).toBe(409);
+		expect((await json<Problem>(response)).message).toContain("status validating");
+
+		const { lease, worker } = await validationLease(voice.id);
+		const message =
+			"The index holds 256-wide features but the model reads 768-wide ones (an RVC v2 model needs a v2 index)";
+		await worker.post(`/internal/v1/leases/${lease.lease_id}/voice-validation`, {
+			outcome: "failed",
+			problem: "index_width_mismatch",
+			message,
+		});
+		const failed = (await json<{ data: Voice }>(await alice.api(`/api/v1/voices/${voice.id}`))).data;
+		expect(failed).toMatchObject({ status: "failed", error_message: message });
+		const event = await env.DB.prepare("SELECT type FROM events WHERE subject_id = ?").bind(voice.id).first();
+		expect(event).toEqual({ type: "voice.failed" });
+		response = await alice.create({ audio_file_id: file.id, voice_model_id: voice.id });
+		expect(response.status).toBe(409);
+		expect((await json<Problem>(response)).message).toContain(message);
+	});
+
+	it("refuses wrong bytes at upload with 415, keeping nothing, and takes the right file after", async () => {
+		const alice = await user();
+		const text = new TextEncoder().encode("this is not a model at all, just some text in a file named model.pth");
+		const response = await createVoice(alice, {
+			files: {
+				model: { file_name: "model.pth", size_bytes: text.byteLength },
+				image: { file_name: "i.png", size_bytes: 2_000 },
+			},
+		});
+		const voice = (await json<{ data: Voice }>(response)).data;
+		const put = await upload(alice, voice.uploads.model as VoiceUpload, text);
+		expect(put.status).toBe(415);
+		expect(await json<Problem>(put)).toMatchObject({
+			code: "voice_file_unrecognised",
+			message: expect.stringContaining(
+				"The model file is not an RVC checkpoint (.pth) or an RVC synthesizer exported to ONNX",
+			),
+		});
+		expect(await env.BUCKET.head(`account-voices/${voice.id}/model`)).toBeNull();
+		// A PNG sent as the model is refused too: the role decides what is accepted.
+		expect((await upload(alice, voice.uploads.model as VoiceUpload, PNG)).status).toBe(415);
+		expect((await upload(alice, voice.uploads.model as VoiceUpload, MODEL.subarray(0, 2000))).status).toBe(200);
+		const again = await upload(alice, voice.uploads.model as VoiceUpload, MODEL.subarray(0, 2000));
+		expect(again.status).toBe(409);
+	});
+
+	it("refuses files over the limits, a missing part, and the 51st voice", async () => {
+		const alice = await user();
+		let response = await createVoice(alice, { files: { model: { file_name: "big.pth", size_bytes: 200_000_001 } } });
+		expect(response.status).toBe(400);
+		expect((await json<Problem>(response)).message).toContain("files.model.size_bytes");
+		response = await createVoice(alice, {
+			files: {
+				model: { file_name: "m.pth", size_bytes: 10 },
+				index: { file_name: "i.index", size_bytes: 1_000_000_001 },
+			},
+		});
+		expect(response.status).toBe(400);
+		expect((await json<Problem>(response)).message).toContain("1000 MB");
+
+		const parts = (await json<{ data: Voice }>(await createVoice(alice, { files: declare({ model: MODEL }) }))).data;
+		const complete = await alice.api(new URL((parts.uploads.model as { complete_url: string }).complete_url).pathname, {
+			method: "POST",
+		});
+		expect(complete.status).toBe(400);
+		expect(await json<Problem>(complete)).toMatchObject({
+			code: "invalid_parts",
+			message: expect.stringContaining("no part"),
+		});
+
+		const bob = await user();
+		for (let i = 0; i < 50; i++) {
+			expect((await createVoice(bob, { name: `v${i}`, files: declare({ model: PNG }) })).status).toBe(201);
+		}
+		response = await createVoice(bob, { files: declare({ model: PNG }) });
+		expect(response.status).toBe(409);
+		expect(await json<Problem>(response)).toMatchObject({ code: "voice_limit_reached" });
+		response = await createVoice(alice, { name: "v1", files: declare({ model: PNG }) });
+		expect(response.status).toBe(201);
+		response = await createVoice(alice, { name: "v1", files: declare({ model: PNG }) });
+		expect(response.status).toBe(409);
+		expect(await json<Problem>(response)).toMatchObject({ code: "voice_name_taken" });
+	});
+
+	it("changes name, tags, description and default settings", async () => {
+		const alice = await user();
+		const voice = await readyVoice(alice);
+		const response = await alice.api(`/api/v1/voices/${voice.id}`, {
+			method: "PATCH",
+			headers: { "Content-Type": "application/json" },
+			body: JSON.stringify({ name: "Renamed", tags: ["a"], description: null, voice_settings: { protect: 0.2 } }),
+		});
+		expect(response.status).toBe(200);
+		expect((await json<{ data: Voice }>(response)).data).toMatchObject({
+			name: "Renamed",
+			tags: ["a"],
+			description: null,
+			voice_settings: { index_rate: 0.5, protect: 0.2 },
+		});
+		const bad = await alice.api(`/api/v1/voices/${voice.id}`, {
+			method: "PATCH",
+			headers: { "Content-Type": "application/json" },
+			body: JSON.stringify({ voice_settings: { protect: 0.9 } }),
+		});
+		expect(bad.status).toBe(400);
+	});
+
+	it("deletes softly: a running conversion finishes, new ones are refused, the files go afterwards", async () => {
+		const alice = await user();
+		const voice = await readyVoice(alice);
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const conversion = await alice.convert({ audio_file_id: file.id, voice_model_id: voice.id });
+		await deliverJobs([conversion.id]);
+		const worker = await runner();
+		const lease = await worker.leaseOne({ engines: ["rvc"] });
+		expect(lease.conversion_id).toBe(conversion.id);
+
+		const deleted = await alice.api(`/api/v1/voices/${voice.id}`, { method: "DELETE" });
+		expect(deleted.status).toBe(200);
+		expect((await alice.api(`/api/v1/voices/${voice.id}`)).status).toBe(404);
+		expect((await alice.create({ audio_file_id: file.id, voice_model_id: voice.id })).status).toBe(404);
+		// Still running: the files stay for it, even through the safety net.
+		await runSafetyNet(env);
+		expect(await env.BUCKET.head(`account-voices/${voice.id}/model`)).not.toBeNull();
+		expect((await call(lease.voice.artifacts[0]?.url ?? "")).status).toBe(200);
+
+		expect((await worker.finish(lease)).status).toBe(200);
+		expect((await alice.get(conversion.id)).status).toBe("completed");
+		const report = await runSafetyNet(env);
+		expect(report.voiceFilesRemoved).toBe(1);
+		expect(await env.BUCKET.head(`account-voices/${voice.id}/model`)).toBeNull();
+		expect(await env.BUCKET.head(`account-voices/${voice.id}/index`)).toBeNull();
+	});
+});
