@@ -17,6 +17,7 @@ import { RecentVoices, warmRecentVoices } from "./loop/recent-voices.ts";
 import { VoiceAffinity } from "./loop/voice-affinity.ts";
 import { startHealthServer } from "./observability/health-server.ts";
 import { RunnerMetrics } from "./observability/metrics.ts";
+import { createVoiceValidator } from "./validation/voice-validator.ts";
 
 export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogger): Promise<void> {
 	const metrics = new RunnerMetrics({ processMetrics: true });
@@ -59,6 +60,8 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 		clientSecret: config.clientSecret,
 	});
 	const affinity = new VoiceAffinity();
+	// A runner that can run rvc voices also validates the ones accounts upload.
+	const rvc = engines.get("rvc")?.engine;
 	const api = new RunnerApiClient({ apiBaseUrl: config.apiBaseUrl, tokens });
 	loop = new LeaseLoop(
 		{ runnerId: config.runnerId, capacity: config.capacity, leaseWaitSeconds: config.leaseWaitSeconds },
@@ -75,6 +78,7 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 			metrics,
 			logger,
 			affinity,
+			...(rvc ? { validateVoice: createVoiceValidator({ artifacts, engine: rvc }) } : {}),
 		},
 	);
 

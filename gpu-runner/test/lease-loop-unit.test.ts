@@ -48,6 +48,7 @@ describe("lease loop with an in-memory API", () => {
 			fail: async (id) => {
 				reports.push(`fail ${id}`);
 			},
+			reportValidation: async () => {},
 			release: async (id, reason) => {
 				reports.push(`release ${id}: ${reason}`);
 			},
@@ -91,6 +92,7 @@ describe("lease loop with an in-memory API", () => {
 				reports.push(`${id} ${body.kind} ${body.reason}`);
 			},
 			release: async () => {},
+			reportValidation: async () => {},
 		};
 		const loop = new LeaseLoop(
 			{ runnerId: "unit", capacity: 1, leaseWaitSeconds: 1 },

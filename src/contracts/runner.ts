@@ -36,7 +36,7 @@ export const LeaseRequest = z.object({
 	 * Kinds of job this runner takes: `convert` (conversions, `leases`) and `validate_voice` (checking an account's
 	 * uploaded voice, `validations`). Older runners omit it and get conversions only.
 	 */
-	job_kinds: z.array(z.enum(JOB_KINDS)).min(1).default(["convert"]),
+	job_kinds: z.array(z.enum(JOB_KINDS)).min(1).optional(),
 });
 export type LeaseRequest = z.infer<typeof LeaseRequest>;
 

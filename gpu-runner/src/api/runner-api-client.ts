@@ -11,6 +11,8 @@ import {
 	type LeaseRequest,
 	OutputUpload,
 	UploadedPart,
+	VoiceValidationLease,
+	type VoiceValidationReport,
 } from "../../../src/contracts/runner.ts";
 import type { OutputUploads } from "../storage/output-upload.ts";
 import { putFileRange } from "../storage/transfer.ts";
@@ -25,6 +27,8 @@ export interface MalformedLease {
 
 export interface LeaseBatch {
 	leases: Lease[];
+	/** `validate_voice` jobs, for runners that asked for them (absent: none). */
+	validations?: VoiceValidationLease[];
 	malformed: MalformedLease[];
 }
 
@@ -35,10 +39,12 @@ export interface RunnerApi {
 	complete(leaseId: string, body: CompleteRequest): Promise<void>;
 	fail(leaseId: string, body: FailRequest): Promise<void>;
 	release(leaseId: string, reason: string): Promise<void>;
+	/** The outcome of a `validate_voice` lease (ends it, like `complete`). */
+	reportValidation(leaseId: string, report: VoiceValidationReport): Promise<void>;
 }
 
 const Envelope = z.object({ success: z.literal(true), data: z.unknown() });
-const LeaseList = z.object({ leases: z.array(z.unknown()) });
+const LeaseList = z.object({ leases: z.array(z.unknown()), validations: z.array(z.unknown()).default([]) });
 const REQUEST_TIMEOUT_MS = 30_000;
 
 export interface RunnerApiClientOptions {
@@ -60,15 +66,23 @@ export class RunnerApiClient implements RunnerApi, OutputUploads {
 		const data = await this.#call("lease", "/internal/v1/leases", request, AbortSignal.any([signal, timeout]));
 		const list = LeaseList.safeParse(data);
 		if (!list.success) throw new ApiError("lease", 200, "bad_response", "lease response has no leases array");
-		const batch: LeaseBatch = { leases: [], malformed: [] };
-		for (const raw of list.data.leases) {
-			const parsed = Lease.safeParse(raw);
-			if (parsed.success) batch.leases.push(parsed.data);
-			else {
-				const id = (raw as { lease_id?: unknown } | null)?.lease_id;
-				if (typeof id === "string") batch.malformed.push({ leaseId: id, problem: z.prettifyError(parsed.error) });
+		const batch = {
+			leases: [] as Lease[],
+			validations: [] as VoiceValidationLease[],
+			malformed: [] as MalformedLease[],
+		};
+		const sort = <T>(raws: unknown[], schema: z.ZodType<T>, into: T[]) => {
+			for (const raw of raws) {
+				const parsed = schema.safeParse(raw);
+				if (parsed.success) into.push(parsed.data);
+				else {
+					const id = (raw as { lease_id?: unknown } | null)?.lease_id;
+					if (typeof id === "string") batch.malformed.push({ leaseId: id, problem: z.prettifyError(parsed.error) });
+				}
 			}
-		}
+		};
+		sort(list.data.leases, Lease, batch.leases);
+		sort(list.data.validations, VoiceValidationLease, batch.validations);
 		return batch;
 	}
 
@@ -92,6 +106,14 @@ export class RunnerApiClient implements RunnerApi, OutputUploads {
 
 	async release(leaseId: string, reason: string): Promise<void> {
 		await this.#call("release", `/internal/v1/leases/${encodeURIComponent(leaseId)}/release`, { reason });
+	}
+
+	async reportValidation(leaseId: string, report: VoiceValidationReport): Promise<void> {
+		await this.#call(
+			"report validation",
+			`/internal/v1/leases/${encodeURIComponent(leaseId)}/voice-validation`,
+			report,
+		);
 	}
 
 	async startOutputUpload(leaseId: string, signal: AbortSignal): Promise<OutputUpload> {

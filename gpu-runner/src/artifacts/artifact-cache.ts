@@ -57,29 +57,7 @@ export class ArtifactCache {
 		await mkdir(this.dir, { recursive: true });
 		const temporary = join(this.dir, `.download-${randomUUID()}`);
 		try {
-			const response = await this.#fetch(artifact.url, { signal }).catch((error: unknown) => {
-				throw new ArtifactError(`artifact ${artifact.name} download failed to connect`, { cause: error });
-			});
-			if (!response.ok || !response.body) {
-				await response.body?.cancel();
-				throw new ArtifactError(`artifact ${artifact.name} download answered HTTP ${response.status}`);
-			}
-			const hash = createHash("sha256");
-			let size = 0;
-			const body = Readable.fromWeb(response.body as import("node:stream/web").ReadableStream<Uint8Array>);
-			await pipeline(
-				body,
-				async function* measure(source: AsyncIterable<Buffer>) {
-					for await (const chunk of source) {
-						hash.update(chunk);
-						size += chunk.length;
-						yield chunk;
-					}
-				},
-				createWriteStream(temporary),
-				{ signal },
-			);
-			const digest = hash.digest("hex");
+			const { sha256: digest, sizeBytes: size } = await this.#download(artifact.url, artifact.name, temporary, signal);
 			if (digest !== artifact.sha256 || size !== artifact.size_bytes) {
 				throw new ArtifactError(
 					`artifact ${artifact.name} failed verification: got sha256 ${digest} (${size} bytes), expected ${artifact.sha256} (${artifact.size_bytes} bytes)`,
@@ -90,5 +68,53 @@ export class ArtifactCache {
 		} finally {
 			await rm(temporary, { force: true });
 		}
+	}
+
+	/**
+	 * Downloads a file whose checksum is learnt on the way (an account's uploaded voice file, read for validation)
+	 * into the cache under that checksum, so the conversions that follow find it there.
+	 */
+	async adopt(
+		url: string,
+		name: string,
+		signal: AbortSignal,
+	): Promise<{ path: string; sha256: string; sizeBytes: number }> {
+		await mkdir(this.dir, { recursive: true });
+		const temporary = join(this.dir, `.download-${randomUUID()}`);
+		try {
+			const file = await this.#download(url, name, temporary, signal);
+			const path = join(this.dir, `${file.sha256}.bin`);
+			await rename(temporary, path);
+			return { path, ...file };
+		} finally {
+			await rm(temporary, { force: true });
+		}
+	}
+
+	/** Streams `url` into `temporary` while hashing it. */
+	async #download(url: string, name: string, temporary: string, signal: AbortSignal) {
+		const response = await this.#fetch(url, { signal }).catch((error: unknown) => {
+			throw new ArtifactError(`artifact ${name} download failed to connect`, { cause: error });
+		});
+		if (!response.ok || !response.body) {
+			await response.body?.cancel();
+			throw new ArtifactError(`artifact ${name} download answered HTTP ${response.status}`);
+		}
+		const hash = createHash("sha256");
+		let size = 0;
+		const body = Readable.fromWeb(response.body as import("node:stream/web").ReadableStream<Uint8Array>);
+		await pipeline(
+			body,
+			async function* measure(source: AsyncIterable<Buffer>) {
+				for await (const chunk of source) {
+					hash.update(chunk);
+					size += chunk.length;
+					yield chunk;
+				}
+			},
+			createWriteStream(temporary),
+			{ signal },
+		);
+		return { sha256: hash.digest("hex"), sizeBytes: size };
 	}
 }

@@ -12,7 +12,7 @@
  * the grace period, then aborts what is left and releases those leases (no attempt charged). The process's
  * second signal is handled in main.ts by exiting at once.
  */
-import type { EngineName, Lease } from "../../../src/contracts/runner.ts";
+import type { EngineName, Lease, VoiceValidationLease } from "../../../src/contracts/runner.ts";
 import type { ApiError } from "../api/api-error.ts";
 import type { RunnerApi } from "../api/runner-api-client.ts";
 import type { LoadedEngine } from "../engines/registry.ts";
@@ -20,6 +20,7 @@ import { permanentFailure } from "../job-errors.ts";
 import { describeError, type Logger } from "../logger.ts";
 import type { RunnerState } from "../observability/health-server.ts";
 import type { JobOutcome, RunnerMetrics } from "../observability/metrics.ts";
+import type { VoiceValidator } from "../validation/voice-validator.ts";
 import { type BackoffPolicy, backoffDelay, DEFAULT_BACKOFF, sleep } from "./backoff.ts";
 import type { JobProcessor } from "./job-processor.ts";
 
@@ -40,6 +41,8 @@ export interface LeaseLoopDeps {
 	logger: Logger;
 	/** Voices whose models are at hand, for the broker's model affinity. */
 	affinity?: { list(): string[] };
+	/** Validates accounts' uploaded voices (`validate_voice` jobs); without it the runner asks for conversions only. */
+	validateVoice?: VoiceValidator;
 }
 
 class ShutdownAbort extends Error {
@@ -57,7 +60,7 @@ class LeaseLostAbort extends Error {
 }
 
 interface ActiveJob {
-	lease: Lease;
+	lease: Pick<Lease, "lease_id" | "heartbeat_interval_seconds">;
 	controller: AbortController;
 	progress: number | undefined;
 	settled: Promise<void>;
@@ -137,6 +140,7 @@ export class LeaseLoop {
 						wait_seconds: this.#options.leaseWaitSeconds,
 						loaded_voice_ids: this.#deps.affinity?.list() ?? [],
 						engines: [...this.#deps.engines.keys()],
+						...(this.#deps.validateVoice ? { job_kinds: ["convert", "validate_voice"] } : {}),
 					},
 					stopSignal,
 				);
@@ -154,7 +158,8 @@ export class LeaseLoop {
 				await sleep(delay, stopSignal);
 				continue;
 			}
-			if (batch.leases.length > 0) metrics.leaseWait.observe((performance.now() - asked) / 1000);
+			const validations = batch.validations ?? [];
+			if (batch.leases.length + validations.length > 0) metrics.leaseWait.observe((performance.now() - asked) / 1000);
 			for (const bad of batch.malformed) {
 				logger.error("lease does not match the contract", { lease_id: bad.leaseId, problem: bad.problem });
 				this.#track(
@@ -167,13 +172,14 @@ export class LeaseLoop {
 					),
 				);
 			}
-			for (const lease of batch.leases) {
+			for (const lease of [...batch.leases, ...validations]) {
 				if (stopSignal.aborted) {
 					// The stop came while this batch was on its way: hand the jobs straight back.
 					this.#track(
 						this.#report(lease.lease_id, "release", () => api.release(lease.lease_id, "runner shutting down")),
 					);
-				} else this.#startJob(lease);
+				} else if ("voice_id" in lease) this.#startJob(lease, (job) => this.#runValidation(job, lease));
+				else this.#startJob(lease, (job) => this.#runJob(job, lease));
 			}
 		}
 		await Promise.all([...this.#active.values()].map((job) => job.settled));
@@ -185,21 +191,55 @@ export class LeaseLoop {
 		void report.finally(() => this.#pendingReports.delete(report));
 	}
 
-	#startJob(lease: Lease): void {
+	#startJob(lease: ActiveJob["lease"], run: (job: ActiveJob) => Promise<void>): void {
 		const controller = new AbortController();
 		const job: ActiveJob = { lease, controller, progress: undefined, settled: Promise.resolve() };
 		this.#active.set(lease.lease_id, job);
 		this.#deps.metrics.activeJobs.set(this.#active.size);
-		job.settled = this.#runJob(job).finally(() => {
+		job.settled = run(job).finally(() => {
 			this.#active.delete(lease.lease_id);
 			this.#deps.metrics.activeJobs.set(this.#active.size);
 			this.#slotFreed?.();
 		});
 	}
 
-	async #runJob(job: ActiveJob): Promise<void> {
+	/** A `validate_voice` job: its outcome (ready or failed) is one report; an error is a transient failure. */
+	async #runValidation(job: ActiveJob, lease: VoiceValidationLease): Promise<void> {
 		const { api, logger, metrics } = this.#deps;
-		const { lease, controller } = job;
+		const log = {
+			lease_id: lease.lease_id,
+			voice_id: lease.voice_id,
+			attempt: lease.attempt,
+			job_kind: "validate_voice",
+		};
+		logger.info("voice validation started", log);
+		const heartbeat = this.#startHeartbeats(job);
+		let outcome: JobOutcome;
+		try {
+			if (!this.#deps.validateVoice) throw new Error("this runner does not validate voices");
+			const report = await this.#deps.validateVoice(lease, job.controller.signal);
+			heartbeat.stop();
+			if (job.controller.signal.reason instanceof LeaseLostAbort) throw job.controller.signal.reason;
+			const sent = await this.#report(lease.lease_id, "report validation", () =>
+				api.reportValidation(lease.lease_id, report),
+			);
+			outcome = sent === "lost" ? "lease_lost" : "completed";
+			logger.info("voice validation finished", {
+				...log,
+				outcome: report.outcome,
+				...(report.outcome === "failed" ? { problem: report.problem, reason: report.message } : {}),
+			});
+		} catch (error) {
+			heartbeat.stop();
+			outcome = await this.#reportFailure(job, error);
+			logger.warn("voice validation ended without an outcome", { ...log, outcome, error: describeError(error) });
+		}
+		metrics.jobs.inc({ engine: "rvc", outcome });
+	}
+
+	async #runJob(job: ActiveJob, lease: Lease): Promise<void> {
+		const { api, logger, metrics } = this.#deps;
+		const { controller } = job;
 		const engineName = lease.voice.engine;
 		const started = performance.now();
 		const log = {

@@ -29,7 +29,7 @@ export const leaseJobsRoute = defineRoute({
 			waitSeconds: body.wait_seconds,
 			loadedVoiceIds: body.loaded_voice_ids,
 			engines: body.engines,
-			kinds: body.job_kinds,
+			kinds: body.job_kinds ?? ["convert"],
 		});
 		if (granted.length === 0) return ok({ leases: [], validations: [] });
 		try {

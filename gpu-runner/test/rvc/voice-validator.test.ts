@@ -1,0 +1,149 @@
+/**
+ * `validate_voice` with the real rvc engine and the committed RVC fixtures, files served over HTTP as signed GETs
+ * would be: a fitting voice becomes ready (checksums, sample rate, f0, feature width, the sample's pitch range, the
+ * built synthesizer cached beside the checkpoint); each kind of unusable voice fails with a message naming why.
+ */
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ModelArtifact, VoiceValidationLease } from "../../../src/contracts/runner.ts";
+import { ArtifactCache } from "../../src/artifacts/artifact-cache.ts";
+import type { Engine } from "../../src/engines/engine.ts";
+import { createRvcEngine } from "../../src/engines/rvc/index.ts";
+import { SYNTHESIZER_GRAPH_VERSION } from "../../src/engines/rvc/synthesizer-graph.ts";
+import { createVoiceValidator, type VoiceValidator } from "../../src/validation/voice-validator.ts";
+import { FakeRunnerApi } from "../helpers/fake-runner-api.ts";
+import { makeWav } from "../helpers/wav-files.ts";
+import { buildTinyContentVec, buildTinyRmvpe } from "./support/tiny-models.ts";
+
+const FIXTURES = join(import.meta.dirname, "fixtures");
+const fixture = (name: string) => new Uint8Array(readFileSync(join(FIXTURES, name)));
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+
+let engine: Engine;
+let api: FakeRunnerApi;
+let cache: ArtifactCache;
+let validate: VoiceValidator;
+let bases: ModelArtifact[];
+
+function serve(name: string, bytes: Uint8Array): string {
+	const file = `${name}-${sha256(bytes).slice(0, 12)}`;
+	api.artifacts.set(file, bytes);
+	return `${api.baseUrl}/storage/artifact/${file}`;
+}
+
+const base = (name: string, bytes: Uint8Array): ModelArtifact => ({
+	name,
+	url: serve(name, bytes),
+	sha256: sha256(bytes),
+	size_bytes: bytes.length,
+});
+
+/** A sung-like sample: a 196 Hz tone gliding up to 262 Hz over two seconds. */
+function sample(): Uint8Array {
+	const rate = 16_000;
+	let phase = 0;
+	const samples = Float32Array.from({ length: 2 * rate }, (_, i) => {
+		phase += (2 * Math.PI * (196 + (66 * i) / (2 * rate))) / rate;
+		return 0.4 * Math.sin(phase);
+	});
+	return makeWav([samples], rate, { kind: "pcm", bits: 16 });
+}
+
+function lease(files: Record<string, Uint8Array>, settings: Record<string, unknown> = {}): VoiceValidationLease {
+	return {
+		lease_id: crypto.randomUUID(),
+		voice_id: crypto.randomUUID(),
+		attempt: 1,
+		lease_expires_at: new Date(Date.now() + 45_000).toISOString(),
+		heartbeat_interval_seconds: 15,
+		voice_name: "Mine",
+		voice_settings: settings,
+		files: Object.entries(files).map(([role, bytes]) => ({
+			role: role as "model" | "index" | "image" | "sample",
+			url: serve(role, bytes),
+			size_bytes: bytes.length,
+			kind: "checked by the Worker",
+		})),
+		base_models: bases,
+	};
+}
+
+beforeAll(async () => {
+	engine = createRvcEngine({ executionProviders: ["cpu"] });
+	await engine.init();
+	api = await new FakeRunnerApi().start();
+	cache = new ArtifactCache(mkdtempSync(join(tmpdir(), "voice-validation-")));
+	validate = createVoiceValidator({ artifacts: cache, engine });
+	bases = [base("contentvec", buildTinyContentVec()), base("rmvpe", buildTinyRmvpe({ pitchBin: 168 }))];
+});
+afterAll(async () => {
+	await api.close();
+	await engine.dispose();
+});
+
+const signal = () => AbortSignal.timeout(60_000);
+
+describe("voice validation", () => {
+	it("makes a fitting .pth + .index + sample ready, with checksums, model facts and the sample's pitch range", async () => {
+		const model = fixture("v2-f0-40k.pth");
+		const index = fixture("index/voice-v2-768.index");
+		const report = await validate(lease({ model, index, sample: sample() }, { index_rate: 0.5 }), signal());
+		expect(report).toMatchObject({
+			outcome: "ready",
+			model: { sample_rate: 40_000, f0: true, feature_dim: 768, version: "v2" },
+		});
+		if (report.outcome !== "ready") return;
+		expect(report.files).toEqual(
+			expect.arrayContaining([
+				{ role: "model", sha256: sha256(model), size_bytes: model.length },
+				{ role: "index", sha256: sha256(index), size_bytes: index.length },
+			]),
+		);
+		// The glide spans 196..262 Hz: the 10th..90th percentiles lie inside it.
+		expect(report.pitch_range_hz?.low).toBeGreaterThan(190);
+		expect(report.pitch_range_hz?.high).toBeLessThan(270);
+		expect(report.pitch_range_hz?.high).toBeGreaterThan(report.pitch_range_hz?.low ?? Number.POSITIVE_INFINITY);
+		// The checkpoint sits in the cache under its checksum, its synthesizer built beside it for later conversions.
+		expect(existsSync(join(cache.dir, `${sha256(model)}.bin`))).toBe(true);
+		expect(existsSync(join(cache.dir, `${sha256(model)}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`))).toBe(true);
+	});
+
+	it("fails an index whose width is not the model's feature width", async () => {
+		const report = await validate(
+			lease({ model: fixture("v1-f0-40k.pth"), index: fixture("index/voice-v2-768.index") }),
+			signal(),
+		);
+		expect(report).toMatchObject({ outcome: "failed", problem: "index_width_mismatch" });
+		expect(report.outcome === "failed" && report.message).toMatch(
+			/^The index holds 768-wide features but the model reads 256-wide ones/,
+		);
+	});
+
+	it("fails a truncated checkpoint, a pickle that would call something, and bytes that are no model", async () => {
+		const truncated = await validate(lease({ model: fixture("refused-truncated.pth") }), signal());
+		expect(truncated).toMatchObject({ outcome: "failed", problem: "truncated_archive" });
+		expect(truncated.outcome === "failed" && truncated.message).toMatch(/^The model file cannot be used: .*truncated/i);
+
+		const hostile = await validate(lease({ model: fixture("refused-os-system.pth") }), signal());
+		expect(hostile.outcome).toBe("failed");
+
+		const text = await validate(lease({ model: new TextEncoder().encode("not a model") }), signal());
+		expect(text).toMatchObject({ outcome: "failed" });
+	});
+
+	it("fails settings the model cannot honour, and a sample that does not decode", async () => {
+		const noIndex = await validate(lease({ model: fixture("v2-f0-40k.pth") }, { index_rate: 0.5 }), signal());
+		expect(noIndex).toMatchObject({
+			outcome: "failed",
+			message: "voice_settings.index_rate needs a feature index, and this voice has none",
+		});
+		const badSample = await validate(
+			lease({ model: fixture("v2-f0-40k.pth"), sample: new TextEncoder().encode("RIFF....WAVEnot really") }),
+			signal(),
+		);
+		expect(badSample).toMatchObject({ outcome: "failed", problem: "invalid_sample" });
+	});
+});
