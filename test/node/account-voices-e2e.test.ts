@@ -1,0 +1,189 @@
+/**
+ * An account's own RVC voice end to end over real HTTP: the Worker under wrangler's test harness, the GPU runner as
+ * its own process with the rvc engine, the committed RVC fixtures, and a real webhook receiver. The client creates a
+ * voice, uploads the checkpoint in parts and the index in one PUT, a runner validates it (`voice.ready` arrives
+ * signed), and a conversion with the voice completes with the model's sample rate and the source's length. A voice
+ * whose index does not fit its model fails validation with the reason.
+ */
+import { createHash } from "node:crypto";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildTinyContentVec, buildTinyRmvpe } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
+import { verifyWebhook } from "../../sdk/verify-webhook.ts";
+import { type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
+import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
+import { makeWav } from "../support/wav-generator.ts";
+import { readWav } from "../support/wav-reader.ts";
+import { startReceiver } from "../support/webhook-receiver.ts";
+
+const FIXTURES = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
+const fixture = (name: string) => new Uint8Array(readFileSync(path.join(FIXTURES, name)));
+const MODEL = fixture("v2-f0-40k.pth");
+const INDEX = fixture("index/voice-v2-768.index");
+const V1_MODEL = fixture("v1-f0-40k.pth");
+
+let stack: LocalStack;
+let runner: RunnerProcess;
+let token: string;
+const receiver = startReceiver();
+let secret: string;
+
+type Upload =
+	| { method: "PUT"; upload_url: string }
+	| {
+			method: "parts";
+			part_size_bytes: number;
+			parts: { part_number: number; upload_url: string }[];
+			complete_url: string;
+	  };
+type Voice = { id: string; status: string; error_message: string | null; uploads: Record<string, Upload> };
+
+async function api<T = Record<string, unknown>>(route: string, init: { method?: string; body?: unknown } = {}) {
+	const response = await fetch(route.startsWith("http") ? route : `${stack.url}${route}`, {
+		method: init.method ?? "GET",
+		headers: { Authorization: `Bearer ${token}`, ...(init.body ? { "Content-Type": "application/json" } : {}) },
+		body: init.body ? JSON.stringify(init.body) : undefined,
+	});
+	const body = (await response.json()) as { success: boolean; data: T; message?: string };
+	if (!response.ok) throw new Error(`${init.method ?? "GET"} ${route}: ${response.status} ${body.message}`);
+	return body.data;
+}
+
+async function upload(plan: Upload, bytes: Uint8Array) {
+	if (plan.method === "PUT") {
+		const put = await fetch(plan.upload_url, { method: "PUT", body: Buffer.from(bytes) });
+		expect(put.status, await put.clone().text()).toBe(200);
+		return;
+	}
+	for (const part of plan.parts) {
+		const start = (part.part_number - 1) * plan.part_size_bytes;
+		const put = await fetch(part.upload_url, {
+			method: "PUT",
+			body: Buffer.from(bytes.subarray(start, start + plan.part_size_bytes)),
+		});
+		expect(put.status, await put.clone().text()).toBe(200);
+	}
+	await api(plan.complete_url, { method: "POST" });
+}
+
+async function createAndUpload(name: string, files: Record<string, Uint8Array>): Promise<Voice> {
+	const voice = await api<Voice>("/api/v1/voices", {
+		method: "POST",
+		body: {
+			name,
+			voice_settings: { index_rate: 0.5 },
+			files: Object.fromEntries(
+				Object.entries(files).map(([role, bytes]) => [role, { file_name: `${role}.bin`, size_bytes: bytes.length }]),
+			),
+		},
+	});
+	for (const [role, bytes] of Object.entries(files)) await upload(voice.uploads[role] as Upload, bytes);
+	return voice;
+}
+
+async function waitForVoice(id: string, timeoutMs = 60_000): Promise<Voice> {
+	const deadline = Date.now() + timeoutMs;
+	while (Date.now() < deadline) {
+		const voice = await api<Voice>(`/api/v1/voices/${id}`);
+		if (voice.status === "ready" || voice.status === "failed") return voice;
+		await new Promise((r) => setTimeout(r, 250));
+	}
+	throw new Error(`voice ${id} was not validated; runner log:\n${runner.log().slice(-3000)}`);
+}
+
+/** Sets a deployment base model as `admin base-model set` does: the bytes in R2 by checksum, the row in D1. */
+async function setBaseModel(name: "contentvec" | "rmvpe", bytes: Uint8Array) {
+	const sha256 = createHash("sha256").update(bytes).digest("hex");
+	const key = `base-models/${name}/${sha256}`;
+	await stack.env.BUCKET.put(key, bytes);
+	await stack.env.DB.prepare(
+		"INSERT INTO base_models (name, object_key, sha256, size_bytes, updated_at) VALUES (?, ?, ?, ?, ?)",
+	)
+		.bind(name, key, sha256, bytes.length, new Date().toISOString())
+		.run();
+}
+
+beforeAll(async () => {
+	// Voice files over 100 kB go up in parts: the checkpoint takes that path, the index one PUT.
+	stack = await startLocalStack({ vars: { ALLOW_LOCAL_WEBHOOK_URLS: "true", VOICE_SINGLE_UPLOAD_BYTES: "200000" } });
+	const client = await stack.provision("api");
+	const runnerClient = await stack.provision("runner", client.accountId);
+	token = await stack.token(client);
+	await setBaseModel("contentvec", buildTinyContentVec());
+	await setBaseModel("rmvpe", buildTinyRmvpe({ pitchBin: 168 }));
+	runner = startRunner(stack.url, runnerClient, {
+		RUNNER_ENGINES: "dsp,rvc",
+		RUNNER_CACHE_DIR: mkdtempSync(path.join(tmpdir(), "account-voices-e2e-")),
+	});
+	const receiverUrl = `http://127.0.0.1:${await receiver.listen()}`;
+	secret = (
+		await api<{ secret: string }>("/api/v1/webhooks/subscriptions", {
+			method: "POST",
+			body: { url: `${receiverUrl}/voices`, events: ["voice_ready", "voice_failed"] },
+		})
+	).secret;
+}, 120_000);
+
+afterAll(async () => {
+	await runner?.stop();
+	await receiver.close();
+	await stack?.close();
+});
+
+describe("account voices end to end", () => {
+	it("uploads, validates on a real runner, announces voice.ready, and converts with the voice", async () => {
+		expect(INDEX.length).toBeGreaterThan(200_000);
+		const created = await createAndUpload("My RVC voice", { model: MODEL, index: INDEX });
+		expect(created.uploads.model?.method).toBe("PUT");
+		expect(created.uploads.index?.method).toBe("parts");
+		const voice = await waitForVoice(created.id);
+		expect(voice, runner.log().slice(-2000)).toMatchObject({ status: "ready", error_message: null });
+
+		await receiver.waitFor("/voices", 1, 30_000);
+		const delivery = receiver.received.find((r) => JSON.parse(r.body).data?.voice?.id === created.id);
+		expect(delivery?.headers["x-webhook-event"]).toBe("voice_ready");
+		const verified = await verifyWebhook({ secret, headers: delivery?.headers ?? {}, body: delivery?.body ?? "" });
+		expect(verified).toMatchObject({ ok: true, event: "voice_ready" });
+		expect(JSON.parse(delivery?.body ?? "{}")).toMatchObject({
+			event: "voice.ready",
+			data: { voice: { id: created.id, name: "My RVC voice", status: "ready", error_message: null } },
+		});
+
+		const source = makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000 * 2, encoding: "pcm", bits: 16 });
+		const file = await api<{ id: string; upload_url: string }>("/api/v1/audio-files", {
+			method: "POST",
+			body: { file_name: "take.wav", mime_type: "audio/wav" },
+		});
+		await fetch(file.upload_url, {
+			method: "PUT",
+			headers: { "Content-Type": "audio/wav" },
+			body: Buffer.from(source),
+		});
+		const conversion = await api<{ id: string }>("/api/v1/voice-conversions", {
+			method: "POST",
+			body: { audio_file_id: file.id, voice_model_id: created.id, pitch_shift: "same_octave", use_preview: false },
+		});
+		let current: Record<string, unknown> = {};
+		for (const deadline = Date.now() + 90_000; Date.now() < deadline; ) {
+			current = await api(`/api/v1/voice-conversions/${conversion.id}`);
+			if (current.status === "completed" || current.status === "failed") break;
+			await new Promise((r) => setTimeout(r, 300));
+		}
+		expect(current, runner.log().slice(-3000)).toMatchObject({ status: "completed" });
+		const output = readWav(new Uint8Array(await (await fetch(String(current.output_url))).arrayBuffer()));
+		expect(output.sampleRate).toBe(40_000);
+		expect(output.durationSeconds).toBeCloseTo(2, 1);
+	}, 180_000);
+
+	it("fails a voice whose index does not fit its model, naming why, and announces voice.failed", async () => {
+		const created = await createAndUpload("Mismatched", { model: V1_MODEL, index: INDEX });
+		const voice = await waitForVoice(created.id);
+		expect(voice.status).toBe("failed");
+		expect(voice.error_message).toMatch(/^The index holds 768-wide features but the model reads 256-wide ones/);
+		await receiver.waitFor("/voices", 2, 30_000);
+		const delivery = receiver.received.find((r) => JSON.parse(r.body).data?.voice?.id === created.id);
+		expect(delivery?.headers["x-webhook-event"]).toBe("voice_failed");
+	}, 120_000);
+});
