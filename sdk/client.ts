@@ -6,10 +6,20 @@
 import type { z } from "zod";
 import { MAX_AUDIO_FILE_BYTES, RegisterAudioFileBody } from "../src/contracts/audio-files.ts";
 import { CreateConversionBody, ListConversionsQuery } from "../src/contracts/voice-conversions.ts";
+import { VOICE_FILE_HEAD_BYTES, voiceFileKindFor } from "../src/contracts/voice-file-kinds.ts";
+import {
+	CreateVoiceBody,
+	UpdateVoiceBody,
+	VOICE_FILE_DESCRIPTIONS,
+	VOICE_FILE_ROLE_VALUES,
+	type VoiceFileRoleName,
+	type VoiceUpload,
+} from "../src/contracts/voices.ts";
 import { CreateSubscriptionBody, UpdateSubscriptionBody } from "../src/contracts/webhooks.ts";
 import { errorFromResponse, SDK_ERROR_CODES, VoiceConversionError } from "./errors.ts";
 import { networkError, TokenSource, withTimeout } from "./token.ts";
 import type {
+	AccountVoice,
 	AudioFile,
 	ConversionSnapshot,
 	ConversionStatus,
@@ -24,11 +34,14 @@ import type {
 	RegisterAudioFileInput,
 	TestDeliveryResult,
 	UpdateSubscriptionInput,
+	UpdateVoiceInput,
 	VoiceConversion,
 	VoiceModel,
+	VoiceSettings,
+	VoiceStatus,
 	WebhookSubscription,
 } from "./types.ts";
-import { type ProgressListener, prepareBody, sizeOf, type UploadSource } from "./upload.ts";
+import { headOf, type ProgressListener, partReader, prepareBody, sizeOf, type UploadSource } from "./upload.ts";
 
 export interface VoiceConversionClientOptions {
 	/** The API's base address (`{base_url}` in the spec), e.g. `https://api.example.com`. A trailing `/api/v1` is ignored. */
@@ -77,6 +90,32 @@ export interface WaitOptions extends RequestOptions {
 	maxIntervalMs?: number;
 	/** Called with the conversion whenever its status changes (and once at the start). */
 	onUpdate?: (conversion: ConversionSnapshot) => void;
+}
+
+/** A voice to create: its details and, by role, the files themselves (the model is required). */
+export interface CreateVoiceInput {
+	name: string;
+	tags?: string[];
+	description?: string;
+	/** The defaults every conversion with this voice starts from. */
+	voice_settings?: VoiceSettings;
+	files: Partial<Record<VoiceFileRoleName, { source: UploadSource; fileName?: string }>> & {
+		model: { source: UploadSource; fileName?: string };
+	};
+}
+
+export interface CreateVoiceOptions extends IdempotentRequestOptions {
+	/** Upload progress of each file, by role (`model`, `index`, `image`, `sample`). */
+	onProgress?: (role: VoiceFileRoleName, progress: { loaded: number; total: number }) => void;
+}
+
+export interface WaitForVoiceOptions extends RequestOptions {
+	/** Give up after this many milliseconds (default 10 minutes) with a `wait_timeout` error. */
+	timeoutMs?: number;
+	/** Poll interval in milliseconds (default 2 s). */
+	intervalMs?: number;
+	/** Called with the voice whenever its status changes (and once at the start). */
+	onUpdate?: (voice: AccountVoice) => void;
 }
 
 export interface ListConversionsOptions extends ListOptions {
@@ -152,10 +191,122 @@ export class VoiceConversionClient {
 	// ---- Voices ----
 
 	readonly voices = {
-		list: (options: RequestOptions = {}) => this.#data<VoiceModel[]>("GET", "/voices", options),
+		/** The service's voices and your own; filter by `owner` (`service`, `account`) and `status`. */
+		list: (options: RequestOptions & { owner?: "service" | "account"; status?: VoiceStatus } = {}) =>
+			this.#data<(VoiceModel | AccountVoice)[]>("GET", "/voices", {
+				signal: options.signal,
+				query: Object.fromEntries(
+					Object.entries({ owner: options.owner, status: options.status }).filter(([, v]) => v !== undefined),
+				) as Record<string, string>,
+			}),
 		get: (id: string, options: RequestOptions = {}) =>
-			this.#data<VoiceModel>("GET", `/voices/${encodeURIComponent(id)}`, options),
+			this.#data<VoiceModel | AccountVoice>("GET", `/voices/${encodeURIComponent(id)}`, options),
+		/**
+		 * Creates your own voice and uploads its files (one PUT, or in parts for files over 100 MB: hidden here),
+		 * reporting progress per file. Each file is recognised by its bytes before anything is sent. Resolves with
+		 * the voice once every file is in (`validating`); `waitForVoice` then waits for `ready` or `failed`.
+		 */
+		create: (input: CreateVoiceInput, options: CreateVoiceOptions = {}) => this.#createVoice(input, options),
+		update: (id: string, input: UpdateVoiceInput, options: RequestOptions = {}) =>
+			this.#data<AccountVoice>("PATCH", `/voices/${encodeURIComponent(id)}`, {
+				...options,
+				json: validate(UpdateVoiceBody, input),
+			}),
+		/** Deletes one of your voices: running conversions finish, new ones are refused. */
+		delete: (id: string, options: RequestOptions = {}) =>
+			this.#data<{ id: string; deleted: true }>("DELETE", `/voices/${encodeURIComponent(id)}`, options),
 	};
+
+	async #createVoice(input: CreateVoiceInput, options: CreateVoiceOptions): Promise<AccountVoice> {
+		const roles = VOICE_FILE_ROLE_VALUES.filter((role) => input.files[role] !== undefined);
+		for (const role of roles) {
+			const source = input.files[role]?.source as UploadSource;
+			const head = await headOf(source, VOICE_FILE_HEAD_BYTES);
+			if (head.length > 0 && !voiceFileKindFor(role, head)) {
+				throw new VoiceConversionError({
+					status: null,
+					code: SDK_ERROR_CODES.invalidRequest,
+					message: `The ${role} file is not ${VOICE_FILE_DESCRIPTIONS[role]}`,
+					fieldErrors: [{ field: `files.${role}`, message: `must be ${VOICE_FILE_DESCRIPTIONS[role]}` }],
+				});
+			}
+		}
+		const body = validate(CreateVoiceBody, {
+			name: input.name,
+			tags: input.tags,
+			description: input.description,
+			voice_settings: input.voice_settings,
+			files: Object.fromEntries(
+				roles.map((role) => {
+					const file = input.files[role] as { source: UploadSource; fileName?: string };
+					const named = file.source instanceof Blob ? (file.source as Blob & { name?: string }).name : undefined;
+					return [role, { file_name: file.fileName ?? named ?? role, size_bytes: sizeOf(file.source) }];
+				}),
+			),
+		});
+		const created = await this.#data<AccountVoice & { uploads: Partial<Record<VoiceFileRoleName, VoiceUpload>> }>(
+			"POST",
+			"/voices",
+			{ ...options, json: body, idempotencyKey: options.idempotencyKey ?? crypto.randomUUID() },
+		);
+		for (const role of roles) {
+			const plan = created.uploads[role];
+			if (!plan) continue;
+			const source = input.files[role]?.source as UploadSource;
+			const onProgress = (progress: { loaded: number; total: number }) => options.onProgress?.(role, progress);
+			await this.#uploadVoiceFile(created.id, role, plan, source, onProgress, options.signal);
+		}
+		return this.#data<AccountVoice>("GET", `/voices/${encodeURIComponent(created.id)}`, { signal: options.signal });
+	}
+
+	async #uploadVoiceFile(
+		voiceId: string,
+		role: VoiceFileRoleName,
+		plan: VoiceUpload,
+		source: UploadSource,
+		onProgress: ProgressListener,
+		signal?: AbortSignal,
+	): Promise<void> {
+		const mimeType = "application/octet-stream";
+		if (plan.method === "PUT") return this.#put(plan.upload_url, source, { mimeType, onProgress, signal });
+		const total = sizeOf(source);
+		const read = partReader(source);
+		for (const part of plan.parts) {
+			const start = (part.part_number - 1) * plan.part_size_bytes;
+			const bytes = await read(start, Math.min(total, start + plan.part_size_bytes));
+			await this.#put(part.upload_url, bytes, {
+				mimeType,
+				signal,
+				onProgress: ({ loaded }) => onProgress({ loaded: start + loaded, total }),
+			});
+		}
+		await this.#data("POST", `/voices/${encodeURIComponent(voiceId)}/files/${role}/complete`, { signal });
+	}
+
+	/**
+	 * Polls one of your voices until validation made it `ready` or `failed` (then `error_message` says why), and
+	 * resolves with it; a failed voice resolves, it does not throw.
+	 */
+	async waitForVoice(id: string, options: WaitForVoiceOptions = {}): Promise<AccountVoice> {
+		const timeoutMs = options.timeoutMs ?? 10 * 60_000;
+		const deadline = Date.now() + timeoutMs;
+		let status: string | undefined;
+		for (;;) {
+			const voice = (await this.voices.get(id, { signal: options.signal })) as AccountVoice;
+			if (voice.status !== status) options.onUpdate?.(voice);
+			status = voice.status;
+			if (voice.status === "ready" || voice.status === "failed") return voice;
+			const remaining = deadline - Date.now();
+			if (remaining <= 0) {
+				throw new VoiceConversionError({
+					status: null,
+					code: SDK_ERROR_CODES.waitTimeout,
+					message: `Voice ${id} was still ${voice.status} after ${Math.round(timeoutMs / 1000)} s`,
+				});
+			}
+			await sleep(Math.min(remaining, options.intervalMs ?? 2000), options.signal);
+		}
+	}
 
 	// ---- Audio files ----
 

@@ -15,6 +15,13 @@
  * // client.conversions.create({ ..., pitch_shift: "auto", voice_settings: { index_rate: 0.5, protect: 0.33 } })
  * const done = await client.waitForConversion(created.id);
  * if (done.status === "completed") await writeFile("out.wav", Buffer.from(await (await client.downloadConversion(done)).arrayBuffer()));
+ *
+ * // Your own RVC voice: upload (progress per file), wait for validation, convert with it.
+ * const mine = await client.voices.create(
+ *   { name: "My voice", files: { model: { source: await openAsBlob("voice.pth") }, index: { source: await openAsBlob("voice.index") } } },
+ *   { onProgress: (role, { loaded, total }) => console.log(role, loaded, total) },
+ * );
+ * const checked = await client.waitForVoice(mine.id); // status "ready", or "failed" with error_message
  * ```
  */
 
@@ -27,8 +34,11 @@ export {
 	PREVIEW_SECONDS,
 	REQUESTED_PITCH_SHIFTS,
 } from "../src/contracts/voice-conversions.ts";
+export { VOICE_FILE_ROLE_VALUES, VOICE_LIMITS, VOICE_STATUS_VALUES } from "../src/contracts/voices.ts";
 export { SUBSCRIBABLE_EVENTS } from "../src/contracts/webhooks.ts";
 export {
+	type CreateVoiceInput,
+	type CreateVoiceOptions,
 	type IdempotentRequestOptions,
 	type ListConversionsOptions,
 	mimeTypeForFileName,
@@ -36,6 +46,7 @@ export {
 	type UploadAudioOptions,
 	VoiceConversionClient,
 	type VoiceConversionClientOptions,
+	type WaitForVoiceOptions,
 	type WaitOptions,
 } from "./client.ts";
 export { type FieldError, SDK_ERROR_CODES, type SdkErrorCode, VoiceConversionError } from "./errors.ts";

@@ -12,11 +12,13 @@ import type {
 	VoiceConversion,
 	VoiceSettings,
 } from "../src/contracts/voice-conversions.ts";
-import type { VoiceModel } from "../src/contracts/voices.ts";
+import type * as voices from "../src/contracts/voices.ts";
+import type { AccountVoice, VoiceModel } from "../src/contracts/voices.ts";
 import type * as webhooks from "../src/contracts/webhooks.ts";
 import type { SubscribableEvent, WebhookSubscription } from "../src/contracts/webhooks.ts";
 
 export type {
+	AccountVoice,
 	AudioFile,
 	PitchShift,
 	RequestedPitchShift,
@@ -26,6 +28,11 @@ export type {
 	VoiceSettings,
 	WebhookSubscription,
 };
+
+export type VoiceStatus = (typeof voices.VOICE_STATUS_VALUES)[number];
+export type VoiceFileRole = voices.VoiceFileRoleName;
+export type CreatedVoice = z.infer<typeof voices.CreatedVoice>;
+export type UpdateVoiceInput = z.input<typeof voices.UpdateVoiceBody>;
 
 export type ConversionStatus = (typeof CONVERSION_STATUS_VALUES)[number];
 export type RegisterAudioFileInput = z.input<typeof RegisterAudioFileBody>;

@@ -83,3 +83,40 @@ export function prepareBody(source: UploadSource, onProgress?: ProgressListener)
 	const body = FixedLength ? counted.pipeThrough(new FixedLength(total)) : counted;
 	return { body, init: { duplex: "half" } };
 }
+
+/** The first `length` bytes of a source (to recognise a file before sending it); empty for a stream. */
+export async function headOf(source: UploadSource, length: number): Promise<Uint8Array> {
+	if (source instanceof Blob) return new Uint8Array(await source.slice(0, length).arrayBuffer());
+	if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) return bytesOf(source).slice(0, length);
+	return new Uint8Array(0);
+}
+
+/**
+ * Bytes `start` to `end` of a source, for a part of a multipart upload. Blobs and bytes are sliced in place; a stream
+ * is read on from where the previous part stopped, so its parts must be asked for in order.
+ */
+export function partReader(source: UploadSource): (start: number, end: number) => Promise<UploadSource> {
+	if (source instanceof Blob) return async (start, end) => source.slice(start, end);
+	if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
+		const bytes = bytesOf(source);
+		return async (start, end) => bytes.subarray(start, end);
+	}
+	const reader = source.stream.getReader();
+	let pending: Uint8Array = new Uint8Array(0);
+	return async (start, end) => {
+		const part = new Uint8Array(end - start);
+		let filled = 0;
+		while (filled < part.length) {
+			if (pending.length === 0) {
+				const { done, value } = await reader.read();
+				if (done) break;
+				pending = value;
+			}
+			const take = Math.min(pending.length, part.length - filled);
+			part.set(pending.subarray(0, take), filled);
+			pending = pending.subarray(take);
+			filled += take;
+		}
+		return part.subarray(0, filled);
+	};
+}

@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildTinyContentVec, buildTinyRmvpe } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
+import { VoiceConversionClient, VoiceConversionError } from "../../sdk/index.ts";
 import { verifyWebhook } from "../../sdk/verify-webhook.ts";
 import { type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
@@ -27,6 +28,7 @@ const V1_MODEL = fixture("v1-f0-40k.pth");
 let stack: LocalStack;
 let runner: RunnerProcess;
 let token: string;
+let client: VoiceConversionClient;
 const receiver = startReceiver();
 let secret: string;
 
@@ -108,9 +110,14 @@ async function setBaseModel(name: "contentvec" | "rmvpe", bytes: Uint8Array) {
 beforeAll(async () => {
 	// Voice files over 100 kB go up in parts: the checkpoint takes that path, the index one PUT.
 	stack = await startLocalStack({ vars: { ALLOW_LOCAL_WEBHOOK_URLS: "true", VOICE_SINGLE_UPLOAD_BYTES: "200000" } });
-	const client = await stack.provision("api");
-	const runnerClient = await stack.provision("runner", client.accountId);
-	token = await stack.token(client);
+	const credentials = await stack.provision("api");
+	const runnerClient = await stack.provision("runner", credentials.accountId);
+	token = await stack.token(credentials);
+	client = new VoiceConversionClient({
+		baseUrl: stack.url,
+		clientId: credentials.clientId,
+		clientSecret: credentials.clientSecret,
+	});
 	await setBaseModel("contentvec", buildTinyContentVec());
 	await setBaseModel("rmvpe", buildTinyRmvpe({ pitchBin: 168 }));
 	runner = startRunner(stack.url, runnerClient, {
@@ -133,13 +140,27 @@ afterAll(async () => {
 });
 
 describe("account voices end to end", () => {
-	it("uploads, validates on a real runner, announces voice.ready, and converts with the voice", async () => {
+	it("uploads with the SDK, validates on a real runner, announces voice.ready, and converts with the voice", async () => {
+		// Over the (test) single-upload size: the SDK sends the index in parts, the checkpoint in one PUT.
 		expect(INDEX.length).toBeGreaterThan(200_000);
-		const created = await createAndUpload("My RVC voice", { model: MODEL, index: INDEX });
-		expect(created.uploads.model?.method).toBe("PUT");
-		expect(created.uploads.index?.method).toBe("parts");
-		const voice = await waitForVoice(created.id);
+		expect(MODEL.length).toBeLessThan(200_000);
+		const progress: Record<string, number[]> = {};
+		const created = await client.voices.create(
+			{
+				name: "My RVC voice",
+				voice_settings: { index_rate: 0.5 },
+				files: { model: { source: MODEL }, index: { source: INDEX } },
+			},
+			{ onProgress: (role, { loaded, total }) => (progress[role] ??= []).push(loaded / total) },
+		);
+		expect(created.status).toBe("validating");
+		expect(progress.model?.at(-1)).toBe(1);
+		expect(progress.index?.at(-1)).toBe(1);
+		const statuses: string[] = [];
+		const voice = await client.waitForVoice(created.id, { intervalMs: 200, onUpdate: (v) => statuses.push(v.status) });
 		expect(voice, runner.log().slice(-2000)).toMatchObject({ status: "ready", error_message: null });
+		expect(voice.files.index).toMatchObject({ kind: "faiss_index", size_bytes: INDEX.length });
+		expect(statuses.at(-1)).toBe("ready");
 
 		await receiver.waitFor("/voices", 1, 30_000);
 		const delivery = receiver.received.find((r) => JSON.parse(r.body).data?.voice?.id === created.id);
@@ -179,6 +200,8 @@ describe("account voices end to end", () => {
 
 	it("fails a voice whose index does not fit its model, naming why, and announces voice.failed", async () => {
 		const created = await createAndUpload("Mismatched", { model: V1_MODEL, index: INDEX });
+		expect(created.uploads.model?.method).toBe("PUT");
+		expect(created.uploads.index?.method).toBe("parts");
 		const voice = await waitForVoice(created.id);
 		expect(voice.status).toBe("failed");
 		expect(voice.error_message).toMatch(/^The index holds 768-wide features but the model reads 256-wide ones/);
@@ -186,4 +209,14 @@ describe("account voices end to end", () => {
 		const delivery = receiver.received.find((r) => JSON.parse(r.body).data?.voice?.id === created.id);
 		expect(delivery?.headers["x-webhook-event"]).toBe("voice_failed");
 	}, 120_000);
+
+	it("has the SDK refuse a file that is not what its role takes before sending anything", async () => {
+		const before = (await client.voices.list({ owner: "account" })).length;
+		const attempt = client.voices.create({ name: "Wrong", files: { model: { source: INDEX } } });
+		await expect(attempt).rejects.toBeInstanceOf(VoiceConversionError);
+		await expect(attempt).rejects.toMatchObject({
+			message: "The model file is not an RVC checkpoint (.pth) or an RVC synthesizer exported to ONNX",
+		});
+		expect((await client.voices.list({ owner: "account" })).length).toBe(before);
+	});
 });
