@@ -151,7 +151,11 @@ describe("account voices end to end", () => {
 				voice_settings: { index_rate: 0.5 },
 				files: { model: { source: MODEL }, index: { source: INDEX } },
 			},
-			{ onProgress: (role, { loaded, total }) => (progress[role] ??= []).push(loaded / total) },
+			{
+				onProgress: (role, { loaded, total }) => {
+					progress[role] = [...(progress[role] ?? []), loaded / total];
+				},
+			},
 		);
 		expect(created.status).toBe("validating");
 		expect(progress.model?.at(-1)).toBe(1);
