@@ -50,8 +50,8 @@ export async function voicesCommand(ctx: Context): Promise<void> {
 		voices.length === 0
 			? "No voices."
 			: table(
-					["NAME", "ID", "TAGS"],
-					voices.map((v) => [v.name, v.id, v.tags.join(", ")]),
+					["NAME", "ID", "TAGS", "OWNER", "STATUS"],
+					voices.map((v) => [v.name, v.id, v.tags.join(", "), v.owner, v.status]),
 				),
 	);
 }

@@ -8,6 +8,7 @@ import { F0_METHODS, REQUESTED_PITCH_SHIFTS, VoiceConversionClient, VoiceConvers
 import { conversionsCommand, convertCommand, parseVoiceSettings, voicesCommand, webhooksCommand } from "./commands.ts";
 import { ENV, resolveConnection, UsageError } from "./config.ts";
 import { stderr } from "./terminal.ts";
+import { createVoiceCommand, deleteVoiceCommand } from "./voice-commands.ts";
 
 const HELP = `Voice conversion CLI
 
@@ -28,7 +29,13 @@ Commands
         --out FILE        where to save (default <file>.<voice>.wav)
         --no-wait         print the conversion id and return
         --timeout SECONDS stop waiting after this long (default 1800)
-  voices                  list the voice models
+  voices                  list the voice models (the service's and your own, with owner and status)
+  voices create --name NAME --model FILE [--index FILE] [--image FILE] [--sample FILE]
+                [--tags a,b] [--description TEXT] [voice settings as for convert]
+                          upload your own RVC voice (.pth or .onnx, faiss .index, PNG/JPEG/WebP image,
+                          WAV/MP3/FLAC sample) with a progress bar per file, then follow its validation
+        --no-wait         print the voice id once uploaded and return
+  voices delete <id>      delete one of your voices (running conversions finish)
   conversions list [--status S] [--limit N] [--cursor C]
   conversions show <id>
   conversions download <id> [--out FILE]
@@ -70,6 +77,12 @@ const OPTIONS = {
 	"client-id": { type: "string" },
 	"client-secret": { type: "string" },
 	"token-url": { type: "string" },
+	name: { type: "string" },
+	model: { type: "string" },
+	index: { type: "string" },
+	image: { type: "string" },
+	sample: { type: "string" },
+	tags: { type: "string" },
 	json: { type: "boolean", default: false },
 	help: { type: "boolean", short: "h", default: false },
 } as const;
@@ -114,9 +127,28 @@ export async function main(argv: string[]): Promise<number> {
 					timeoutSeconds,
 				});
 			}
-			case "voices":
+			case "voices": {
+				const [sub, id] = rest;
+				if (sub === "create") {
+					const timeoutSeconds = Number(values.timeout);
+					if (!(timeoutSeconds > 0)) throw new UsageError("--timeout must be a positive number of seconds");
+					return await createVoiceCommand(ctx, {
+						name: values.name,
+						files: { model: values.model, index: values.index, image: values.image, sample: values.sample },
+						tags: values.tags,
+						description: values.description,
+						voiceSettings: parseVoiceSettings(values),
+						wait: !values["no-wait"],
+						timeoutSeconds,
+					});
+				}
+				if (sub === "delete") return await deleteVoiceCommand(ctx, id);
+				if (sub !== undefined && sub !== "list") {
+					throw new UsageError(`Unknown voices command "${sub}": use voices, voices create or voices delete`);
+				}
 				await voicesCommand(ctx);
 				return 0;
+			}
 			case "conversions":
 				return await conversionsCommand(ctx, rest, values);
 			case "webhooks":

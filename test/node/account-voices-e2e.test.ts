@@ -5,15 +5,16 @@
  * signed), and a conversion with the voice completes with the model's sample rate and the source's length. A voice
  * whose index does not fit its model fails validation with the reason.
  */
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildTinyContentVec, buildTinyRmvpe } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
 import { VoiceConversionClient, VoiceConversionError } from "../../sdk/index.ts";
 import { verifyWebhook } from "../../sdk/verify-webhook.ts";
-import { type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
+import { type Credentials, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
 import { readWav } from "../support/wav-reader.ts";
@@ -29,6 +30,32 @@ let stack: LocalStack;
 let runner: RunnerProcess;
 let token: string;
 let client: VoiceConversionClient;
+let credentials: Credentials;
+
+/** The CLI as a user runs it (`npm run cli -- ...`), with the client's credentials in the environment. */
+function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+	return new Promise((resolve, reject) => {
+		const child = spawn(process.execPath, [path.join(ROOT, "cli/main.ts"), ...args], {
+			env: {
+				...process.env,
+				VOICE_API_URL: stack.url,
+				VOICE_API_CLIENT_ID: credentials.clientId,
+				VOICE_API_CLIENT_SECRET: credentials.clientSecret,
+			},
+			stdio: ["ignore", "pipe", "pipe"],
+		});
+		let stdout = "";
+		let stderr = "";
+		child.stdout.on("data", (d) => {
+			stdout += d;
+		});
+		child.stderr.on("data", (d) => {
+			stderr += d;
+		});
+		child.on("error", reject);
+		child.on("close", (code) => resolve({ code, stdout, stderr }));
+	});
+}
 const receiver = startReceiver();
 let secret: string;
 
@@ -110,7 +137,7 @@ async function setBaseModel(name: "contentvec" | "rmvpe", bytes: Uint8Array) {
 beforeAll(async () => {
 	// Voice files over 100 kB go up in parts: the checkpoint takes that path, the index one PUT.
 	stack = await startLocalStack({ vars: { ALLOW_LOCAL_WEBHOOK_URLS: "true", VOICE_SINGLE_UPLOAD_BYTES: "200000" } });
-	const credentials = await stack.provision("api");
+	credentials = await stack.provision("api");
 	const runnerClient = await stack.provision("runner", credentials.accountId);
 	token = await stack.token(credentials);
 	client = new VoiceConversionClient({
@@ -212,6 +239,45 @@ describe("account voices end to end", () => {
 		await receiver.waitFor("/voices", 2, 30_000);
 		const delivery = receiver.received.find((r) => JSON.parse(r.body).data?.voice?.id === created.id);
 		expect(delivery?.headers["x-webhook-event"]).toBe("voice_failed");
+	}, 120_000);
+
+	it("creates a voice from the CLI with a bar per file and the validation status live, and deletes it", async () => {
+		const dir = mkdtempSync(path.join(tmpdir(), "voices-cli-"));
+		const sample = path.join(dir, "sample.wav");
+		writeFileSync(sample, makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 }));
+		const args = ["voices", "create", "--name", "From the CLI", "--index-rate", "0.6"];
+		const ok = await cli([
+			...args,
+			"--model",
+			path.join(FIXTURES, "v2-f0-40k.pth"),
+			"--index",
+			path.join(FIXTURES, "index/voice-v2-768.index"),
+			"--sample",
+			sample,
+		]);
+		expect(ok.code, ok.stderr).toBe(0);
+		expect(ok.stderr).toMatch(/Uploading model +100%/);
+		expect(ok.stderr).toMatch(/Uploading index +100%/);
+		expect(ok.stderr).toMatch(/Uploading sample +100%/);
+		expect(ok.stderr).toMatch(/Status: (validating|ready)/);
+		expect(ok.stdout).toMatch(/^Voice "From the CLI" is ready \(([0-9a-f-]{36})\), pitch range \d+-\d+ Hz/);
+		const id = /\(([0-9a-f-]{36})\)/.exec(ok.stdout)?.[1] ?? "";
+		expect((await cli(["voices"])).stdout).toMatch(/From the CLI\s+\S+\s+account\s+ready/);
+
+		const failed = await cli([
+			...args.slice(0, 3),
+			"Mismatched from the CLI",
+			"--model",
+			path.join(FIXTURES, "v1-f0-40k.pth"),
+			"--index",
+			path.join(FIXTURES, "index/voice-v2-768.index"),
+		]);
+		expect(failed.code).toBe(1);
+		expect(failed.stderr).toMatch(/Validation failed: The index holds 768-wide features but the model reads 256-wide/);
+
+		const deleted = await cli(["voices", "delete", id]);
+		expect(deleted.code, deleted.stderr).toBe(0);
+		expect((await cli(["voices"])).stdout).not.toContain("From the CLI");
 	}, 120_000);
 
 	it("has the SDK refuse a file that is not what its role takes before sending anything", async () => {
