@@ -61,6 +61,7 @@ async function signIn(event) {
 		state.token = (await response.json()).access_token;
 		$("token-status").textContent = "Signed in ✓";
 		await loadVoices();
+		$("own-voices-step").hidden = false;
 	} catch (error) {
 		$("token-status").textContent = "";
 		showError(error.message);
@@ -76,7 +77,8 @@ async function loadVoices() {
 	state.voice = null;
 	$("convert-step").hidden = true;
 	$("no-voices").hidden = voices.length > 0;
-	for (const voice of voices) {
+	showOwnVoices(voices.filter((voice) => voice.owner === "account"));
+	for (const voice of voices.filter((v) => v.status === "ready")) {
 		const card = document.createElement("div");
 		card.className = "voice";
 		card.setAttribute("role", "radio");
@@ -93,7 +95,7 @@ async function loadVoices() {
 		name.textContent = voice.name;
 		const tags = document.createElement("div");
 		tags.className = "tags";
-		tags.textContent = voice.tags.join(" · ");
+		tags.textContent = [voice.owner === "account" ? "yours" : null, ...voice.tags].filter(Boolean).join(" · ");
 		card.append(name, tags);
 		if (voice.song_url) {
 			const audio = document.createElement("audio");
@@ -126,13 +128,13 @@ function showUploadProgress(loaded, total) {
 	$("upload-label").textContent = `${percent}% of ${(total / 1e6).toFixed(1)} MB`;
 }
 
-/** PUT with XMLHttpRequest: fetch has no upload progress events. */
-function upload(url, file, contentType) {
+/** PUT with XMLHttpRequest: fetch has no upload progress events. Resolves with the response text. */
+function upload(url, file, contentType, onProgress = showUploadProgress) {
 	return new Promise((resolve, reject) => {
 		const xhr = new XMLHttpRequest();
 		xhr.open("PUT", url);
-		xhr.setRequestHeader("Content-Type", contentType);
-		xhr.upload.onprogress = (e) => showUploadProgress(e.loaded, e.lengthComputable ? e.total : file.size);
+		if (contentType) xhr.setRequestHeader("Content-Type", contentType);
+		xhr.upload.onprogress = (e) => onProgress(e.loaded, e.lengthComputable ? e.total : file.size);
 		xhr.onload = () => {
 			if (xhr.status !== 200) {
 				let message = `Upload failed (${xhr.status})`;
@@ -142,11 +144,11 @@ function upload(url, file, contentType) {
 				return reject(new Error(message));
 			}
 			// A small body may finish before any progress event reports its end.
-			showUploadProgress(file.size, file.size);
-			resolve();
+			onProgress(file.size, file.size);
+			resolve(xhr.responseText);
 		};
 		xhr.onerror = () => reject(new Error("Upload failed: network error"));
-		showUploadProgress(0, file.size);
+		onProgress(0, file.size);
 		xhr.send(file);
 	});
 }
@@ -287,6 +289,133 @@ function drawWaveform(samples) {
 	canvas.dataset.drawn = "true";
 }
 
+const OWN_VOICE_ROLES = ["model", "index", "image", "sample"];
+const VOICE_STATUS_TEXT = {
+	awaiting_upload: "waiting for its files",
+	validating: "being checked by a runner",
+	ready: "ready",
+	failed: "failed",
+};
+
+/** The "Your voices" list: each voice with its status, why it failed, and buttons to use or delete it. */
+function showOwnVoices(voices) {
+	const list = $("own-voices");
+	list.replaceChildren();
+	for (const voice of voices) {
+		const item = document.createElement("li");
+		item.dataset.voiceId = voice.id;
+		const name = document.createElement("strong");
+		name.textContent = voice.name;
+		const status = document.createElement("span");
+		status.className = `voice-status ${voice.status}`;
+		status.textContent = VOICE_STATUS_TEXT[voice.status] ?? voice.status;
+		item.append(name, " ", status);
+		if (voice.error_message) {
+			const reason = document.createElement("div");
+			reason.className = "error";
+			reason.textContent = voice.error_message;
+			item.append(reason);
+		}
+		if (voice.status === "ready") {
+			const use = document.createElement("button");
+			use.type = "button";
+			use.textContent = "Use in a conversion";
+			use.addEventListener("click", () => document.querySelector(`.voice[data-voice-id="${voice.id}"]`)?.click());
+			item.append(" ", use);
+		}
+		const remove = document.createElement("button");
+		remove.type = "button";
+		remove.textContent = "Delete";
+		remove.addEventListener("click", async () => {
+			showError("");
+			try {
+				await api(`/api/v1/voices/${voice.id}`, { method: "DELETE" });
+				await loadVoices();
+			} catch (error) {
+				showError(error.message);
+			}
+		});
+		item.append(" ", remove);
+		list.append(item);
+	}
+}
+
+/** A progress row for one file of the voice being uploaded. */
+function fileProgress(role, file) {
+	const row = document.createElement("div");
+	row.className = "progress-row";
+	const label = document.createElement("span");
+	label.className = "muted";
+	const bar = document.createElement("progress");
+	bar.max = 100;
+	bar.value = 0;
+	bar.id = `own-voice-progress-${role}`;
+	bar.setAttribute("aria-label", `Upload of the ${role} file`);
+	row.append(`${role} `, bar, " ", label);
+	$("own-voice-progress").append(row);
+	return (loaded, total) => {
+		const percent = total ? Math.round((loaded / total) * 100) : 0;
+		bar.value = percent;
+		label.textContent = `${percent}% of ${(file.size / 1e6).toFixed(1)} MB (${file.name})`;
+	};
+}
+
+/** One file as the API planned it: one PUT, or every part then the completing call. */
+async function uploadVoiceFile(voiceId, role, plan, file, onProgress) {
+	if (plan.method === "PUT") return upload(plan.upload_url, file, null, onProgress);
+	for (const part of plan.parts) {
+		const start = (part.part_number - 1) * plan.part_size_bytes;
+		const piece = file.slice(start, start + plan.part_size_bytes);
+		await upload(part.upload_url, piece, null, (loaded) => onProgress(start + loaded, file.size));
+	}
+	await api(`/api/v1/voices/${voiceId}/files/${role}/complete`, { method: "POST" });
+}
+
+async function createOwnVoice(event) {
+	event.preventDefault();
+	showError("");
+	const files = {};
+	for (const role of OWN_VOICE_ROLES) {
+		const file = $(`own-voice-${role}`).files[0];
+		if (file) files[role] = file;
+	}
+	$("own-voice-create").disabled = true;
+	$("own-voice-progress").replaceChildren();
+	try {
+		$("own-voice-status").textContent = "Registering the voice…";
+		const voice = await api("/api/v1/voices", {
+			method: "POST",
+			body: JSON.stringify({
+				name: $("own-voice-name").value.trim(),
+				files: Object.fromEntries(
+					Object.entries(files).map(([role, file]) => [role, { file_name: file.name, size_bytes: file.size }]),
+				),
+			}),
+		});
+		$("own-voice-status").textContent = "Uploading…";
+		for (const [role, file] of Object.entries(files)) {
+			await uploadVoiceFile(voice.id, role, voice.uploads[role], file, fileProgress(role, file));
+		}
+		let current = await api(`/api/v1/voices/${voice.id}`);
+		await loadVoices();
+		while (current.status === "validating" || current.status === "awaiting_upload") {
+			$("own-voice-status").textContent = `Voice "${current.name}": ${VOICE_STATUS_TEXT[current.status]}…`;
+			await sleep(1000);
+			current = await api(`/api/v1/voices/${voice.id}`);
+		}
+		$("own-voice-status").textContent =
+			current.status === "ready"
+				? `Voice "${current.name}" is ready: pick it above to convert with it.`
+				: `Voice "${current.name}" failed: ${current.error_message}`;
+		await loadVoices();
+	} catch (error) {
+		$("own-voice-status").textContent = "";
+		showError(error.message);
+	} finally {
+		$("own-voice-create").disabled = false;
+	}
+}
+
 async function prefill() {
 	// Local development only: the Worker offers the demo client's credentials when it was started with them,
 	// and answers 404 everywhere else (a 404 here is expected, not an error).
@@ -299,4 +428,5 @@ async function prefill() {
 
 $("credentials-form").addEventListener("submit", signIn);
 $("convert-form").addEventListener("submit", convert);
+$("own-voice-form").addEventListener("submit", createOwnVoice);
 prefill();

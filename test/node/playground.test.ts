@@ -5,12 +5,14 @@
  * pitch shift and preview, then plays, looks at and downloads the result. The run leaves a full-page screenshot
  * in `test-results/playground.png`.
  */
+import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildTinyContentVec, buildTinyRmvpe } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
 import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "../../scripts/lib/demo-voices.ts";
 import { createAccount, createClient, createVoice, voiceObjectKeys } from "../../scripts/lib/provisioning.ts";
 import { type Credentials, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
@@ -136,6 +138,8 @@ beforeAll(async () => {
 		vars: {
 			PLAYGROUND_CLIENT_ID: apiClient.output.client_id,
 			PLAYGROUND_CLIENT_SECRET: apiClient.output.client_secret,
+			// Voice files over 200 kB go up in parts: the index fixture takes that path from the page.
+			VOICE_SINGLE_UPLOAD_BYTES: "200000",
 		},
 	});
 	await stack.runSql([...account.statements, ...apiClient.statements]);
@@ -145,7 +149,23 @@ beforeAll(async () => {
 		clientSecret: apiClient.output.client_secret,
 		scope: apiClient.output.scope,
 	};
-	runner = startRunner(stack.url, await stack.provision("runner", client.accountId));
+	// The deployment's base models (tiny ContentVec and RMVPE builds), so the runner validates and runs RVC voices.
+	for (const [name, bytes] of [
+		["contentvec", buildTinyContentVec()],
+		["rmvpe", buildTinyRmvpe({ pitchBin: 168 })],
+	] as const) {
+		const sha256 = createHash("sha256").update(bytes).digest("hex");
+		await stack.env.BUCKET.put(`base-models/${name}/${sha256}`, bytes);
+		await stack.env.DB.prepare(
+			"INSERT INTO base_models (name, object_key, sha256, size_bytes, updated_at) VALUES (?, ?, ?, ?, ?)",
+		)
+			.bind(name, `base-models/${name}/${sha256}`, sha256, bytes.length, new Date().toISOString())
+			.run();
+	}
+	runner = startRunner(stack.url, await stack.provision("runner", client.accountId), {
+		RUNNER_ENGINES: "dsp,rvc",
+		RUNNER_CACHE_DIR: path.join(tempDir, "runner-cache"),
+	});
 	voiceId = await addVoiceWithAssets();
 	browser = await chromium.launch({
 		executablePath: CHROMIUM,
@@ -339,4 +359,65 @@ describe("playground in headless Chromium", () => {
 			await context.close();
 		}
 	});
+
+	it("uploads your own voice with a bar per file, follows its validation, and converts with it", async () => {
+		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
+		try {
+			await signInAndSelectVoice(page);
+			await page.locator("#own-voices-step").waitFor();
+			const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
+			await page.fill("#own-voice-name", "Mine in the playground");
+			await page.setInputFiles("#own-voice-model", path.join(fixtures, "v2-f0-40k.pth"));
+			await page.setInputFiles("#own-voice-index", path.join(fixtures, "index/voice-v2-768.index"));
+			const sample = path.join(tempDir, "my-sample.wav");
+			await writeFile(sample, makeWav({ sampleRate: 16_000, channels: 1, frames: 32_000, encoding: "pcm", bits: 16 }));
+			await page.setInputFiles("#own-voice-sample", sample);
+			await page.click("#own-voice-create");
+			await page.waitForFunction(
+				() =>
+					/is ready|failed/.test(document.getElementById("own-voice-status")?.textContent ?? "") ||
+					document.getElementById("error")?.textContent,
+				undefined,
+				{ timeout: 60_000 },
+			);
+			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
+			expect(await page.textContent("#own-voice-status")).toBe(
+				'Voice "Mine in the playground" is ready: pick it above to convert with it.',
+			);
+			for (const role of ["model", "index", "sample"]) {
+				const bar = page.locator(`#own-voice-progress-${role}`);
+				expect(await bar.evaluate((p: HTMLProgressElement) => p.value)).toBe(100);
+			}
+			const item = page.locator("#own-voices li", { hasText: "Mine in the playground" });
+			expect(await item.locator(".voice-status").textContent()).toBe("ready");
+
+			// "Use in a conversion" selects the voice's card; the conversion runs on the rvc engine at 40 kHz.
+			await item.getByRole("button", { name: "Use in a conversion" }).click();
+			const card = page.locator(".voice[aria-checked='true']");
+			expect(await card.textContent()).toContain("Mine in the playground");
+			expect(await card.textContent()).toContain("yours");
+			await page.selectOption("#pitch", "same_octave");
+			await page.uncheck("#preview");
+			await page.setInputFiles("#file", sample);
+			await page.click("#convert");
+			await page.waitForFunction(
+				() =>
+					/completed|failed/.test(document.getElementById("status")?.textContent ?? "") ||
+					document.getElementById("error")?.textContent,
+				undefined,
+				{ timeout: 60_000 },
+			);
+			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
+			await page.locator("#result-step").waitFor();
+			expect(await page.textContent("#result-info")).toContain("2.00 s · 40000 Hz · 1 ch");
+
+			await item.getByRole("button", { name: "Delete" }).click();
+			await expect.poll(() => page.locator("#own-voices li", { hasText: "Mine in the playground" }).count()).toBe(0);
+			expect(pageErrors).toEqual([]);
+			expect(consoleErrors).toEqual([]);
+			expectOnlyStackOrigin(requests);
+		} finally {
+			await context.close();
+		}
+	}, 120_000);
 });
