@@ -66,8 +66,9 @@ type JobRow = {
 	kind: JobKind;
 };
 
+/** The job as it was enqueued: `kind` only for jobs other than conversions (absent means `convert`). */
 const jobOf = (row: JobRow): ConversionJob => ({
-	kind: row.kind,
+	...(row.kind === "convert" ? {} : { kind: row.kind }),
 	conversionId: row.conversion_id,
 	accountId: row.account_id,
 	voiceId: row.voice_id,

@@ -372,4 +372,26 @@ describe("account voices", () => {
 		expect(await env.BUCKET.head(`account-voices/${voice.id}/model`)).toBeNull();
 		expect(await env.BUCKET.head(`account-voices/${voice.id}/index`)).toBeNull();
 	});
+
+	it("gives validations only to runners that ask for them, and fails the voice when its job cannot run", async () => {
+		const alice = await user();
+		const voice = await uploadedVoice(alice);
+		const older = await runner();
+		const response = await older.post("/internal/v1/leases", {
+			runner_id: older.runnerId,
+			capacity: 4,
+			wait_seconds: 0,
+			engines: ["dsp", "rvc"],
+		});
+		expect((await json<{ data: unknown }>(response)).data).toEqual({ leases: [], validations: [] });
+
+		const { lease, worker } = await validationLease(voice.id);
+		const failed = await worker.fail(lease.lease_id, "permanent", "internal");
+		expect(failed.status).toBe(200);
+		const current = (await json<{ data: Voice }>(await alice.api(`/api/v1/voices/${voice.id}`))).data;
+		expect(current).toMatchObject({ status: "failed" });
+		expect(current.error_message).toMatch(/^The voice could not be validated: .*Create the voice again to retry\.$/);
+		const event = await env.DB.prepare("SELECT type FROM events WHERE subject_id = ?").bind(voice.id).first();
+		expect(event).toEqual({ type: "voice.failed" });
+	});
 });
