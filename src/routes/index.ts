@@ -21,6 +21,7 @@ import { createVoiceRoute } from "./voices/create-voice.ts";
 import { deleteVoiceRoute } from "./voices/delete-voice.ts";
 import { getVoiceRoute } from "./voices/get-voice.ts";
 import { listVoicesRoute } from "./voices/list-voices.ts";
+import { regenerateVoiceUploadUrlsRoute } from "./voices/regenerate-voice-upload-urls.ts";
 import { updateVoiceRoute } from "./voices/update-voice.ts";
 import { webhookRoutes } from "./webhooks/index.ts";
 
@@ -32,6 +33,7 @@ const apiRoutes: RouteDefinition[] = [
 	updateVoiceRoute,
 	deleteVoiceRoute,
 	completeVoiceFileRoute,
+	regenerateVoiceUploadUrlsRoute,
 	registerAudioFileRoute,
 	listAudioFilesRoute,
 	getAudioFileRoute,

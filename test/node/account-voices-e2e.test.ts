@@ -239,6 +239,11 @@ describe("account voices end to end", () => {
 		await receiver.waitFor("/voices", 2, 30_000);
 		const delivery = receiver.received.find((r) => JSON.parse(r.body).data?.voice?.id === created.id);
 		expect(delivery?.headers["x-webhook-event"]).toBe("voice_failed");
+
+		const truncated = await createAndUpload("Truncated", { model: fixture("refused-truncated.pth") });
+		const cut = await waitForVoice(truncated.id);
+		expect(cut.status).toBe("failed");
+		expect(cut.error_message).toMatch(/^The model file cannot be used: .*truncated/i);
 	}, 120_000);
 
 	it("creates a voice from the CLI with a bar per file and the validation status live, and deletes it", async () => {
