@@ -296,7 +296,8 @@ async function voiceFields(
 async function findVoiceId(backend: AdminBackend, id: string | undefined, name: string | undefined): Promise<string> {
 	if (id) return uuid(id, "id");
 	const rows = await backend.query<{ id: string }>(
-		`SELECT id FROM voices WHERE name = ${sqlValue(required(name, "name"))}`,
+		// Names are the service's to look up; an account's voices may share them (they are private to it).
+		`SELECT id FROM voices WHERE account_id IS NULL AND name = ${sqlValue(required(name, "name"))}`,
 	);
 	if (!rows[0]) throw new UsageError(`No voice named "${name}"`);
 	return rows[0].id;
@@ -355,7 +356,9 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 		}
 		case "voice create": {
 			const name = required(values.name, "name");
-			const existing = await backend.query(`SELECT id FROM voices WHERE name = ${sqlValue(name)}`);
+			const existing = await backend.query(
+				`SELECT id FROM voices WHERE account_id IS NULL AND name = ${sqlValue(name)}`,
+			);
 			if (existing.length) throw new UsageError(`A voice named "${name}" already exists; use voice update`);
 			const id = crypto.randomUUID();
 			const fields = await voiceFields(backend, id, { engine: "dsp", ...values });

@@ -49,7 +49,9 @@ export async function seedDemo(backend: AdminBackend, credentialsFile: string): 
 	}
 
 	for (const voice of DEMO_VOICES) {
-		const existing = await backend.query<{ id: string }>(`SELECT id FROM voices WHERE name = ${sqlValue(voice.name)}`);
+		const existing = await backend.query<{ id: string }>(
+			`SELECT id FROM voices WHERE account_id IS NULL AND name = ${sqlValue(voice.name)}`,
+		);
 		const id = existing[0]?.id ?? crypto.randomUUID();
 		const keys = voiceObjectKeys(id);
 		await backend.putObject(keys.image("png"), demoVoiceImage(voice), "image/png");

@@ -99,6 +99,24 @@ describe("admin CLI", () => {
 		await expect(admin(...argv)).rejects.toBeInstanceOf(UsageError);
 	});
 
+	it("looks voices up by name among the service's own: an account's voice may share the name", async () => {
+		const account = (await admin("account", "create", "--name", "Voices of their own")) as { account_id: string };
+		const now = new Date().toISOString();
+		await backend.execute([
+			`INSERT INTO voices (id, account_id, name, tags, engine, engine_params, artifacts, status, created_at, updated_at)
+			 VALUES ('${crypto.randomUUID()}', '${account.account_id}', 'Shared name', '[]', 'rvc', '{}', '[]',
+			 'awaiting_upload', '${now}', '${now}')`,
+		]);
+		await expect(admin("voice", "update", "--name", "Shared name", "--tags", "x")).rejects.toThrow(
+			'No voice named "Shared name"',
+		);
+		const created = (await admin("voice", "create", "--name", "Shared name")) as { voice_id: string };
+		const updated = (await admin("voice", "update", "--name", "Shared name", "--tags", "mine")) as { voice_id: string };
+		expect(created.voice_id).toMatch(/^[0-9a-f-]{36}$/);
+		expect(updated.voice_id).toBe(created.voice_id);
+		await expect(admin("voice", "create", "--name", "Shared name")).rejects.toThrow(/already exists/);
+	});
+
 	it("refuses a sample that is not audio, and writes nothing", async () => {
 		const notAudio = path.join(dir, "notes.txt");
 		await writeFile(notAudio, "just some text");
