@@ -285,6 +285,46 @@ describe("account voices end to end", () => {
 		expect((await cli(["voices"])).stdout).not.toContain("From the CLI");
 	}, 120_000);
 
+	it("deletes a voice while its conversion runs: the conversion completes, its files go afterwards", async () => {
+		const created = await client.voices.create({
+			name: "Deleted while running",
+			files: { model: { source: MODEL }, index: { source: INDEX } },
+		});
+		expect((await client.waitForVoice(created.id, { intervalMs: 200 })).status).toBe("ready");
+		// Long enough to still be converting when the delete arrives.
+		const seconds = 60;
+		const source = makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000 * seconds, encoding: "pcm", bits: 16 });
+		const file = await client.uploadAudio(source, { fileName: "long.wav", mimeType: "audio/wav" });
+		const conversion = await client.conversions.create({
+			audio_file_id: file.id,
+			voice_model_id: created.id,
+			pitch_shift: "same_octave",
+			use_preview: false,
+		});
+		let status = "";
+		for (const deadline = Date.now() + 30_000; status !== "processing" && Date.now() < deadline; ) {
+			status = (await client.conversions.get(conversion.id)).status;
+			if (status === "completed" || status === "failed") break;
+			await new Promise((r) => setTimeout(r, 50));
+		}
+		expect(status, runner.log().slice(-2000)).toBe("processing");
+		await client.voices.delete(created.id);
+		await expect(client.voices.get(created.id)).rejects.toMatchObject({ status: 404 });
+		await expect(
+			client.conversions.create({ audio_file_id: file.id, voice_model_id: created.id, pitch_shift: "same_octave" }),
+		).rejects.toMatchObject({ status: 404 });
+		const keys = [`account-voices/${created.id}/model`, `account-voices/${created.id}/index`];
+		expect(await stack.env.BUCKET.head(keys[0] as string)).not.toBeNull();
+
+		const done = await client.waitForConversion(conversion.id, { initialIntervalMs: 200, maxIntervalMs: 500 });
+		expect(done, runner.log().slice(-2000)).toMatchObject({ status: "completed" });
+		const output = readWav(new Uint8Array(await (await client.downloadConversion(done)).arrayBuffer()));
+		expect(output.durationSeconds).toBeCloseTo(seconds, 1);
+		// The cron safety net removes the files of a deleted voice once no conversion runs with it.
+		await stack.harness.getWorker().scheduled({ cron: "* * * * *", scheduledTime: new Date() });
+		for (const key of keys) expect(await stack.env.BUCKET.head(key)).toBeNull();
+	}, 120_000);
+
 	it("has the SDK refuse a file that is not what its role takes before sending anything", async () => {
 		const before = (await client.voices.list({ owner: "account" })).length;
 		const attempt = client.voices.create({ name: "Wrong", files: { model: { source: INDEX } } });
