@@ -402,4 +402,36 @@ describe("account voices", () => {
 		const event = await env.DB.prepare("SELECT type FROM events WHERE subject_id = ?").bind(voice.id).first();
 		expect(event).toEqual({ type: "voice.failed" });
 	});
+
+	it("leases previews before validations, validations like other full jobs", async () => {
+		const alice = await user();
+		const voice = await uploadedVoice(alice);
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const preview = await alice.convert({
+			audio_file_id: file.id,
+			voice_model_id: await insertVoice(),
+			use_preview: true,
+		});
+		await deliverJobs([preview.id]);
+		const worker = await runner();
+		const ask = async () =>
+			LeaseResponse.parse(
+				(
+					await json<{ data: unknown }>(
+						await worker.post("/internal/v1/leases", {
+							runner_id: worker.runnerId,
+							capacity: 1,
+							wait_seconds: 5,
+							engines: ["dsp", "rvc"],
+							job_kinds: ["convert", "validate_voice"],
+						}),
+					)
+				).data,
+			);
+		const first = await ask();
+		expect(first.leases.map((lease) => lease.conversion_id)).toEqual([preview.id]);
+		expect(first.validations).toEqual([]);
+		const second = await ask();
+		expect(second.validations.map((lease) => lease.voice_id)).toEqual([voice.id]);
+	});
 });
