@@ -5,15 +5,15 @@
  * signed), and a conversion with the voice completes with the model's sample rate and the source's length. A voice
  * whose index does not fit its model fails validation with the reason.
  */
-import { spawn } from "node:child_process";
-import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildTinyContentVec, buildTinyRmvpe } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
+import { runAdmin } from "../../scripts/lib/admin-commands.ts";
 import { VoiceConversionClient, VoiceConversionError } from "../../sdk/index.ts";
 import { verifyWebhook } from "../../sdk/verify-webhook.ts";
+import { runCli } from "../support/cli-process.ts";
 import { type Credentials, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
@@ -32,32 +32,10 @@ let token: string;
 let client: VoiceConversionClient;
 let credentials: Credentials;
 
-/** The CLI as a user runs it (`npm run cli -- ...`), with the client's credentials in the environment. */
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-	return new Promise((resolve, reject) => {
-		const child = spawn(process.execPath, [path.join(ROOT, "cli/main.ts"), ...args], {
-			env: {
-				...process.env,
-				VOICE_API_URL: stack.url,
-				VOICE_API_CLIENT_ID: credentials.clientId,
-				VOICE_API_CLIENT_SECRET: credentials.clientSecret,
-			},
-			stdio: ["ignore", "pipe", "pipe"],
-		});
-		let stdout = "";
-		let stderr = "";
-		child.stdout.on("data", (d) => {
-			stdout += d;
-		});
-		child.stderr.on("data", (d) => {
-			stderr += d;
-		});
-		child.on("error", reject);
-		child.on("close", (code) => resolve({ code, stdout, stderr }));
-	});
-}
 const receiver = startReceiver();
 let secret: string;
+
+const cli = (args: string[]) => runCli(args, { url: stack.url, credentials });
 
 type Upload =
 	| { method: "PUT"; upload_url: string }
@@ -122,20 +100,8 @@ async function waitForVoice(id: string, timeoutMs = 60_000): Promise<Voice> {
 	throw new Error(`voice ${id} was not validated; runner log:\n${runner.log().slice(-3000)}`);
 }
 
-/** Sets a deployment base model as `admin base-model set` does: the bytes in R2 by checksum, the row in D1. */
-async function setBaseModel(name: "contentvec" | "rmvpe", bytes: Uint8Array) {
-	const sha256 = createHash("sha256").update(bytes).digest("hex");
-	const key = `base-models/${name}/${sha256}`;
-	await stack.env.BUCKET.put(key, bytes);
-	await stack.env.DB.prepare(
-		"INSERT INTO base_models (name, object_key, sha256, size_bytes, updated_at) VALUES (?, ?, ?, ?, ?)",
-	)
-		.bind(name, key, sha256, bytes.length, new Date().toISOString())
-		.run();
-}
-
 beforeAll(async () => {
-	// Voice files over 100 kB go up in parts: the checkpoint takes that path, the index one PUT.
+	// Voice files over 200 kB go up in parts: the index takes that path, the checkpoint one PUT.
 	stack = await startLocalStack({ vars: { ALLOW_LOCAL_WEBHOOK_URLS: "true", VOICE_SINGLE_UPLOAD_BYTES: "200000" } });
 	credentials = await stack.provision("api");
 	const runnerClient = await stack.provision("runner", credentials.accountId);
@@ -145,8 +111,13 @@ beforeAll(async () => {
 		clientId: credentials.clientId,
 		clientSecret: credentials.clientSecret,
 	});
-	await setBaseModel("contentvec", buildTinyContentVec());
-	await setBaseModel("rmvpe", buildTinyRmvpe({ pitchBin: 168 }));
+	// The operator's part: the deployment's base models, set with the admin command against this stack.
+	const models = mkdtempSync(path.join(tmpdir(), "account-voices-models-"));
+	writeFileSync(path.join(models, "contentvec.onnx"), buildTinyContentVec());
+	writeFileSync(path.join(models, "rmvpe.onnx"), buildTinyRmvpe({ pitchBin: 168 }));
+	for (const name of ["contentvec", "rmvpe"]) {
+		await runAdmin(["base-model", "set", name, path.join(models, `${name}.onnx`)], stack.admin);
+	}
 	runner = startRunner(stack.url, runnerClient, {
 		RUNNER_ENGINES: "dsp,rvc",
 		RUNNER_CACHE_DIR: mkdtempSync(path.join(tmpdir(), "account-voices-e2e-")),

@@ -2,7 +2,6 @@
  * The CLI as a user runs it (`node cli/main.ts ...`, what `npm run cli --` does) against the real local service
  * and a real runner: converting a generated MP3 end to end, the listing commands, webhooks, and the errors.
  */
-import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -10,6 +9,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { resolveConnection, UsageError } from "../../cli/config.ts";
 import { verifyWebhook } from "../../sdk/index.ts";
+import { runCli } from "../support/cli-process.ts";
 import { type Credentials, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
 import { encodeMp3 } from "../support/mp3-generator.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
@@ -23,38 +23,9 @@ let workDir: string;
 const receiver = startReceiver();
 let receiverUrl: string;
 
-interface Run {
-	code: number | null;
-	stdout: string;
-	stderr: string;
-}
-
 /** Runs the CLI in `workDir` with the client's credentials in the environment (or `env` instead). */
-function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<Run> {
-	return new Promise((resolve, reject) => {
-		const child = spawn(process.execPath, [path.join(ROOT, "cli/main.ts"), ...args], {
-			cwd: workDir,
-			env: {
-				...process.env,
-				VOICE_API_URL: stack.url,
-				VOICE_API_CLIENT_ID: credentials.clientId,
-				VOICE_API_CLIENT_SECRET: credentials.clientSecret,
-				...env,
-			},
-			stdio: ["ignore", "pipe", "pipe"],
-		});
-		let stdout = "";
-		let stderr = "";
-		child.stdout.on("data", (d) => {
-			stdout += d;
-		});
-		child.stderr.on("data", (d) => {
-			stderr += d;
-		});
-		child.on("error", reject);
-		child.on("close", (code) => resolve({ code, stdout, stderr }));
-	});
-}
+const cli = (args: string[], env: Record<string, string | undefined> = {}) =>
+	runCli(args, { url: stack.url, credentials, cwd: workDir }, env);
 
 beforeAll(async () => {
 	stack = await startLocalStack({ vars: { ALLOW_LOCAL_WEBHOOK_URLS: "true" } });

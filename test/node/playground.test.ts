@@ -5,7 +5,6 @@
  * pitch shift and preview, then plays, looks at and downloads the result. The run leaves a full-page screenshot
  * in `test-results/playground.png`.
  */
-import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
@@ -13,6 +12,7 @@ import path from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildTinyContentVec, buildTinyRmvpe } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
+import { runAdmin } from "../../scripts/lib/admin-commands.ts";
 import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "../../scripts/lib/demo-voices.ts";
 import { createAccount, createClient, createVoice, voiceObjectKeys } from "../../scripts/lib/provisioning.ts";
 import { type Credentials, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
@@ -149,18 +149,12 @@ beforeAll(async () => {
 		clientSecret: apiClient.output.client_secret,
 		scope: apiClient.output.scope,
 	};
-	// The deployment's base models (tiny ContentVec and RMVPE builds), so the runner validates and runs RVC voices.
-	for (const [name, bytes] of [
-		["contentvec", buildTinyContentVec()],
-		["rmvpe", buildTinyRmvpe({ pitchBin: 168 })],
-	] as const) {
-		const sha256 = createHash("sha256").update(bytes).digest("hex");
-		await stack.env.BUCKET.put(`base-models/${name}/${sha256}`, bytes);
-		await stack.env.DB.prepare(
-			"INSERT INTO base_models (name, object_key, sha256, size_bytes, updated_at) VALUES (?, ?, ?, ?, ?)",
-		)
-			.bind(name, `base-models/${name}/${sha256}`, sha256, bytes.length, new Date().toISOString())
-			.run();
+	// The deployment's base models (tiny ContentVec and RMVPE builds), set with the admin command, so the runner
+	// validates and runs RVC voices.
+	await writeFile(path.join(tempDir, "contentvec.onnx"), buildTinyContentVec());
+	await writeFile(path.join(tempDir, "rmvpe.onnx"), buildTinyRmvpe({ pitchBin: 168 }));
+	for (const name of ["contentvec", "rmvpe"]) {
+		await runAdmin(["base-model", "set", name, path.join(tempDir, `${name}.onnx`)], stack.admin);
 	}
 	runner = startRunner(stack.url, await stack.provision("runner", client.accountId), {
 		RUNNER_ENGINES: "dsp,rvc",
