@@ -352,6 +352,16 @@ describe("account voices", () => {
 			body: JSON.stringify({ voice_settings: { protect: 0.9 } }),
 		});
 		expect(bad.status).toBe(400);
+		const unfit = await alice.api(`/api/v1/voices/${voice.id}`, {
+			method: "PATCH",
+			headers: { "Content-Type": "application/json" },
+			body: JSON.stringify({ voice_settings: { formant_shift: 2 } }),
+		});
+		expect(unfit.status).toBe(400);
+		expect(await json<Problem>(unfit)).toMatchObject({
+			code: "unsupported_voice_setting",
+			message: expect.stringContaining("voice_settings.formant_shift: rvc voices cannot shift formants"),
+		});
 	});
 
 	it("deletes softly: a running conversion finishes, new ones are refused, the files go afterwards", async () => {

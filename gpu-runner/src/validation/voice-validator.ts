@@ -95,6 +95,9 @@ function checkSettings(settings: Record<string, unknown>, model: ModelFacts, has
 			refuse("settings", `voice_settings.${key} needs a feature index, and this voice has none`);
 		}
 	}
+	if (settings.formant_shift !== undefined && settings.formant_shift !== 0) {
+		refuse("settings", "voice_settings.formant_shift must be 0 for an RVC voice: the model fixes the timbre");
+	}
 	if (settings.f0_method !== undefined && !model.f0) {
 		refuse("settings", "voice_settings.f0_method does not apply: this model has no pitch input (f0 = 0)");
 	}

@@ -140,6 +140,8 @@ describe("voice validation", () => {
 			outcome: "failed",
 			message: "voice_settings.index_rate needs a feature index, and this voice has none",
 		});
+		const formants = await validate(lease({ model: fixture("v2-f0-40k.pth") }, { formant_shift: 3 }), signal());
+		expect(formants).toMatchObject({ outcome: "failed", problem: "settings" });
 		const badSample = await validate(
 			lease({ model: fixture("v2-f0-40k.pth"), sample: new TextEncoder().encode("RIFF....WAVEnot really") }),
 			signal(),

@@ -6,6 +6,7 @@ import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
 import { presentAccountVoice } from "../../voices/present-voice.ts";
+import { checkVoiceCanHonour } from "../../voices/voice-capabilities.ts";
 import { findOwnVoice, findVoiceFiles, updateVoiceFields } from "../../voices/voice-store.ts";
 
 export const updateVoiceRoute = defineRoute({
@@ -18,13 +19,20 @@ export const updateVoiceRoute = defineRoute({
 	body: UpdateVoiceBody,
 	responses: {
 		200: { description: "The voice as changed", schema: envelope(AccountVoice) },
-		400: { description: "Invalid request, naming the field" },
+		400: {
+			description:
+				"Invalid request, naming the field; `unsupported_voice_setting`: a default the voice cannot honour (as for conversions)",
+		},
 		404: { description: "No such voice among yours (service voices are changed by operators only)" },
 		409: { description: "`voice_name_taken`: another of your voices has this name" },
 	},
 	async handler({ env, request, auth, params, body }) {
 		const voice = await findOwnVoice(env, auth.accountId, params.id);
 		if (!voice) throw notFound("Voice model");
+		// A validated voice's new defaults must be ones it can honour (before validation, validation checks them).
+		if (voice.status === "ready" && body.voice_settings) {
+			await checkVoiceCanHonour(env, voice, { pitch_shift: "same_octave", voice_settings: body.voice_settings });
+		}
 		const engineParams =
 			body.voice_settings === undefined ? undefined : { ...voice.engineParams, ...body.voice_settings };
 		try {
