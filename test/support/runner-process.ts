@@ -3,6 +3,8 @@
  * see conversions actually run. Its output is kept so a failing test can show it.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Credentials } from "./local-stack.ts";
 import { ROOT } from "./local-stack.ts";
@@ -21,6 +23,8 @@ export function startRunner(
 	env: Record<string, string> = {},
 ): RunnerProcess {
 	let output = "";
+	// Its own artifact cache (and recent-voices list), so no test leaves files in the checkout or reuses another's.
+	const cacheDir = mkdtempSync(path.join(tmpdir(), "runner-cache-"));
 	const child = spawn(process.execPath, ["--import", "./src/resolve-fallback.ts", "src/main.ts"], {
 		cwd: path.join(ROOT, "gpu-runner"),
 		env: {
@@ -34,6 +38,7 @@ export function startRunner(
 			RUNNER_HEALTH_PORT: "0",
 			RUNNER_LEASE_WAIT_SECONDS: "5",
 			RUNNER_SHUTDOWN_GRACE_SECONDS: "10",
+			RUNNER_CACHE_DIR: cacheDir,
 			...env,
 		},
 		stdio: ["ignore", "pipe", "pipe"],
@@ -43,6 +48,7 @@ export function startRunner(
 	};
 	child.stdout?.on("data", append);
 	child.stderr?.on("data", append);
+	child.once("exit", () => rmSync(cacheDir, { recursive: true, force: true }));
 	return {
 		process: child,
 		log: () => output,
