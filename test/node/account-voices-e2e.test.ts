@@ -14,7 +14,14 @@ import { runAdmin } from "../../scripts/lib/admin-commands.ts";
 import { VoiceConversionClient, VoiceConversionError } from "../../sdk/index.ts";
 import { verifyWebhook } from "../../sdk/verify-webhook.ts";
 import { runCli } from "../support/cli-process.ts";
-import { type Credentials, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
+import {
+	type ApiCall,
+	type Credentials,
+	callApi,
+	type LocalStack,
+	ROOT,
+	startLocalStack,
+} from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
 import { readWav } from "../support/wav-reader.ts";
@@ -47,16 +54,7 @@ type Upload =
 	  };
 type Voice = { id: string; status: string; error_message: string | null; uploads: Record<string, Upload> };
 
-async function api<T = Record<string, unknown>>(route: string, init: { method?: string; body?: unknown } = {}) {
-	const response = await fetch(route.startsWith("http") ? route : `${stack.url}${route}`, {
-		method: init.method ?? "GET",
-		headers: { Authorization: `Bearer ${token}`, ...(init.body ? { "Content-Type": "application/json" } : {}) },
-		body: init.body ? JSON.stringify(init.body) : undefined,
-	});
-	const body = (await response.json()) as { success: boolean; data: T; message?: string };
-	if (!response.ok) throw new Error(`${init.method ?? "GET"} ${route}: ${response.status} ${body.message}`);
-	return body.data;
-}
+const api = <T = Record<string, unknown>>(route: string, init?: ApiCall) => callApi<T>(stack, token, route, init);
 
 async function upload(plan: Upload, bytes: Uint8Array) {
 	if (plan.method === "PUT") {

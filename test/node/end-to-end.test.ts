@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { verifyWebhook } from "../../sdk/verify-webhook.ts";
-import { type Credentials, type LocalStack, startLocalStack } from "../support/local-stack.ts";
+import { type ApiCall, type Credentials, callApi, type LocalStack, startLocalStack } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
 import { readWav } from "../support/wav-reader.ts";
@@ -21,16 +21,7 @@ const receiver = startReceiver();
 let receiverUrl: string;
 let secret: string;
 
-async function api<T = Record<string, unknown>>(route: string, init: { method?: string; body?: unknown } = {}) {
-	const response = await fetch(`${stack.url}${route}`, {
-		method: init.method ?? "GET",
-		headers: { Authorization: `Bearer ${token}`, ...(init.body ? { "Content-Type": "application/json" } : {}) },
-		body: init.body ? JSON.stringify(init.body) : undefined,
-	});
-	const body = (await response.json()) as { success: boolean; data: T; message?: string };
-	if (!response.ok) throw new Error(`${init.method ?? "GET"} ${route}: ${response.status} ${body.message}`);
-	return body.data;
-}
+const api = <T = Record<string, unknown>>(route: string, init?: ApiCall) => callApi<T>(stack, token, route, init);
 
 async function uploadAudio(bytes: Uint8Array, mimeType = "audio/wav") {
 	const file = await api<{ id: string; upload_url: string }>("/api/v1/audio-files", {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { missingToolsMessage } from "../../gpu-runner/test/helpers/tools.ts";
 import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
 import { type CorpusFile, hostileAudioCorpus } from "../support/hostile-audio-corpus.ts";
-import { type LocalStack, startLocalStack } from "../support/local-stack.ts";
+import { type ApiCall, callApi, type LocalStack, startLocalStack } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { readWav } from "../support/wav-reader.ts";
 
@@ -34,16 +34,7 @@ interface Outcome {
 }
 const outcomes = new Map<string, Outcome>();
 
-async function api<T = Record<string, unknown>>(route: string, init: { method?: string; body?: unknown } = {}) {
-	const response = await fetch(`${stack.url}${route}`, {
-		method: init.method ?? "GET",
-		headers: { Authorization: `Bearer ${token}`, ...(init.body ? { "Content-Type": "application/json" } : {}) },
-		body: init.body ? JSON.stringify(init.body) : undefined,
-	});
-	const body = (await response.json()) as { success: boolean; data: T; message?: string };
-	if (!response.ok) throw new Error(`${init.method ?? "GET"} ${route}: ${response.status} ${body.message}`);
-	return body.data;
-}
+const api = <T = Record<string, unknown>>(route: string, init?: ApiCall) => callApi<T>(stack, token, route, init);
 
 /** Registers the file, creates its conversion first (so it waits on preprocessing either way), then uploads. */
 async function submit(file: CorpusFile) {

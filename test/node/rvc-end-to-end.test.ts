@@ -12,7 +12,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildTinyContentVec, buildTinyRmvpe } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
 import { runAdmin } from "../../scripts/lib/admin-commands.ts";
-import { type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
+import { type ApiCall, callApi, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
 import { readWav } from "../support/wav-reader.ts";
@@ -25,16 +25,7 @@ let token: string;
 let voiceId: string;
 let dir: string;
 
-async function api<T = Record<string, unknown>>(route: string, init: { method?: string; body?: unknown } = {}) {
-	const response = await fetch(`${stack.url}${route}`, {
-		method: init.method ?? "GET",
-		headers: { Authorization: `Bearer ${token}`, ...(init.body ? { "Content-Type": "application/json" } : {}) },
-		body: init.body ? JSON.stringify(init.body) : undefined,
-	});
-	const body = (await response.json()) as { success: boolean; data: T; message?: string };
-	if (!response.ok) throw new Error(`${init.method ?? "GET"} ${route}: ${response.status} ${body.message}`);
-	return body.data;
-}
+const api = <T = Record<string, unknown>>(route: string, init?: ApiCall) => callApi<T>(stack, token, route, init);
 
 beforeAll(async () => {
 	dir = await mkdtemp(path.join(tmpdir(), "rvc-e2e-"));

@@ -60,6 +60,31 @@ export interface LocalStack {
 	close(): Promise<void>;
 }
 
+export interface ApiCall {
+	method?: string;
+	body?: unknown;
+}
+
+/**
+ * One JSON call to the stack's API with a bearer token: the response's `data`, or an Error naming the route,
+ * status and message. `route` is a path on the stack, or a whole address the API handed out.
+ */
+export async function callApi<T = Record<string, unknown>>(
+	stack: LocalStack,
+	token: string,
+	route: string,
+	init: ApiCall = {},
+): Promise<T> {
+	const response = await fetch(route.startsWith("http") ? route : `${stack.url}${route}`, {
+		method: init.method ?? "GET",
+		headers: { Authorization: `Bearer ${token}`, ...(init.body ? { "Content-Type": "application/json" } : {}) },
+		body: init.body ? JSON.stringify(init.body) : undefined,
+	});
+	const body = (await response.json()) as { success: boolean; data: T; message?: string };
+	if (!response.ok) throw new Error(`${init.method ?? "GET"} ${route}: ${response.status} ${body.message}`);
+	return body.data;
+}
+
 export async function startLocalStack(options: { vars?: Record<string, string> } = {}): Promise<LocalStack> {
 	// Miniflare would otherwise download a sample `request.cf` object from the internet; nothing here may.
 	process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
