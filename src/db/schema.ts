@@ -100,6 +100,11 @@ export const voiceFiles = sqliteTable(
 		uploadStatus: text("upload_status", { enum: UPLOAD_STATUSES }).notNull(),
 		multipartUploadId: text("multipart_upload_id"),
 		partSizeBytes: integer("part_size_bytes"),
+		/**
+		 * Signed into the file's upload addresses (its single PUT or every part's) and raised by each regeneration:
+		 * only the newest addresses upload.
+		 */
+		uploadGeneration: integer("upload_generation").notNull().default(0),
 		/** What the bytes are (`rvc_checkpoint`, `onnx`, `faiss_index`, `png`, `wav`, ...), recognised at upload. */
 		kind: text("kind"),
 		sizeBytes: integer("size_bytes"),

@@ -2,7 +2,8 @@
  * D1 access for voices. A client sees the service's active voices and its own account's voices that are not
  * deleted; any other voice does not exist for it (404, exactly like another account's audio file).
  */
-import { and, asc, count, eq, inArray, isNotNull, isNull, lte, or, type SQL } from "drizzle-orm";
+import { and, asc, count, eq, getTableColumns, inArray, isNotNull, isNull, lte, or, type SQL, sql } from "drizzle-orm";
+import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { VoiceSettings } from "../contracts/voice-conversions.ts";
 import { database } from "../db/client.ts";
 import {
@@ -60,14 +61,6 @@ export async function findVoiceById(env: Pick<Env, "DB">, id: string): Promise<V
 	return (await database(env).query.voices.findFirst({ where: eq(voices.id, id) })) ?? null;
 }
 
-export async function countAccountVoices(env: Pick<Env, "DB">, accountId: string): Promise<number> {
-	const [row] = await database(env)
-		.select({ n: count() })
-		.from(voices)
-		.where(and(eq(voices.accountId, accountId), isNull(voices.deletedAt)));
-	return row?.n ?? 0;
-}
-
 export async function findVoiceFiles(env: Pick<Env, "DB">, voiceIds: string[]): Promise<VoiceFileRow[]> {
 	if (voiceIds.length === 0) return [];
 	return database(env).select().from(voiceFiles).where(inArray(voiceFiles.voiceId, voiceIds));
@@ -101,11 +94,31 @@ export interface NewAccountVoice {
 	tags: string[];
 	description: string | null;
 	voiceSettings: VoiceSettings;
-	files: Omit<VoiceFileRow, "voiceId" | "kind" | "sizeBytes" | "sha256" | "uploadedAt" | "createdAt">[];
+	files: Omit<
+		VoiceFileRow,
+		"voiceId" | "kind" | "sizeBytes" | "sha256" | "uploadedAt" | "createdAt" | "uploadGeneration"
+	>[];
 }
 
-/** Inserts the voice and its declared files in one batch. Throws D1's unique-constraint error for a taken name. */
-export async function insertAccountVoice(env: Pick<Env, "DB">, voice: NewAccountVoice, now: string): Promise<VoiceRow> {
+/** `SELECT <the row's values, in the table's column order> WHERE <condition>`, for an `INSERT … SELECT`. */
+function rowWhere<T extends SQLiteTable>(table: T, row: T["$inferInsert"], condition: SQL): SQL {
+	const values = Object.entries(getTableColumns(table)).map(([name, column]) =>
+		sql.param((row as Record<string, unknown>)[name] ?? column.default ?? null, column),
+	);
+	return sql`select ${sql.join(values, sql`, `)} where ${condition}`;
+}
+
+/**
+ * Inserts the voice and its declared files in one batch, only while the account holds fewer than `limit` voices:
+ * the count and the insert are one statement, so concurrent creations cannot pass the limit together. Null when the
+ * limit is reached (nothing inserted). Throws D1's unique-constraint error for a taken name.
+ */
+export async function insertAccountVoice(
+	env: Pick<Env, "DB">,
+	voice: NewAccountVoice,
+	now: string,
+	limit: number,
+): Promise<VoiceRow | null> {
 	const db = database(env);
 	const row: VoiceRow = {
 		id: voice.id,
@@ -128,11 +141,21 @@ export async function insertAccountVoice(env: Pick<Env, "DB">, voice: NewAccount
 		deletedAt: null,
 		filesRemovedAt: null,
 	};
-	await db.batch([
-		db.insert(voices).values(row),
-		...voice.files.map((file) => db.insert(voiceFiles).values({ ...file, voiceId: voice.id, createdAt: now })),
+	const held = db
+		.select({ n: count() })
+		.from(voices)
+		.where(and(eq(voices.accountId, voice.accountId), isNull(voices.deletedAt)));
+	const inserted = sql`exists (select 1 from ${voices} where ${eq(voices.id, voice.id)})`;
+	const [made] = await db.batch([
+		db
+			.insert(voices)
+			.select(rowWhere(voices, row, sql`(${held}) < ${limit}`))
+			.returning({ id: voices.id }),
+		...voice.files.map((file) =>
+			db.insert(voiceFiles).select(rowWhere(voiceFiles, { ...file, voiceId: voice.id, createdAt: now }, inserted)),
+		),
 	]);
-	return row;
+	return made.length > 0 ? row : null;
 }
 
 export async function updateVoiceFields(

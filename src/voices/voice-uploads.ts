@@ -4,15 +4,16 @@
  * own signed PUT address (`account-voice-parts/{voice}/{role}/{n}`, handled by the upload hook below, never stored as
  * an object of its own), and the account completes the file with one authenticated call. Either way no request
  * exceeds the single-upload limit, and each file's first bytes are checked against its role before it counts as
- * uploaded. When the last declared file is in, validation starts (`voice-validation.ts`).
+ * uploaded. When the last declared file is in, validation starts (`voice-validation.ts`). Each file's addresses carry
+ * its upload generation, raised when they are regenerated, so only the newest addresses upload.
  */
-import { and, asc, eq } from "drizzle-orm";
+import { and, asc, eq, sql } from "drizzle-orm";
 import { VOICE_FILE_HEAD_BYTES, voiceFileKindFor } from "../contracts/voice-file-kinds.ts";
 import { VOICE_FILE_DESCRIPTIONS, VOICE_LIMITS, type VoiceUpload } from "../contracts/voices.ts";
 import { outputPartBytes } from "../conversions/outputs.ts";
 import { database, nowIso } from "../db/client.ts";
 import { VOICE_FILE_ROLES, type VoiceFileRole, voiceFileParts, voiceFiles, voices } from "../db/schema.ts";
-import { ApiError, conflict } from "../http/errors.ts";
+import { ApiError, conflict, forbidden } from "../http/errors.ts";
 import { storeWithLength } from "../http/request-body.ts";
 import { ok } from "../http/respond.ts";
 import { type StorageGrant, signStorageUrl } from "../storage/signed-url.ts";
@@ -83,7 +84,18 @@ export async function prepareVoiceFiles(
 	return files;
 }
 
-/** Fresh upload addresses for the files still awaiting upload. */
+/**
+ * Raises the upload generation of the voice's files still awaiting upload, retiring every address handed out for
+ * them before (even one signed in the same second). Parts already received stay.
+ */
+export async function retireUploadAddresses(env: Pick<Env, "DB">, voiceId: string): Promise<void> {
+	await database(env)
+		.update(voiceFiles)
+		.set({ uploadGeneration: sql`${voiceFiles.uploadGeneration} + 1` })
+		.where(and(eq(voiceFiles.voiceId, voiceId), eq(voiceFiles.uploadStatus, "awaiting_upload")));
+}
+
+/** Upload addresses of the files still awaiting upload, signed with each file's current generation. */
 export async function uploadAddresses(
 	env: Env,
 	origin: string,
@@ -103,6 +115,7 @@ export async function uploadAddresses(
 					key: file.objectKey,
 					expiresAt,
 					maxBytes: Math.min(single, VOICE_LIMITS.maxBytes[file.role]) + 1,
+					generation: file.uploadGeneration,
 				}),
 				upload_url_expires_at: expiresAt.toISOString(),
 			};
@@ -118,6 +131,7 @@ export async function uploadAddresses(
 					key: partKey(file.voiceId, file.role, n),
 					expiresAt,
 					maxBytes: file.partSizeBytes + 1,
+					generation: file.uploadGeneration,
 				}),
 			});
 		}
@@ -149,6 +163,17 @@ async function fileFor(env: Env, voiceId: string, role: VoiceFileRole) {
 	return row.file;
 }
 
+const supersededAddress = () =>
+	forbidden(
+		"upload_url_superseded",
+		"This upload address was replaced by a newer one (POST /api/v1/voices/{id}/upload-urls); upload to the file's current address",
+	);
+
+/** Refuses an address whose generation is no longer the file's (regenerated since it was signed). */
+function requireCurrentAddress(file: VoiceFileRow, grant: StorageGrant): void {
+	if ((grant.generation ?? 0) !== file.uploadGeneration) throw supersededAddress();
+}
+
 const unrecognised = (role: VoiceFileRole) =>
 	new ApiError(
 		415,
@@ -156,8 +181,11 @@ const unrecognised = (role: VoiceFileRole) =>
 		`The ${role} file is not ${VOICE_FILE_DESCRIPTIONS[role]} (recognised by its bytes, not its name); nothing was kept. Upload the right file to the same address.`,
 	);
 
-/** Checks the stored object's first bytes against the role and marks the file uploaded; the object goes if wrong. */
-async function acceptStoredFile(env: Env, file: VoiceFileRow, object: R2Object): Promise<void> {
+/**
+ * Checks the stored object's first bytes against the role and marks the file uploaded; the object goes if wrong.
+ * With `generation` (a single PUT), only while that is still the file's generation.
+ */
+async function acceptStoredFile(env: Env, file: VoiceFileRow, object: R2Object, generation?: number): Promise<void> {
 	const head = await env.BUCKET.get(file.objectKey, { range: { offset: 0, length: VOICE_FILE_HEAD_BYTES } });
 	const bytes = head ? new Uint8Array(await head.arrayBuffer()) : new Uint8Array(0);
 	const kind = voiceFileKindFor(file.role, bytes);
@@ -182,10 +210,15 @@ async function acceptStoredFile(env: Env, file: VoiceFileRow, object: R2Object):
 				eq(voiceFiles.voiceId, file.voiceId),
 				eq(voiceFiles.role, file.role),
 				eq(voiceFiles.uploadStatus, "awaiting_upload"),
+				generation === undefined ? undefined : eq(voiceFiles.uploadGeneration, generation),
 			),
 		)
 		.returning({ role: voiceFiles.role });
 	if (marked.length === 0) {
+		// Regenerated while these bytes streamed in. They are left in place: the newest address may be writing the
+		// same key right now, and its upload replaces them.
+		const current = await fileFor(env, file.voiceId, file.role);
+		if (generation !== undefined && current.uploadGeneration !== generation) throw supersededAddress();
 		throw conflict("already_uploaded", `The ${file.role} file of this voice is already uploaded`);
 	}
 	await startValidationWhenComplete(env, file.voiceId);
@@ -207,12 +240,15 @@ export async function beforeVoiceFileUpload(env: Env, grant: StorageGrant): Prom
 	if (file.multipartUploadId) {
 		throw new ApiError(404, "not_found", "This voice file goes up in parts; use its part addresses");
 	}
+	requireCurrentAddress(file, grant);
 }
 
 export async function afterVoiceFileUpload(env: Env, grant: StorageGrant, object: R2Object): Promise<void> {
 	const key = parseKey(grant.key, VOICE_FILE_KEY_PREFIX, false);
 	if (!key) return;
-	await acceptStoredFile(env, await fileFor(env, key.voiceId, key.role), object);
+	const file = await fileFor(env, key.voiceId, key.role);
+	requireCurrentAddress(file, grant);
+	await acceptStoredFile(env, file, object, file.uploadGeneration);
 }
 
 /** A part's PUT: streamed into the file's multipart upload; its etag is kept for the completing call. */
@@ -228,6 +264,7 @@ export async function storeVoiceFilePart(
 	if (!file.multipartUploadId || !file.partSizeBytes) {
 		throw new ApiError(404, "not_found", "This voice file goes up in one PUT; use its upload_url");
 	}
+	requireCurrentAddress(file, grant);
 	if (length === 0) throw new ApiError(400, "empty_part", "A part must not be empty");
 	const upload = env.BUCKET.resumeMultipartUpload(file.objectKey, file.multipartUploadId);
 	const stored = await storeWithLength(request, length, (body) => upload.uploadPart(key.partNumber, body));

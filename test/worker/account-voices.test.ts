@@ -293,6 +293,50 @@ describe("account voices", () => {
 		expect(done.status).toBe(409);
 	});
 
+	it("retires the older upload addresses, single PUT and parts, when they are regenerated", async () => {
+		const alice = await user();
+		const response = await createVoice(alice, { files: declare({ model: MODEL, index: INDEX }) });
+		const voice = (await json<{ data: Voice }>(response)).data;
+		const first = voice.uploads;
+		expect(first.model?.method).toBe("parts");
+		expect(first.index?.method).toBe("PUT");
+		const renewed = await alice.api(`/api/v1/voices/${voice.id}/upload-urls`, { method: "POST" });
+		expect(renewed.status).toBe(200);
+		const current = (await json<{ data: Voice }>(renewed)).data.uploads;
+
+		const staleSingle = await upload(alice, first.index as VoiceUpload, INDEX);
+		expect(staleSingle.status).toBe(403);
+		expect(await json<Problem>(staleSingle)).toMatchObject({ success: false, code: "upload_url_superseded" });
+		const stalePart = first.model?.method === "parts" ? first.model.parts[0] : undefined;
+		const part = await call(stalePart?.upload_url ?? "", {
+			method: "PUT",
+			headers: { "Content-Length": "1000" },
+			body: MODEL.subarray(0, 1000),
+		});
+		expect(part.status).toBe(403);
+		expect(await json<Problem>(part)).toMatchObject({ success: false, code: "upload_url_superseded" });
+
+		expect((await upload(alice, current.index as VoiceUpload, INDEX)).status).toBe(200);
+		expect((await upload(alice, current.model as VoiceUpload, MODEL)).status).toBe(200);
+	});
+
+	it("holds the 50-voice limit under concurrent creation: at 49 voices exactly one more is made", async () => {
+		const carol = await user();
+		const existing = await Promise.all(
+			Array.from({ length: 49 }, (_, i) => createVoice(carol, { name: `c${i}`, files: declare({ model: PNG }) })),
+		);
+		expect(existing.map((r) => r.status)).toEqual(Array(49).fill(201));
+		const racing = await Promise.all(
+			Array.from({ length: 6 }, (_, i) => createVoice(carol, { name: `race${i}`, files: declare({ model: PNG }) })),
+		);
+		expect(racing.map((r) => r.status).sort()).toEqual([201, 409, 409, 409, 409, 409]);
+		for (const refused of racing.filter((r) => r.status === 409)) {
+			expect(await json<Problem>(refused)).toMatchObject({ success: false, code: "voice_limit_reached" });
+		}
+		const listed = await carol.api("/api/v1/voices?owner=account");
+		expect((await json<{ data: unknown[] }>(listed)).data).toHaveLength(50);
+	});
+
 	it("refuses files over the limits, a missing part, and the 51st voice", async () => {
 		const alice = await user();
 		let response = await createVoice(alice, { files: { model: { file_name: "big.pth", size_bytes: 200_000_001 } } });

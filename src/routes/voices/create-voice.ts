@@ -7,7 +7,7 @@ import { created } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
 import { presentAccountVoice } from "../../voices/present-voice.ts";
-import { countAccountVoices, findVoiceFiles, insertAccountVoice } from "../../voices/voice-store.ts";
+import { findVoiceFiles, insertAccountVoice } from "../../voices/voice-store.ts";
 import { prepareVoiceFiles, uploadAddresses } from "../../voices/voice-uploads.ts";
 
 const MB = 1_000_000;
@@ -44,14 +44,16 @@ export const createVoiceRoute = defineRoute({
 		},
 	},
 	async handler({ env, request, auth, body }) {
-		if ((await countAccountVoices(env, auth.accountId)) >= VOICE_LIMITS.voicesPerAccount) {
-			throw conflict(
-				"voice_limit_reached",
-				`An account may hold at most ${VOICE_LIMITS.voicesPerAccount} voices; delete one to create another`,
-			);
-		}
 		const id = crypto.randomUUID();
 		const files = await prepareVoiceFiles(env, id, body.files);
+		const abandonParts = () =>
+			Promise.all(
+				files.map((file) =>
+					file.multipartUploadId
+						? env.BUCKET.resumeMultipartUpload(file.objectKey, file.multipartUploadId).abort()
+						: undefined,
+				),
+			);
 		let voice: Awaited<ReturnType<typeof insertAccountVoice>>;
 		try {
 			voice = await insertAccountVoice(
@@ -66,19 +68,21 @@ export const createVoiceRoute = defineRoute({
 					files,
 				},
 				nowIso(),
+				VOICE_LIMITS.voicesPerAccount,
 			);
 		} catch (error) {
-			await Promise.all(
-				files.map((file) =>
-					file.multipartUploadId
-						? env.BUCKET.resumeMultipartUpload(file.objectKey, file.multipartUploadId).abort()
-						: undefined,
-				),
-			);
+			await abandonParts();
 			if (/UNIQUE constraint failed/i.test(String(error))) {
 				throw conflict("voice_name_taken", `You already have a voice named "${body.name}"; choose another name`);
 			}
 			throw error;
+		}
+		if (!voice) {
+			await abandonParts();
+			throw conflict(
+				"voice_limit_reached",
+				`An account may hold at most ${VOICE_LIMITS.voicesPerAccount} voices; delete one to create another`,
+			);
 		}
 		const origin = publicOrigin(env, request.url);
 		const rows = await findVoiceFiles(env, [id]);

@@ -6,7 +6,7 @@ import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
 import { presentAccountVoice } from "../../voices/present-voice.ts";
 import { findOwnVoice, findVoiceFiles } from "../../voices/voice-store.ts";
-import { uploadAddresses } from "../../voices/voice-uploads.ts";
+import { retireUploadAddresses, uploadAddresses } from "../../voices/voice-uploads.ts";
 
 export const regenerateVoiceUploadUrlsRoute = defineRoute({
 	method: "POST",
@@ -19,7 +19,8 @@ export const regenerateVoiceUploadUrlsRoute = defineRoute({
 		200: {
 			description:
 				"The voice with `uploads` for each file not uploaded yet, valid another 30 minutes (parts already received " +
-				"are kept: send only the missing ones, then complete)",
+				"are kept: send only the missing ones, then complete). Every address handed out before for these files " +
+				"stops working at once (403 `upload_url_superseded`)",
 			schema: envelope(CreatedVoice),
 		},
 		404: { description: "No such voice among yours" },
@@ -28,10 +29,11 @@ export const regenerateVoiceUploadUrlsRoute = defineRoute({
 	async handler({ env, request, auth, params }) {
 		const voice = await findOwnVoice(env, auth.accountId, params.id);
 		if (!voice) throw notFound("Voice model");
-		const files = await findVoiceFiles(env, [voice.id]);
-		if (files.every((file) => file.uploadStatus === "uploaded")) {
+		if ((await findVoiceFiles(env, [voice.id])).every((file) => file.uploadStatus === "uploaded")) {
 			throw conflict("already_uploaded", "Every file of this voice is already uploaded");
 		}
+		await retireUploadAddresses(env, voice.id);
+		const files = await findVoiceFiles(env, [voice.id]);
 		const origin = publicOrigin(env, request.url);
 		return ok({
 			...(await presentAccountVoice(env, origin, voice, files)),

@@ -1,0 +1,1 @@
+ALTER TABLE `voice_files` ADD `upload_generation` integer DEFAULT 0 NOT NULL;
