@@ -95,6 +95,17 @@ async function signInAndSelectVoice(page: Page) {
 }
 
 /** Picks a file and the options, converts, and waits until the page shows an outcome (or an error). */
+/** Until the conversion shows a terminal status or the page shows an error. */
+async function waitForOutcome(page: Page) {
+	await page.waitForFunction(
+		() =>
+			/completed|failed/.test(document.getElementById("status")?.textContent ?? "") ||
+			document.getElementById("error")?.textContent,
+		undefined,
+		{ timeout: 60_000 },
+	);
+}
+
 async function convertInPage(page: Page, file: { name: string; bytes: Uint8Array }) {
 	const sourcePath = path.join(tempDir, file.name);
 	await writeFile(sourcePath, file.bytes);
@@ -113,13 +124,7 @@ async function convertInPage(page: Page, file: { name: string; bytes: Uint8Array
 		});
 	});
 	await page.click("#convert");
-	await page.waitForFunction(
-		() =>
-			/completed|failed/.test(document.getElementById("status")?.textContent ?? "") ||
-			document.getElementById("error")?.textContent,
-		undefined,
-		{ timeout: 60_000 },
-	);
+	await waitForOutcome(page);
 	return page.evaluate(() => (window as unknown as { statusHistory: string[] }).statusHistory);
 }
 
@@ -394,13 +399,7 @@ describe("playground in headless Chromium", () => {
 			await page.uncheck("#preview");
 			await page.setInputFiles("#file", sample);
 			await page.click("#convert");
-			await page.waitForFunction(
-				() =>
-					/completed|failed/.test(document.getElementById("status")?.textContent ?? "") ||
-					document.getElementById("error")?.textContent,
-				undefined,
-				{ timeout: 60_000 },
-			);
+			await waitForOutcome(page);
 			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
 			await page.locator("#result-step").waitFor();
 			expect(await page.textContent("#result-info")).toContain("2.00 s · 40000 Hz · 1 ch");

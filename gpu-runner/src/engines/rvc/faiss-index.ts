@@ -52,15 +52,7 @@ export interface FeatureIndex {
 }
 
 /** What `npm run rvc -- inspect` and logs show about an index. */
-export interface IndexDescription {
-	kind: "ivf_flat" | "flat";
-	fourcc: string;
-	metric: IndexMetric;
-	dim: number;
-	ntotal: number;
-	nlist: number;
-	nprobe: number;
-}
+export type IndexDescription = Pick<FeatureIndex, "kind" | "fourcc" | "metric" | "dim" | "ntotal" | "nlist" | "nprobe">;
 
 export function describeFeatureIndex(index: FeatureIndex): IndexDescription {
 	const { kind, fourcc, metric, dim, ntotal, nlist, nprobe } = index;
