@@ -28,6 +28,11 @@ export interface EngineJob {
 	/** Format of the blocks `convert` will receive (the engine's `inputFormat` for this job). */
 	input: PcmFormat;
 	/**
+	 * How many frames (in `input`'s format) the source is expected to give, where its duration is known: for
+	 * whole-file arithmetic such as rvc's `rms_mix_rate`. The blocks may still end a little earlier or later.
+	 */
+	inputFrames?: number;
+	/**
 	 * Per-job overrides of the voice's settings (the lease's `voice_settings`, e.g. `index_rate`), unvalidated:
 	 * the engine checks them and fails the job permanently on anything it cannot honour.
 	 */

@@ -88,17 +88,20 @@ export async function convertSource(request: ConversionRequest): Promise<Convers
 	const path = join(request.workDir, `output-${randomUUID()}.wav`);
 	const writer = await WavFileWriter.create(path, output.sampleRate, output.channels);
 	try {
+		const statedFrames = statedSourceFrames(request, source.sampleRate);
 		const job = {
 			voice,
 			semitones: request.semitones,
 			artifactPaths: request.artifactPaths,
 			input,
+			...(statedFrames !== undefined
+				? { inputFrames: Math.round((statedFrames * input.sampleRate) / source.sampleRate) }
+				: {}),
 			...(request.voiceSettings ? { voiceSettings: request.voiceSettings } : {}),
 		};
 		for await (const block of engine.convert(convertToFormat(counted, input), job, signal)) {
 			await writer.write(block);
 		}
-		const statedFrames = statedSourceFrames(request, source.sampleRate);
 		if (
 			statedFrames !== undefined &&
 			Math.abs(statedFrames - sourceFrames) > SOURCE_LENGTH_TOLERANCE_SECONDS * source.sampleRate

@@ -10,7 +10,7 @@ import { Lease } from "../../../src/contracts/runner.ts";
 import { readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
 import { protectUnvoiced, retrieveFeatures } from "../../src/engines/rvc/feature-retrieval.ts";
 import { IndexSearcher } from "../../src/engines/rvc/index-search.ts";
-import { mixLoudness } from "../../src/engines/rvc/loudness-mix.ts";
+import { mixLoudness, StreamingLoudnessMix } from "../../src/engines/rvc/loudness-mix.ts";
 import { applyVoiceSettings, parseRvcParams } from "../../src/engines/rvc/params.ts";
 import { trackPitchYin } from "../../src/engines/rvc/yin-pitch.ts";
 import { PermanentJobError } from "../../src/job-errors.ts";
@@ -115,6 +115,77 @@ describe("rms_mix_rate", () => {
 		const src = rms(source, 16_000, 4, 5.5);
 		const own = rms(synthesized(), 40_000, 4, 5.5);
 		expect(rms(output, 40_000, 4, 5.5) / (src ** 0.75 * own ** 0.25)).toBeCloseTo(1, 2);
+	});
+
+	/**
+	 * Streams `output` through a StreamingLoudnessMix in uneven blocks, the source running ahead of the output by
+	 * `lead` seconds as the chunker's context makes it; returns the mixed output and what was held back at most.
+	 */
+	const streamed = (rate: number, expectedSourceLength: number | undefined, lead = 1.5) => {
+		const output = synthesized();
+		const mix = new StreamingLoudnessMix({
+			sourceRate: 16_000,
+			outputRate: 40_000,
+			rate,
+			...(expectedSourceLength !== undefined ? { expectedSourceLength } : {}),
+		});
+		const parts: Float32Array[] = [];
+		let sourceFed = 0;
+		let outputFed = 0;
+		let returned = 0;
+		let mostHeld = 0;
+		for (let step = 0; outputFed < output.length; step++) {
+			const take = 997 + ((step * 7919) % 30_011);
+			const next = Math.min(output.length, outputFed + take);
+			const sourceTarget = Math.min(source.length, Math.ceil(next / 2.5 + lead * 16_000));
+			if (sourceTarget > sourceFed) mix.addSource(source.subarray(sourceFed, sourceTarget));
+			sourceFed = Math.max(sourceFed, sourceTarget);
+			const ready = mix.mix(output.slice(outputFed, next));
+			parts.push(ready);
+			returned += ready.length;
+			outputFed = next;
+			mostHeld = Math.max(mostHeld, outputFed - returned);
+		}
+		if (sourceFed < source.length) mix.addSource(source.subarray(sourceFed));
+		parts.push(mix.end());
+		const joined = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+		let at = 0;
+		for (const p of parts) {
+			joined.set(p, at);
+			at += p.length;
+		}
+		return { joined, mostHeld };
+	};
+
+	it("streamed over the whole file equals RVC's whole-file mix when the length is known", () => {
+		for (const rate of [0, 0.25, 0.6]) {
+			const whole = synthesized();
+			mixLoudness(source, 16_000, whole, 40_000, rate);
+			const { joined, mostHeld } = streamed(rate, source.length);
+			expect(joined.length).toBe(whole.length);
+			const worst = joined.reduce((m, v, i) => Math.max(m, Math.abs(v - (whole[i] as number))), 0);
+			expect(worst).toBeLessThan(1e-6);
+			// About a second of output waits for the envelope frames after it, not the whole file.
+			expect(mostHeld).toBeLessThan(1.6 * 40_000);
+		}
+	});
+
+	it("streamed without a known length puts frame t at t · hop and keeps the source's level away from the step", () => {
+		const { joined } = streamed(0, undefined);
+		expect(joined.length).toBe(6 * 40_000);
+		expect(rms(joined, 40_000, 0.5, 2) / rms(source, 16_000, 0.5, 2)).toBeCloseTo(1, 2);
+		expect(rms(joined, 40_000, 4, 5.5) / rms(source, 16_000, 4, 5.5)).toBeCloseTo(1, 2);
+		// The step's midpoint (3 s) is where the gain is halfway in log terms.
+		const level = (t: number) => rms(joined, 40_000, t - 0.05, t + 0.05);
+		expect(Math.log(level(3) / 0.05 / Math.SQRT1_2) / Math.log(8)).toBeGreaterThan(0.3);
+		expect(Math.log(level(3) / 0.05 / Math.SQRT1_2) / Math.log(8)).toBeLessThan(0.7);
+	});
+
+	it("rate 1 passes every block through at once", () => {
+		const mix = new StreamingLoudnessMix({ sourceRate: 16_000, outputRate: 40_000, rate: 1 });
+		const block = synthesized().subarray(0, 5000);
+		expect(mix.mix(block)).toBe(block);
+		expect(mix.end().length).toBe(0);
 	});
 });
 

@@ -183,16 +183,16 @@ describe("rvc engine with tiny models", () => {
 		expect(stats[0]?.segmentSamples).toBeLessThan(2.4 * IN_RATE);
 	});
 
-	it("uses 10 s chunks by default on the CPU provider", async () => {
+	it("uses 5 s chunks by default on the CPU provider", async () => {
 		stats.length = 0;
 		const params = { sample_rate: OUT_RATE };
 		const { samples } = await collect(run(speechLike(23), job({ voice: { ...voice(), params } })));
 		expect(samples.length).toBe(23 * OUT_RATE);
-		expect(stats.length).toBeGreaterThanOrEqual(2);
-		// 10 s aimed for, cut at the quietest point within 5 s of it; 1 s of context either side.
+		expect(stats.length).toBeGreaterThanOrEqual(4);
+		// 5 s aimed for, cut at the quietest point within 1.25 s of it; 1 s of context either side.
 		for (const chunk of stats.slice(0, -1)) {
-			expect(chunk.segmentSamples).toBeGreaterThanOrEqual(5 * IN_RATE);
-			expect(chunk.segmentSamples).toBeLessThanOrEqual(15 * IN_RATE);
+			expect(chunk.segmentSamples).toBeGreaterThanOrEqual(3.75 * IN_RATE);
+			expect(chunk.segmentSamples).toBeLessThanOrEqual(6.25 * IN_RATE);
 			expect(chunk.windowSamples).toBe(chunk.segmentSamples + 2 * IN_RATE);
 		}
 	});

@@ -148,8 +148,12 @@ describe("synthesizer graph speed options", () => {
 			expect(spans.length).toBe(4 * checkpoint.config.sampleRate);
 			expect(whole.reduce((peak, v) => Math.max(peak, Math.abs(v)), 0)).toBeGreaterThan(0.05);
 			expect(maxAbsDifference(spans, whole)).toBeLessThan(1e-5);
-			// With loudness mixing the whole window is decoded, so the result is again the same.
-			expect(maxAbsDifference(await convert("spans", 0.25), await convert("whole", 0.25))).toBeLessThan(1e-5);
+			expect(stats.every((chunk) => chunk.decodedFrames < chunk.frames)).toBe(true);
+			// Loudness mixing runs over the joined output, so spans are decoded with it too, to the same result.
+			stats.length = 0;
+			const mixedSpans = await convert("spans", 0.25);
+			expect(stats.every((chunk) => chunk.decodedFrames < chunk.frames)).toBe(true);
+			expect(maxAbsDifference(mixedSpans, await convert("whole", 0.25))).toBeLessThan(1e-5);
 		} finally {
 			await engine.dispose();
 		}

@@ -26,6 +26,8 @@ export interface ProviderSelection {
 export interface SessionTuning {
 	/** CPU threads per session; onnxruntime's default is one per physical core. */
 	intraOpNumThreads?: number;
+	/** Keep freed activations in the session's CPU arena for its next run (see `sessionOptionsFor`). */
+	memoryArena?: boolean;
 }
 
 /**
@@ -33,9 +35,10 @@ export interface SessionTuning {
  * makes RMVPE's 2-D convolutions about 20 % cheaper), and worker threads that sleep instead of spinning
  * between kernels: spinning burns the cores that another session, another job or another process needs.
  *
- * The CPU arena is off: with it each session keeps its largest activations for good (measured: the synthesizer
- * grew from 274 to 1291 MB over two runs of a 12 s window), so three models held the sum of their peaks;
- * without it they share one peak.
+ * The CPU arena is off unless `memoryArena` asks for it: with it each session keeps its largest activations
+ * for good (measured: the synthesizer grew from 274 to 1291 MB over two runs of a 12 s window), so three models
+ * held the sum of their peaks; without it they share one peak. The engine turns it on for the synthesizer alone
+ * (`models.ts`), whose activations would otherwise be page-faulted in afresh on every run.
  */
 export function sessionOptionsFor(
 	provider: ExecutionProviderName,
@@ -46,7 +49,7 @@ export function sessionOptionsFor(
 	return {
 		executionProviders,
 		graphOptimizationLevel: "all",
-		enableCpuMemArena: false,
+		enableCpuMemArena: tuning.memoryArena ?? false,
 		extra: { session: { intra_op: { allow_spinning: "0" }, inter_op: { allow_spinning: "0" } } },
 		...(tuning.intraOpNumThreads !== undefined ? { intraOpNumThreads: tuning.intraOpNumThreads } : {}),
 	};

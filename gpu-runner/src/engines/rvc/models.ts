@@ -56,7 +56,15 @@ class OnnxModel {
 
 	static async load(role: ModelRole, path: string, settings: SessionSettings, gate: RunGate): Promise<OnnxModel> {
 		try {
-			const options = sessionOptionsFor(settings.provider, settings);
+			const options = sessionOptionsFor(settings.provider, {
+				...settings,
+				// The decoder's activations are tens of MB each (32 to 512 channels at up to 48 kHz): freed to the
+				// system after every use, each was page-faulted and zeroed again by the kernel on the next run (measured
+				// on the bench's 12 s: 8.3 million minor faults, 30 s of system time). The arena reuses them; it holds
+				// the synthesizer's peak, which the CPU chunk length bounds (`CPU_CHUNK_SECONDS`). ContentVec and
+				// RMVPE stay without one, so the three do not each keep a peak.
+				memoryArena: role === "synthesizer",
+			});
 			const session =
 				role === "contentvec" && settings.contentvecInt8 === true
 					? await ort.InferenceSession.create(quantizeMatMuls(await readFile(path)).model, options)

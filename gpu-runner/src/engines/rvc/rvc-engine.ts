@@ -8,7 +8,7 @@
  *
  * With an `index` artifact, each ContentVec frame is first blended with its nearest training vectors
  * (`feature-retrieval.ts`, `index_rate`), and unvoiced frames keep part of the original (`protect`); the output
- * takes part of the source's loudness envelope (`rms_mix_rate`). f0 comes from RMVPE or the built-in YIN
+ * takes part of the source's loudness envelope (`rms_mix_rate`, over the whole stream as RVC does). f0 comes from RMVPE or the built-in YIN
  * (`f0_method`); a synthesizer without pitch inputs (RVC's f0 = 0 models) gets no f0 and no key shift.
  *
  * Long input is cut at quiet points and joined with crossfades (`chunker.ts`), so memory stays bounded.
@@ -19,9 +19,8 @@
  * `voiceSettings` override some of them.
  *
  * Compared with RVC's pipeline (details in README.md): the 48 Hz input high-pass runs once, forwards (RVC's
- * filtfilt needs the whole file); `rms_mix_rate` is applied per converted window rather than over the whole
- * file; not done is peak normalisation of the whole output (it needs the whole file; the WAV encoder clips
- * instead).
+ * filtfilt needs the whole file); not done is peak normalisation of the whole output (it needs the whole file;
+ * the WAV encoder clips instead).
  */
 import { randomInt } from "node:crypto";
 import { availableParallelism } from "node:os";
@@ -42,7 +41,7 @@ import { protectUnvoiced, retrieveFeatures } from "./feature-retrieval.ts";
 import { ButterworthHighPass } from "./high-pass.ts";
 import { IndexCache } from "./index-cache.ts";
 import { IndexSearcher } from "./index-search.ts";
-import { mixLoudness } from "./loudness-mix.ts";
+import { StreamingLoudnessMix } from "./loudness-mix.ts";
 import { LogMelSpectrogram, RMVPE_HOP, RMVPE_SAMPLE_RATE } from "./mel.ts";
 import { type LoadedModels, ModelCache, type ModelPaths } from "./models.ts";
 import { applyVoiceSettings, parseRvcParams, type RvcParams } from "./params.ts";
@@ -62,6 +61,8 @@ export interface RvcChunkStats {
 	segmentSamples: number;
 	windowSamples: number;
 	frames: number;
+	/** Frames the synthesizer's decoder ran on: all of them, or the kept span (`decodedSpan`). */
+	decodedFrames: number;
 	voicedFrames: number;
 	milliseconds: {
 		contentvec: number;
@@ -97,8 +98,15 @@ export interface RvcEngineOptions {
 /** Input samples per ContentVec frame at 16 kHz (HuBERT's feature encoder stride). */
 const CONTENTVEC_STRIDE = 320;
 
-/** Default `chunk_seconds` on the CPU provider (30 s elsewhere). */
-export const CPU_CHUNK_SECONDS = 10;
+/**
+ * Default `chunk_seconds` and `chunk_search_seconds` on the CPU provider (30 s and 5 s elsewhere). Short windows
+ * keep the synthesizer's arena small (its activations grow with the window) and ContentVec's attention cheap
+ * (quadratic in the window); below about 5 s the second of context on each side costs more than it saves.
+ * Measured on the bench's 40 s, 2 threads: RTF 1.34 / peak RSS 1791 MiB at 10 s, 1.18 / 1536 at 6 s,
+ * 1.27 / 1482 at 5 s, 1.36 / 1385 at 4 s.
+ */
+export const CPU_CHUNK_SECONDS = 5;
+export const CPU_CHUNK_SEARCH_SECONDS = 1.25;
 
 /**
  * On CUDA every window is lengthened (with more real audio on its right) to a multiple of this many seconds.
@@ -184,8 +192,11 @@ function doubleFrameRate(features: Float32Array, featureFrames: number, dim: num
 	return phone;
 }
 
-/** The job's 16 kHz mono samples, high-passed at 48 Hz as RVC does before anything else. */
-async function* monoSamples(input: AsyncIterable<AudioBlock>): AsyncGenerator<Float32Array> {
+/** The job's 16 kHz mono samples, high-passed at 48 Hz as RVC does before anything else, each also shown to `observe`. */
+async function* monoSamples(
+	input: AsyncIterable<AudioBlock>,
+	observe: (samples: Float32Array) => void,
+): AsyncGenerator<Float32Array> {
 	const highPass = new ButterworthHighPass(48, RMVPE_SAMPLE_RATE);
 	for await (const block of input) {
 		const channel = block.channels[0];
@@ -195,7 +206,9 @@ async function* monoSamples(input: AsyncIterable<AudioBlock>): AsyncGenerator<Fl
 				`rvc engine takes 16000 Hz mono blocks, got ${block.sampleRate} Hz with ${block.channels.length} channel(s); resample and downmix first`,
 			);
 		}
-		yield highPass.process(channel);
+		const filtered = highPass.process(channel);
+		observe(filtered);
+		yield filtered;
 	}
 }
 
@@ -213,7 +226,7 @@ function decodedSpan(
 	params: RvcParams,
 	spans: boolean,
 ): { start: number; frames: number } {
-	if (!spans || params.rmsMixRate < 1) return { start: 0, frames };
+	if (!spans) return { start: 0, frames };
 	const reach = Math.ceil((params.crossfadeSeconds / 2) * 100) + DECODE_SPAN_MARGIN_FRAMES;
 	const start = Math.max(0, (window.segmentStart - window.windowStart) / RMVPE_HOP - reach);
 	const end = Math.min(frames, (window.segmentEnd - window.windowStart) / RMVPE_HOP + reach);
@@ -281,7 +294,6 @@ async function convertWindow(
 		output = new Float32Array(frames * samplesPerFrame);
 		output.set(audio.subarray(0, span.frames * samplesPerFrame), span.start * samplesPerFrame);
 	}
-	mixLoudness(window.samples, RMVPE_SAMPLE_RATE, output, params.sampleRate, params.rmsMixRate);
 	const timeSynthesizer = performance.now() - started;
 
 	onChunk?.({
@@ -289,6 +301,7 @@ async function convertWindow(
 		segmentSamples: window.segmentEnd - window.segmentStart,
 		windowSamples: window.samples.length,
 		frames,
+		decodedFrames: span.frames,
 		voicedFrames: f0 === undefined ? 0 : f0.reduce((n, v) => (v > 0 ? n + 1 : n), 0),
 		milliseconds: {
 			contentvec: timeContentvec,
@@ -325,7 +338,12 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	// let an abort (checked between chunks) take effect sooner.
 	const voiceParams = (voice: VoiceDescriptor, settings: EngineJob["voiceSettings"]): RvcParams =>
 		applyVoiceSettings(
-			parseRvcParams(voice.params, selection?.provider === "cpu" ? { chunkSeconds: CPU_CHUNK_SECONDS } : {}),
+			parseRvcParams(
+				voice.params,
+				selection?.provider === "cpu"
+					? { chunkSeconds: CPU_CHUNK_SECONDS, chunkSearchSeconds: CPU_CHUNK_SEARCH_SECONDS }
+					: {},
+			),
 			settings,
 		);
 	/** The job's models, a `.pth` synthesizer built into ONNX once (cached beside it by checksum). */
@@ -480,9 +498,20 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 						onChunk: options.onChunk,
 						spans: selection?.provider !== "cuda",
 					});
-				for await (const samples of convertInChunks(monoSamples(input), plan, convert, signal)) {
-					yield { sampleRate: params.sampleRate, channels: [samples] };
+				// rms_mix_rate over the whole stream, as RVC mixes its whole output (only the frames it needs are held).
+				const loudness = new StreamingLoudnessMix({
+					sourceRate: RMVPE_SAMPLE_RATE,
+					outputRate: params.sampleRate,
+					rate: params.rmsMixRate,
+					...(job.inputFrames !== undefined ? { expectedSourceLength: job.inputFrames } : {}),
+				});
+				const source = monoSamples(input, (samples) => loudness.addSource(samples));
+				for await (const samples of convertInChunks(source, plan, convert, signal)) {
+					const mixed = loudness.mix(samples);
+					if (mixed.length > 0) yield { sampleRate: params.sampleRate, channels: [mixed] };
 				}
+				const rest = loudness.end();
+				if (rest.length > 0) yield { sampleRate: params.sampleRate, channels: [rest] };
 			} finally {
 				releaseIndex();
 				release();
