@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../src/contracts/runner.ts";
 import { decodeWav } from "../src/audio/wav-decoder.ts";
 import { DspEngine } from "../src/engines/dsp/dsp-engine.ts";
-import type { AudioBlock, Engine, PcmFormat } from "../src/engines/engine.ts";
+import type { AudioBlock, Engine, EngineJob, PcmFormat } from "../src/engines/engine.ts";
 import { convertSource } from "../src/pipeline/convert-source.ts";
 import { type FakeJob, FakeRunnerApi } from "./helpers/fake-runner-api.ts";
 import { readWavHeader } from "./helpers/runner-harness.ts";
@@ -57,7 +57,7 @@ afterAll(async () => {
 
 async function convert(
 	source: Uint8Array,
-	options: { engine?: Engine; previewSeconds?: number; semitones?: number } = {},
+	options: { engine?: Engine; previewSeconds?: number; sourceSeconds?: number; semitones?: number } = {},
 ) {
 	const job: FakeJob = {
 		conversionId: randomUUID(),
@@ -75,6 +75,7 @@ async function convert(
 		voice,
 		semitones: options.semitones ?? 0,
 		previewSeconds: options.previewSeconds,
+		...(options.sourceSeconds !== undefined ? { sourceSeconds: options.sourceSeconds } : {}),
 		artifactPaths: new Map(),
 		workDir: dir,
 		signal: new AbortController().signal,
@@ -121,6 +122,22 @@ describe("conversion pipeline", () => {
 		const decoded = await collect(decodeWav(bytesOf(upload.body)));
 		const pitch = medianPitch(trackPitch(decoded.channels[0] as Float32Array, 16_000));
 		expect(Math.abs(cents(pitch, 440))).toBeLessThan(2);
+	});
+
+	it("tells the engine the frames to expect: the stated duration, cut to the preview, at the engine's rate", async () => {
+		class RecordingEngine extends MonoSixteenKilohertzEngine {
+			readonly expected: (number | undefined)[] = [];
+			override async *convert(input: AsyncIterable<AudioBlock>, job: EngineJob) {
+				this.expected.push(job.inputFrames);
+				yield* input;
+			}
+		}
+		const engine = new RecordingEngine();
+		const source = makeWav([sine(440, 12.5, 44_100, 0.4)], 44_100, { kind: "pcm", bits: 16 });
+		await convert(source, { engine, sourceSeconds: 12.5 });
+		await convert(source, { engine, sourceSeconds: 12.5, previewSeconds: 10 });
+		await convert(source, { engine });
+		expect(engine.expected).toEqual([200_000, 160_000, undefined]);
 	});
 
 	it("survives the storage server closing its idle connection while the conversion is still running", async () => {
