@@ -123,6 +123,31 @@ describe("FLAC frames that leave the sample rate to STREAMINFO", () => {
 	});
 });
 
+describe("FLAC behind ID3v2 tags", () => {
+	/** A tag of `size` body bytes; version 4 with `footer` adds the 10-byte footer. */
+	const id3 = (size: number, footer: boolean): Uint8Array => {
+		const syncsafe = [21, 14, 7, 0].map((shift) => (size >> shift) & 0x7f);
+		const header = [0x49, 0x44, 0x33, footer ? 4 : 3, 0, footer ? 0x10 : 0, ...syncsafe];
+		const body = new Uint8Array(size).map((_, i) => (i * 31) % 256);
+		return new Uint8Array([...header, ...body, ...(footer ? [0x33, 0x44, 0x49, ...header.slice(3)] : [])]);
+	};
+	const flac = makeFlac({ sampleRate: 22_050, channels: 1, bitsPerSample: 16, frames: 22_050 });
+
+	it("decodes as the same FLAC does alone, past two tags and 300 KB of cover art", async () => {
+		const tagged = new Uint8Array([...id3(300_000, true), ...id3(100, false), ...flac]);
+		const alone = await decode(flac, 4099);
+		const out = await decode(tagged, 4099);
+		expect(out.sampleRate).toBe(22_050);
+		expect(out.channels[0]?.length).toBe(22_050);
+		expect(maxError(out.channels[0] as Float32Array, alone.channels[0] as Float32Array)).toBe(0);
+	});
+
+	it("fails a file that ends inside its tag as corrupted", async () => {
+		const cut = id3(50_000, false).subarray(0, 20_000);
+		await expect(decode(cut)).rejects.toMatchObject({ reason: "corrupted_source" });
+	});
+});
+
 describe("format sniffing", () => {
 	it("knows the three formats and names other containers", () => {
 		const bytes = (s: string) => new Uint8Array([...s].map((c) => c.charCodeAt(0)));

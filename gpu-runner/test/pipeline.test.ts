@@ -37,7 +37,7 @@ class MonoSixteenKilohertzEngine implements Engine {
 	outputFormat(): PcmFormat {
 		return { sampleRate: 16_000, channels: 1 };
 	}
-	async *convert(input: AsyncIterable<AudioBlock>) {
+	async *convert(input: AsyncIterable<AudioBlock>, _job?: EngineJob) {
 		yield* input;
 	}
 	async dispose() {}

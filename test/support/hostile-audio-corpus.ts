@@ -249,6 +249,18 @@ function flacCases(): CorpusFile[] {
 	return [
 		{ name: "FLAC 16-bit stereo", mimeType: mime, bytes: stereo, expect: completed(1, 44_100, 2) },
 		{
+			// Taggers put ID3v2 in front of FLAC too; here a v4 tag with a footer and 40 KB of "cover art".
+			name: "FLAC behind an ID3 tag",
+			mimeType: mime,
+			bytes: concatBytes([
+				asciiBytes("ID3\x04\0\x10\0\x02\x38\x40"),
+				new Uint8Array(40_000).map((_, i) => (i * 7) % 251),
+				asciiBytes("3DI\x04\0\x10\0\x02\x38\x40"),
+				stereo,
+			]),
+			expect: completed(1, 44_100, 2),
+		},
+		{
 			name: "FLAC 24-bit mono with an unknown total",
 			mimeType: mime,
 			bytes: makeFlac({ sampleRate: 48_000, channels: 1, bitsPerSample: 24, frames: 48_000, unknownTotal: true }),

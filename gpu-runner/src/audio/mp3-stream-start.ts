@@ -19,43 +19,78 @@ export interface Mp3Start {
 	stream: AsyncIterable<Uint8Array>;
 }
 
+/** A stream read ahead: `buffer` holds its next bytes, `iterator` the rest. */
+interface ReadAhead {
+	buffer: Uint8Array;
+	iterator: AsyncIterator<Uint8Array>;
+	ended: boolean;
+	/** Reads more into `buffer`; false at the end of the stream. */
+	pull(): Promise<boolean>;
+	/** Reads until `buffer` holds `length` bytes or the stream ends. */
+	fill(length: number): Promise<void>;
+}
+
+function readAhead(bytes: AsyncIterable<Uint8Array>): ReadAhead {
+	const state: ReadAhead = {
+		buffer: new Uint8Array(0),
+		iterator: bytes[Symbol.asyncIterator](),
+		ended: false,
+		async pull() {
+			const next = await state.iterator.next();
+			if (next.done) {
+				state.ended = true;
+				return false;
+			}
+			const joined = new Uint8Array(state.buffer.length + next.value.length);
+			joined.set(state.buffer);
+			joined.set(next.value, state.buffer.length);
+			state.buffer = joined;
+			return true;
+		},
+		async fill(length: number) {
+			while (state.buffer.length < length && (await state.pull()));
+		},
+	};
+	return state;
+}
+
+/** Drops any ID3v2 tags at the start of `input.buffer` (streaming past large ones); false when a tag is cut off. */
+async function dropId3Tags(input: ReadAhead): Promise<boolean> {
+	for (let tag = 0; tag < MAX_ID3_TAGS; tag++) {
+		await input.fill(10);
+		const b = input.buffer;
+		if (b.length < 10 || b[0] !== 0x49 || b[1] !== 0x44 || b[2] !== 0x33) break;
+		const size = [6, 7, 8, 9].reduce((total, i) => total * 128 + ((b[i] as number) & 0x7f), 0);
+		// Version 4 tags may end with a 10-byte footer (flag bit 4), not counted in the size.
+		let skip = 10 + size + (b[3] === 4 && (b[5] as number) & 0x10 ? 10 : 0);
+		while (skip > input.buffer.length) {
+			skip -= input.buffer.length;
+			input.buffer = new Uint8Array(0);
+			if (!(await input.pull())) return false;
+		}
+		input.buffer = input.buffer.subarray(skip);
+	}
+	return true;
+}
+
+/**
+ * The stream past any ID3v2 tags at its start (taggers put them in front of FLAC files too), or undefined when
+ * the file ends inside one.
+ */
+export async function skipId3Tags(bytes: AsyncIterable<Uint8Array>): Promise<AsyncIterable<Uint8Array> | undefined> {
+	const input = readAhead(bytes);
+	if (!(await dropId3Tags(input))) return undefined;
+	return replayThen([input.buffer], input.iterator);
+}
+
 /** The first confirmed frame and the stream from it, or undefined when the start of the file holds none. */
 export async function findMp3Start(bytes: AsyncIterable<Uint8Array>): Promise<Mp3Start | undefined> {
-	const iterator = bytes[Symbol.asyncIterator]();
-	let buffer = new Uint8Array(0);
-	let ended = false;
-	const pull = async (): Promise<boolean> => {
-		const next = await iterator.next();
-		if (next.done) {
-			ended = true;
-			return false;
-		}
-		const joined = new Uint8Array(buffer.length + next.value.length);
-		joined.set(buffer);
-		joined.set(next.value, buffer.length);
-		buffer = joined;
-		return true;
-	};
-	const fill = async (length: number) => {
-		while (buffer.length < length && (await pull()));
-	};
+	const input = readAhead(bytes);
+	if (!(await dropId3Tags(input))) return undefined;
 
-	for (let tag = 0; tag < MAX_ID3_TAGS; tag++) {
-		await fill(10);
-		if (buffer.length < 10 || buffer[0] !== 0x49 || buffer[1] !== 0x44 || buffer[2] !== 0x33) break;
-		const size = [6, 7, 8, 9].reduce((total, i) => total * 128 + ((buffer[i] as number) & 0x7f), 0);
-		// Version 4 tags may end with a 10-byte footer (flag bit 4), not counted in the size.
-		let skip = 10 + size + (buffer[3] === 4 && (buffer[5] as number) & 0x10 ? 10 : 0);
-		while (skip > buffer.length) {
-			skip -= buffer.length;
-			buffer = new Uint8Array(0);
-			if (!(await pull())) return undefined;
-		}
-		buffer = buffer.subarray(skip);
-	}
-
-	await fill(SYNC_SEARCH_BYTES + 3 * MAX_FRAME_BYTES);
-	const audioEnd = ended ? buffer.length : Number.POSITIVE_INFINITY;
+	await input.fill(SYNC_SEARCH_BYTES + 3 * MAX_FRAME_BYTES);
+	const { buffer, iterator } = input;
+	const audioEnd = input.ended ? buffer.length : Number.POSITIVE_INFINITY;
 	for (let at = 0; at < Math.min(buffer.length, SYNC_SEARCH_BYTES); at++) {
 		if (buffer[at] !== 0xff) continue;
 		const frame = confirmedFrame(buffer, at, audioEnd);
