@@ -394,7 +394,7 @@ try {
 		] as const) {
 			const slowest = Math.max(...r.jobs.map((j) => j.wall));
 			console.log(
-				`  ${label.padEnd(11)} ${fmt((jobCount * jobSeconds) / r.wall)} audio s per wall s, ${fmt(r.cpuSeconds / (jobCount * jobSeconds))} CPU-s per audio s; slowest job ${fmt(slowest)} s = ${fmt(slowest / meanAlone)}x a job alone (${fmt(meanAlone)} s); load ${fmt(r.load[0])} -> ${fmt(r.load[1])}${r.gpuMemoryMiB !== undefined ? `; GPU memory ${r.gpuMemoryMiB} MiB` : ""}`,
+				`  ${label.padEnd(11)} ${fmt((jobCount * jobSeconds) / r.wall)} audio s per wall s, ${fmt(r.cpuSeconds / (jobCount * jobSeconds))} CPU-s per audio s; slowest job ${fmt(slowest)} s = ${fmt(slowest / meanAlone)}x a job alone (${fmt(meanAlone)} s); load ${fmt(r.load[0])} -> ${fmt(r.load[1])}; peak RSS ${fmt(r.peakRssMiB, 0)} MiB${r.gpuMemoryMiB !== undefined ? `; GPU memory ${r.gpuMemoryMiB} MiB` : ""}`,
 			);
 		}
 	}

@@ -88,7 +88,7 @@ function expectOnlyStackOrigin(requests: string[]) {
 /** Signs in with the prefilled credentials and selects the test voice; returns its card. */
 async function signInAndSelectVoice(page: Page) {
 	await page.click("#sign-in");
-	await expect.poll(() => page.textContent("#token-status")).toMatch(/signed in/i);
+	await expect.poll(() => page.textContent("#token-status"), { timeout: 15_000 }).toMatch(/signed in/i);
 	const card = page.locator(`.voice[data-voice-id="${voiceId}"]`);
 	await card.waitFor();
 	return card;
@@ -405,7 +405,13 @@ describe("playground in headless Chromium", () => {
 			expect(await page.textContent("#result-info")).toContain("2.00 s · 40000 Hz · 1 ch");
 
 			await item.getByRole("button", { name: "Delete" }).click();
-			await expect.poll(() => page.locator("#own-voices li", { hasText: "Mine in the playground" }).count()).toBe(0);
+			// The delete goes to the real Worker and the list is fetched again: more than the poll's default second
+			// on a loaded machine.
+			await expect
+				.poll(() => page.locator("#own-voices li", { hasText: "Mine in the playground" }).count(), {
+					timeout: 15_000,
+				})
+				.toBe(0);
 			expect(pageErrors).toEqual([]);
 			expect(consoleErrors).toEqual([]);
 			expectOnlyStackOrigin(requests);
