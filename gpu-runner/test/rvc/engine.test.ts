@@ -197,6 +197,18 @@ describe("rvc engine with tiny models", () => {
 		}
 	});
 
+	it("caps a voice's chunk_seconds at 20 s on the CPU provider, so no model run holds the runner for long", async () => {
+		stats.length = 0;
+		const params = { sample_rate: OUT_RATE, chunk_seconds: 60, chunk_search_seconds: 10 };
+		const { samples } = await collect(run(speechLike(50), job({ voice: { ...voice(), params } })));
+		expect(samples.length).toBe(50 * OUT_RATE);
+		expect(stats.length).toBeGreaterThanOrEqual(3);
+		for (const chunk of stats.slice(0, -1)) {
+			expect(chunk.segmentSamples).toBeGreaterThanOrEqual(15 * IN_RATE);
+			expect(chunk.segmentSamples).toBeLessThanOrEqual(25 * IN_RATE);
+		}
+	});
+
 	it("feeds the synthesizer ContentVec frames repeated twice, aligned with the output", async () => {
 		const paths = writeModels({
 			contentvec: buildTinyContentVec({ meanFeatures: true }),

@@ -9,7 +9,7 @@
  * | `transpose_semitones` | 0 | added to the job's semitones, e.g. +12 for a female voice model fed male speech |
  * | `f0_threshold` | 0.03 | RMVPE voicing threshold on the peak salience (RVC's pipeline value) |
  * | `noise_scale` | 0.66666 | scale of the `rnd` normal noise (RVC's `infer` value) |
- * | `chunk_seconds` | 30 (10 on the CPU provider) | aim for segments this long when splitting long audio; shorter chunks use less memory and notice an abort sooner, longer ones spend less on context |
+ * | `chunk_seconds` | 30 (5 on the CPU provider, at most 20 there) | aim for segments this long when splitting long audio; shorter chunks use less memory and notice an abort sooner, longer ones spend less on context |
  * | `chunk_search_seconds` | 5 | look this far either side of the aim for the quietest point |
  * | `context_seconds` | 1 | audio converted on each side of a segment and dropped (RVC's x_pad) |
  * | `crossfade_seconds` | 0.04 | overlap over which neighbouring segments are crossfaded |

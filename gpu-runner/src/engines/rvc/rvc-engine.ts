@@ -108,6 +108,13 @@ const CONTENTVEC_STRIDE = 320;
  */
 export const CPU_CHUNK_SECONDS = 5;
 export const CPU_CHUNK_SEARCH_SECONDS = 0.75;
+/**
+ * The longest chunk a voice's `chunk_seconds` gets on the CPU provider. onnxruntime-node runs a model on the
+ * JavaScript thread, so nothing else in the runner (its lease heartbeats included) runs until it returns: a
+ * 120 s chunk would hold the thread for minutes on the CPU, longer than a lease lasts without a heartbeat (45 s).
+ * Chunks of at most 20 s keep each run to about 20 s on a slow 2-core machine.
+ */
+export const CPU_MAX_CHUNK_SECONDS = 20;
 
 /**
  * On CUDA every window is lengthened (with more real audio on its right) to a multiple of this many seconds.
@@ -337,16 +344,22 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 		});
 	// On the CPU a 30 s chunk takes a minute or more and several GB; shorter chunks keep memory down and
 	// let an abort (checked between chunks) take effect sooner.
-	const voiceParams = (voice: VoiceDescriptor, settings: EngineJob["voiceSettings"]): RvcParams =>
-		applyVoiceSettings(
+	const voiceParams = (voice: VoiceDescriptor, settings: EngineJob["voiceSettings"]): RvcParams => {
+		const cpu = selection?.provider === "cpu";
+		const params = applyVoiceSettings(
 			parseRvcParams(
 				voice.params,
-				selection?.provider === "cpu"
-					? { chunkSeconds: CPU_CHUNK_SECONDS, chunkSearchSeconds: CPU_CHUNK_SEARCH_SECONDS }
-					: {},
+				cpu ? { chunkSeconds: CPU_CHUNK_SECONDS, chunkSearchSeconds: CPU_CHUNK_SEARCH_SECONDS } : {},
 			),
 			settings,
 		);
+		if (!cpu || params.chunkSeconds <= CPU_MAX_CHUNK_SECONDS) return params;
+		return {
+			...params,
+			chunkSeconds: CPU_MAX_CHUNK_SECONDS,
+			chunkSearchSeconds: Math.min(params.chunkSearchSeconds, CPU_MAX_CHUNK_SECONDS / 4),
+		};
+	};
 	/** The job's models, a `.pth` synthesizer built into ONNX once (cached beside it by checksum). */
 	const acquireModels = async (files: VoiceFiles, params: RvcParams) => {
 		if (cache === undefined) throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
