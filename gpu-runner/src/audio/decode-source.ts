@@ -30,38 +30,44 @@ export function sniffFormat(head: Uint8Array): SourceFormat | { unsupported: str
 	return undefined;
 }
 
-/** Decode a source byte stream into planar float blocks, whatever its format. */
-export async function* decodeSource(bytes: AsyncIterable<Uint8Array>): AsyncGenerator<AudioBlock> {
+/** The first `count` bytes of a stream (fewer if it is shorter), and the whole stream again from its start. */
+async function peek(
+	bytes: AsyncIterable<Uint8Array>,
+	count: number,
+): Promise<{ head: Uint8Array; stream: AsyncIterable<Uint8Array> }> {
 	const iterator = bytes[Symbol.asyncIterator]();
 	const head = new ByteQueue();
-	const buffered: Uint8Array[] = [];
-	while (head.length < SNIFF_BYTES) {
+	const taken: Uint8Array[] = [];
+	while (head.length < count) {
 		const next = await iterator.next();
 		if (next.done) break;
 		head.push(next.value);
-		buffered.push(next.value);
+		taken.push(next.value);
 	}
+	return { head: head.read(Math.min(head.length, count)), stream: replayThen(taken, iterator) };
+}
+
+/** Decode a source byte stream into planar float blocks, whatever its format. */
+export async function* decodeSource(bytes: AsyncIterable<Uint8Array>): AsyncGenerator<AudioBlock> {
+	const { head, stream } = await peek(bytes, SNIFF_BYTES);
 	if (head.length === 0) throw corruptedSource("the source file is empty");
-	const first = head.read(Math.min(head.length, SNIFF_BYTES));
-	const sniffed = sniffFormat(first);
+	const sniffed = sniffFormat(head);
 	if (typeof sniffed === "object") throw unsupportedFormat(sniffed.unsupported);
 
-	// The sniffed chunks, then the rest of the stream.
-	const replay = () => replayThen(buffered, iterator);
 	// Unknown leading bytes may be the tail of a cut MP3 frame or junk before the first one, as preprocessing allows.
 	switch (sniffed ?? "mp3") {
 		case "wav":
-			yield* decodeWav(replay());
+			yield* decodeWav(stream);
 			return;
 		case "flac":
-			yield* decodeFlac(replay());
+			yield* decodeFlac(stream);
 			return;
 		case "mp3":
-			if (String.fromCharCode(...first.subarray(0, 3)) === "ID3") {
-				yield* decodeAfterId3(replay());
+			if (String.fromCharCode(...head.subarray(0, 3)) === "ID3") {
+				yield* decodeAfterId3(stream);
 				return;
 			}
-			yield* decodeMp3(replay());
+			yield* decodeMp3(stream);
 			return;
 	}
 }
@@ -70,16 +76,7 @@ export async function* decodeSource(bytes: AsyncIterable<Uint8Array>): AsyncGene
 async function* decodeAfterId3(bytes: AsyncIterable<Uint8Array>): AsyncGenerator<AudioBlock> {
 	const rest = await skipId3Tags(bytes);
 	if (rest === undefined) throw corruptedSource("the file ends inside its ID3 tag");
-	const iterator = rest[Symbol.asyncIterator]();
-	const head = new ByteQueue();
-	const taken: Uint8Array[] = [];
-	while (head.length < 4) {
-		const next = await iterator.next();
-		if (next.done) break;
-		head.push(next.value);
-		taken.push(next.value);
-	}
-	const after = replayThen(taken, iterator);
-	if (head.length >= 4 && String.fromCharCode(...head.read(4)) === "fLaC") yield* decodeFlac(after);
-	else yield* decodeMp3(after);
+	const { head, stream } = await peek(rest, 4);
+	if (String.fromCharCode(...head) === "fLaC") yield* decodeFlac(stream);
+	else yield* decodeMp3(stream);
 }

@@ -7,6 +7,7 @@ import {
 	makeChunkPlan,
 	validateChunkPlan,
 } from "../../src/engines/rvc/chunker.ts";
+import { joinSamples } from "../helpers/streams.ts";
 
 const IN_RATE = 16000;
 const OUT_RATE = 40000;
@@ -44,13 +45,7 @@ function streamed(signal: Float32Array, counter = { taken: 0, done: false }): As
 async function collect(blocks: AsyncIterable<Float32Array>): Promise<Float32Array> {
 	const parts: Float32Array[] = [];
 	for await (const b of blocks) parts.push(b);
-	const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-	let offset = 0;
-	for (const p of parts) {
-		out.set(p, offset);
-		offset += p.length;
-	}
-	return out;
+	return joinSamples(parts);
 }
 
 /** Linear interpolation of `x` at fractional index `position` (clamped at the end). */

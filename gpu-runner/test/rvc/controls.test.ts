@@ -10,11 +10,13 @@ import { Lease } from "../../../src/contracts/runner.ts";
 import { readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
 import { protectUnvoiced, retrieveFeatures } from "../../src/engines/rvc/feature-retrieval.ts";
 import { IndexSearcher } from "../../src/engines/rvc/index-search.ts";
-import { mixLoudness, StreamingLoudnessMix } from "../../src/engines/rvc/loudness-mix.ts";
+import { StreamingLoudnessMix } from "../../src/engines/rvc/loudness-mix.ts";
 import { applyVoiceSettings, parseRvcParams } from "../../src/engines/rvc/params.ts";
 import { trackPitchYin } from "../../src/engines/rvc/yin-pitch.ts";
 import { PermanentJobError } from "../../src/job-errors.ts";
 import { harmonicTone, sine } from "../helpers/signals.ts";
+import { joinSamples } from "../helpers/streams.ts";
+import { changeRms } from "./support/rvc-change-rms.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures", "index");
 const reference = JSON.parse(readFileSync(join(FIXTURES, "reference.json"), "utf8")) as {
@@ -94,29 +96,6 @@ describe("rms_mix_rate", () => {
 	const source = Float32Array.from(sine(200, 6, 16_000, 1), (v, i) => v * (i < 3 * 16_000 ? 0.05 : 0.4));
 	const synthesized = () => sine(330, 6, 40_000, 0.3);
 
-	it("1 leaves the output as it is", () => {
-		const output = synthesized();
-		mixLoudness(source, 16_000, output, 40_000, 1);
-		const original = synthesized();
-		expect(output.every((v, i) => v === original[i])).toBe(true);
-	});
-
-	it("0 imposes the source's loudness envelope", () => {
-		const output = synthesized();
-		mixLoudness(source, 16_000, output, 40_000, 0);
-		// Away from the step (the envelope has 1 s frames), the output's level is the source's.
-		expect(rms(output, 40_000, 0.5, 2) / rms(source, 16_000, 0.5, 2)).toBeCloseTo(1, 2);
-		expect(rms(output, 40_000, 4, 5.5) / rms(source, 16_000, 4, 5.5)).toBeCloseTo(1, 2);
-	});
-
-	it("0.25 moves the level a quarter of the way in log terms (rms_src^0.75 · rms_out^0.25)", () => {
-		const output = synthesized();
-		mixLoudness(source, 16_000, output, 40_000, 0.25);
-		const src = rms(source, 16_000, 4, 5.5);
-		const own = rms(synthesized(), 40_000, 4, 5.5);
-		expect(rms(output, 40_000, 4, 5.5) / (src ** 0.75 * own ** 0.25)).toBeCloseTo(1, 2);
-	});
-
 	/**
 	 * Streams `output` through a StreamingLoudnessMix in uneven blocks, the source running ahead of the output by
 	 * `lead` seconds as the chunker's context makes it; returns the mixed output and what was held back at most.
@@ -148,19 +127,34 @@ describe("rms_mix_rate", () => {
 		}
 		if (sourceFed < source.length) mix.addSource(source.subarray(sourceFed));
 		parts.push(mix.end());
-		const joined = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-		let at = 0;
-		for (const p of parts) {
-			joined.set(p, at);
-			at += p.length;
-		}
-		return { joined, mostHeld };
+		return { joined: joinSamples(parts), mostHeld };
 	};
+
+	it("1 leaves the output as it is", () => {
+		const { joined } = streamed(1, source.length);
+		const original = synthesized();
+		expect(joined.length).toBe(original.length);
+		expect(joined.every((v, i) => v === original[i])).toBe(true);
+	});
+
+	it("0 imposes the source's loudness envelope", () => {
+		const { joined: output } = streamed(0, source.length);
+		// Away from the step (the envelope has 1 s frames), the output's level is the source's.
+		expect(rms(output, 40_000, 0.5, 2) / rms(source, 16_000, 0.5, 2)).toBeCloseTo(1, 2);
+		expect(rms(output, 40_000, 4, 5.5) / rms(source, 16_000, 4, 5.5)).toBeCloseTo(1, 2);
+	});
+
+	it("0.25 moves the level a quarter of the way in log terms (rms_src^0.75 · rms_out^0.25)", () => {
+		const { joined: output } = streamed(0.25, source.length);
+		const src = rms(source, 16_000, 4, 5.5);
+		const own = rms(synthesized(), 40_000, 4, 5.5);
+		expect(rms(output, 40_000, 4, 5.5) / (src ** 0.75 * own ** 0.25)).toBeCloseTo(1, 2);
+	});
 
 	it("streamed over the whole file equals RVC's whole-file mix when the length is known", () => {
 		for (const rate of [0, 0.25, 0.6]) {
 			const whole = synthesized();
-			mixLoudness(source, 16_000, whole, 40_000, rate);
+			changeRms(source, 16_000, whole, 40_000, rate);
 			const { joined, mostHeld } = streamed(rate, source.length);
 			expect(joined.length).toBe(whole.length);
 			const worst = joined.reduce((m, v, i) => Math.max(m, Math.abs(v - (whole[i] as number))), 0);

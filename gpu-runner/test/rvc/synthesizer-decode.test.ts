@@ -16,6 +16,7 @@ import {
 	DECODE_SPAN_MARGIN_FRAMES,
 	decoderReachFrames,
 } from "../../src/engines/rvc/synthesizer-graph.ts";
+import { collect } from "../helpers/streams.ts";
 import { buildTinyContentVec, buildTinyRmvpe, pseudoRandom, writeModels } from "./support/tiny-models.ts";
 
 const checkpoint = readRvcCheckpoint(
@@ -128,17 +129,9 @@ describe("synthesizer graph speed options", () => {
 					yield { sampleRate: 16000, channels: [block] };
 				}
 			}
-			const parts: Float32Array[] = [];
 			const job = { voice, semitones: 0, artifactPaths, input: { sampleRate: 16000, channels: 1 } };
-			for await (const block of engine.convert(tone(), job, new AbortController().signal))
-				parts.push(block.channels[0] as Float32Array);
-			const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-			let offset = 0;
-			for (const p of parts) {
-				out.set(p, offset);
-				offset += p.length;
-			}
-			return out;
+			const { channels } = await collect(engine.convert(tone(), job, new AbortController().signal));
+			return channels[0] as Float32Array;
 		};
 		try {
 			const whole = await convert("whole", 1);

@@ -1,64 +1,12 @@
 /**
- * RVC's `rms_mix_rate` (`change_rms` in `infer/modules/vc/pipeline.py`, applied at the end of `Pipeline.pipeline`):
- * the RMS envelopes of the (high-passed, 16 kHz) source and of the output are taken in frames of one second
- * (`frame_length = sr // 2 * 2`) every half second (`hop_length = sr // 2`), centred with zero padding
- * (librosa 0.10's `feature.rms`), both linearly interpolated to the output's length (torch `F.interpolate`,
- * `align_corners=False`), and the output is scaled by `rms_src^(1 − rate) · max(rms_out, 1e-6)^(rate − 1)`.
- * Rate 1 leaves the output as it is; 0 gives it the source's loudness envelope.
+ * RVC's `rms_mix_rate` (`change_rms` in `infer/modules/vc/pipeline.py`, applied to the whole output at the end of
+ * `Pipeline.pipeline`): the RMS envelopes of the (high-passed, 16 kHz) source and of the output are taken in
+ * frames of one second (`frame_length = sr // 2 * 2`) every half second (`hop_length = sr // 2`), centred with
+ * zero padding (librosa 0.10's `feature.rms`), both linearly interpolated to the output's length (torch
+ * `F.interpolate`, `align_corners=False`), and the output is scaled by
+ * `rms_src^(1 − rate) · max(rms_out, 1e-6)^(rate − 1)`. Rate 1 leaves the output as it is; 0 gives it the source's
+ * loudness envelope. The whole-file transcription the tests compare against is `test/rvc/support/rvc-change-rms.ts`.
  */
-
-/** RMS per frame of `frameLength` samples every `hop`, frames centred on multiples of `hop` (zero padded). */
-function rmsFrames(samples: Float32Array, sampleRate: number): Float64Array {
-	const frameLength = Math.floor(sampleRate / 2) * 2;
-	const hop = Math.floor(sampleRate / 2);
-	const count = 1 + Math.floor(samples.length / hop);
-	// Prefix sums of squares make each frame O(1).
-	const prefix = new Float64Array(samples.length + 1);
-	for (let i = 0; i < samples.length; i++) prefix[i + 1] = (prefix[i] as number) + (samples[i] as number) ** 2;
-	const rms = new Float64Array(count);
-	const half = frameLength / 2;
-	for (let t = 0; t < count; t++) {
-		const start = Math.max(0, t * hop - half);
-		const end = Math.min(samples.length, t * hop - half + frameLength);
-		const energy = end > start ? (prefix[end] as number) - (prefix[start] as number) : 0;
-		rms[t] = Math.sqrt(Math.max(0, energy) / frameLength);
-	}
-	return rms;
-}
-
-/** `values` linearly interpolated to `length` points as torch's `F.interpolate(mode="linear")` does. */
-function interpolate(values: Float64Array, length: number): Float64Array {
-	const out = new Float64Array(length);
-	const scale = values.length / length;
-	const last = values.length - 1;
-	for (let i = 0; i < length; i++) {
-		const position = Math.max(0, (i + 0.5) * scale - 0.5);
-		const i0 = Math.min(Math.floor(position), last);
-		const i1 = Math.min(i0 + 1, last);
-		const lambda = position - i0;
-		out[i] = (values[i0] as number) * (1 - lambda) + (values[i1] as number) * lambda;
-	}
-	return out;
-}
-
-/** Applies `rms_mix_rate` to `output` in place; `source` is the same stretch of audio at `sourceRate`. */
-export function mixLoudness(
-	source: Float32Array,
-	sourceRate: number,
-	output: Float32Array,
-	outputRate: number,
-	rate: number,
-): void {
-	if (rate === 1 || output.length === 0) return;
-	const sourceEnvelope = interpolate(rmsFrames(source, sourceRate), output.length);
-	const outputEnvelope = interpolate(rmsFrames(output, outputRate), output.length);
-	for (let i = 0; i < output.length; i++) {
-		const gain =
-			(sourceEnvelope[i] as number) ** (1 - rate) * Math.max(outputEnvelope[i] as number, 1e-6) ** (rate - 1);
-		output[i] = (output[i] as number) * gain;
-	}
-}
-
 /**
  * Sums of squares over consecutive blocks of `hop` samples, fed in pieces. Frame `t` of RVC's envelope (one
  * second centred on sample `t · hop`, zero padded) is blocks `t − 1` and `t`, so these sums are all it needs.
@@ -108,13 +56,13 @@ class BlockEnergies {
 const frameCount = (length: number, hop: number): number => 1 + Math.floor(length / hop);
 
 /**
- * `mixLoudness` over a whole stream in bounded memory, as RVC's `change_rms` treats the whole output: the source's
+ * RVC's `change_rms` over a whole stream in bounded memory: the source's
  * samples go in as they are read (`addSource`), the joined output as it is converted (`mix`), which returns the
  * output samples whose envelope frames on both sides are known (about a second is held back); `end` returns the
  * rest once both streams have ended.
  *
  * RVC interpolates `n` frames onto `N` output samples at torch's scale `n / N`, which depends on the whole length.
- * Given the expected source length it does the same, and equals `mixLoudness` over the whole file when the source
+ * Given the expected source length it does the same, and equals RVC's whole-file result when the source
  * is that long; without it, frame `t` sits on output sample `t · hop`, the position long files tend to.
  */
 export class StreamingLoudnessMix {
