@@ -158,7 +158,11 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 		onChunk: (s) => {
 			if (recording) chunks.push(s);
 		},
-		...(spec.threads !== undefined ? { intraOpNumThreads: spec.threads } : {}),
+		// As the runner does with RUNNER_CAPACITY: one model thread per job, the threads divided among them.
+		capacity: spec.concurrency,
+		...(spec.threads !== undefined
+			? { intraOpNumThreads: Math.max(1, Math.floor(spec.threads / Math.min(spec.concurrency, spec.threads))) }
+			: {}),
 	});
 	const artifactPaths = new Map(
 		["contentvec", "rmvpe", "synthesizer"].map((name) => [name, join(spec.dir, `${name}.onnx`)]),

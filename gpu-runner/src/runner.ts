@@ -41,6 +41,7 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 	const engines = await loadEngines(config.engines, {
 		cacheDir: join(config.cacheDir, "engines"),
 		logger,
+		capacity: config.capacity,
 		contentvecInt8: config.rvcContentvecInt8,
 	});
 	for (const [name, { info }] of engines) {

@@ -10,6 +10,8 @@ export interface EngineOptions {
 	/** Folder for engine-owned caches (compiled models etc.). */
 	cacheDir: string;
 	logger: Logger;
+	/** Jobs this runner converts at once (`RUNNER_CAPACITY`); rvc gives each a model thread on the CPU. */
+	capacity?: number;
 	/** rvc: ContentVec's matrix products in int8 (`RUNNER_RVC_CONTENTVEC_INT8`). */
 	contentvecInt8?: boolean;
 }

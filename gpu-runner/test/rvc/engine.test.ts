@@ -197,7 +197,7 @@ describe("rvc engine with tiny models", () => {
 		}
 	});
 
-	it("caps a voice's chunk_seconds at 20 s on the CPU provider, so no model run holds the runner for long", async () => {
+	it("caps a voice's chunk_seconds at 20 s on the CPU provider, so no window grows the arena or delays an abort for long", async () => {
 		stats.length = 0;
 		const params = { sample_rate: OUT_RATE, chunk_seconds: 60, chunk_search_seconds: 10 };
 		const { samples } = await collect(run(speechLike(50), job({ voice: { ...voice(), params } })));
@@ -393,6 +393,29 @@ describe("rvc engine with tiny models", () => {
 			await int8Engine.dispose();
 		}
 		await expect(engine.prepare?.(voice(), new Map())).rejects.toMatchObject({ code: "missing_artifact" });
+	});
+
+	it("with capacity 2 converts jobs side by side on two model threads, each as it converts alone", async () => {
+		const signal = new AbortController().signal;
+		const jobs = [job(), job({ semitones: 4 }), job({ semitones: -3 })];
+		const inputs = () => [speechLike(3), speechLike(2, (t) => t > 1.2), speechLike(2.5)];
+		const alone = createRvcEngine({ noiseSeed: 99, intraOpNumThreads: 1 });
+		const together = createRvcEngine({ noiseSeed: 99, intraOpNumThreads: 1, capacity: 2 });
+		try {
+			await Promise.all([alone.init(), together.init()]);
+			await together.prepare?.(voice(), artifactPaths);
+			const expected: Float32Array[] = [];
+			for (const [i, input] of inputs().entries()) {
+				expected.push((await collect(alone.convert(input, jobs[i] as EngineJob, signal))).samples);
+			}
+			// Three at once: two run, the third waits for a model thread.
+			const got = await Promise.all(
+				inputs().map((input, i) => collect(together.convert(input, jobs[i] as EngineJob, signal))),
+			);
+			for (const [i, result] of got.entries()) expect(result.samples).toEqual(expected[i]);
+		} finally {
+			await Promise.all([alone.dispose(), together.dispose()]);
+		}
 	});
 
 	describe("clear errors", () => {

@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { ModelCache } from "../../src/engines/rvc/models.ts";
 import { NormalNoise } from "../../src/engines/rvc/random.ts";
+import { SessionHost } from "../../src/engines/rvc/session-host.ts";
 import { buildTinyContentVec, buildTinyRmvpe, buildTinySynthesizer, writeModels } from "./support/tiny-models.ts";
 
 describe("model cache", () => {
@@ -49,6 +50,34 @@ describe("model cache", () => {
 		});
 		expect(cache.size).toBe(2);
 		await cache.dispose();
+	});
+
+	it("fails the runs of a model thread that stopped as retryable, and loads again on a new thread", async () => {
+		const hosts: SessionHost[] = [];
+		const cache = new ModelCache({ provider: "cpu" }, 3, () => {
+			const host = new SessionHost();
+			hosts.push(host);
+			return host;
+		});
+		const paths = voice(40000);
+		const first = await cache.acquire(paths);
+		const audio = new Float32Array(16000).fill(0.1);
+		expect((await first.models.contentvec.extract(audio)).frames).toBe(49);
+		// The thread goes away under the job (as if it had crashed).
+		await hosts[0]?.close();
+		await expect(first.models.contentvec.extract(audio)).rejects.toMatchObject({
+			code: "model_thread_stopped",
+			permanent: false,
+			message: expect.stringMatching(/running contentvec model: the model thread was closed/),
+		});
+		first.release();
+		const again = await cache.acquire(paths);
+		expect(hosts).toHaveLength(2);
+		expect(again.models.contentvec.model).not.toBe(first.models.contentvec.model);
+		expect((await again.models.contentvec.extract(audio)).frames).toBe(49);
+		again.release();
+		await cache.dispose();
+		await expect(cache.acquire(paths)).rejects.toMatchObject({ code: "not_ready" });
 	});
 });
 

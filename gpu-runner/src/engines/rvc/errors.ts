@@ -12,7 +12,9 @@ export type RvcErrorCode =
 	/** No execution provider passed its self-test. */
 	| "no_execution_provider"
 	/** The engine was used before `init()` or after `dispose()`. */
-	| "not_ready";
+	| "not_ready"
+	/** The thread that runs the models stopped under the job (`session-host.ts`); the job can run again. */
+	| "model_thread_stopped";
 
 /**
  * The engine's one error type. `permanent` says whether running the same job again (on this runner) would fail
@@ -26,6 +28,6 @@ export class RvcEngineError extends Error {
 		super(message, { cause: options.cause });
 		this.name = "RvcEngineError";
 		this.code = code;
-		this.permanent = options.permanent ?? code !== "not_ready";
+		this.permanent = options.permanent ?? (code !== "not_ready" && code !== "model_thread_stopped");
 	}
 }

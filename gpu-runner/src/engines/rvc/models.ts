@@ -19,7 +19,7 @@ import { type ExecutionProviderName, sessionOptionsFor } from "./execution-provi
 import { quantizeMatMuls } from "./int8-matmul.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
 import { RMVPE_PITCH_BINS } from "./pitch.ts";
-import { RunGate } from "./run-gate.ts";
+import { type ModelSession, ModelThreadStoppedError, SessionHost } from "./session-host.ts";
 
 export type ModelRole = "contentvec" | "rmvpe" | "synthesizer";
 
@@ -36,25 +36,28 @@ function describeShape(shape: ReadonlyArray<number | string>): string {
 	return `[${shape.join(", ")}]`;
 }
 
+/** Not the model's fault: the job can run again, on a new thread. */
+function threadStopped(doing: string, error: ModelThreadStoppedError): RvcEngineError {
+	return new RvcEngineError("model_thread_stopped", `${doing}: ${error.message}`, { cause: error });
+}
+
 /**
- * One loaded model: runs are serialised, because a GPU runs one at a time anyway and it keeps memory bounded,
- * and pass the cache's `RunGate`, which bounds runs across models.
+ * One loaded model, its session on the cache's `SessionHost` thread. Runs are serialised per model (and per
+ * host, whose thread runs one at a time), which keeps memory bounded.
  */
 class OnnxModel {
 	readonly role: ModelRole;
 	readonly path: string;
-	readonly session: ort.InferenceSession;
-	readonly #gate: RunGate;
+	readonly session: ModelSession;
 	#queue: Promise<unknown> = Promise.resolve();
 
-	constructor(role: ModelRole, path: string, session: ort.InferenceSession, gate: RunGate) {
+	constructor(role: ModelRole, path: string, session: ModelSession) {
 		this.role = role;
 		this.path = path;
 		this.session = session;
-		this.#gate = gate;
 	}
 
-	static async load(role: ModelRole, path: string, settings: SessionSettings, gate: RunGate): Promise<OnnxModel> {
+	static async load(role: ModelRole, path: string, settings: SessionSettings, host: SessionHost): Promise<OnnxModel> {
 		try {
 			const options = sessionOptionsFor(settings.provider, {
 				...settings,
@@ -67,10 +70,11 @@ class OnnxModel {
 			});
 			const session =
 				role === "contentvec" && settings.contentvecInt8 === true
-					? await ort.InferenceSession.create(quantizeMatMuls(await readFile(path)).model, options)
-					: await ort.InferenceSession.create(path, options);
-			return new OnnxModel(role, path, session, gate);
+					? await host.create(quantizeMatMuls(await readFile(path)).model, options)
+					: await host.create(path, options);
+			return new OnnxModel(role, path, session);
 		} catch (error) {
+			if (error instanceof ModelThreadStoppedError) throw threadStopped(`loading ${role} model ${path}`, error);
 			const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
 			throw new RvcEngineError(
 				"invalid_model",
@@ -103,8 +107,9 @@ class OnnxModel {
 	run(feeds: Record<string, ort.Tensor>): Promise<ort.InferenceSession.ReturnType> {
 		const result = this.#queue.then(async () => {
 			try {
-				return await this.#gate.run(() => this.session.run(feeds));
+				return await this.session.run(feeds);
 			} catch (error) {
+				if (error instanceof ModelThreadStoppedError) throw threadStopped(`running ${this.role} model`, error);
 				const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
 				const shapes = Object.entries(feeds)
 					.map(([name, t]) => `${name} ${t.type}${describeShape(t.dims)}`)
@@ -360,50 +365,67 @@ interface CacheEntry {
 }
 
 /**
- * Loaded sessions by role and file, shared by concurrent jobs (ContentVec and RMVPE are usually the same files
- * for every voice). Beyond `capacity`, the least recently used idle sessions are released.
+ * Loaded sessions by role and file, shared by the jobs that use this cache (ContentVec and RMVPE are usually
+ * the same files for every voice), all on one `SessionHost` thread of the cache's own, so their runs take turns.
+ * Beyond `capacity`, the least recently used idle sessions are released. `dispose` stops the thread.
  */
 export class ModelCache {
 	readonly #entries = new Map<string, CacheEntry>();
 	readonly #settings: SessionSettings;
 	readonly #capacity: number;
+	readonly #newHost: () => SessionHost;
+	#host: SessionHost;
 	#clock = 0;
+	#disposed = false;
 
-	readonly #gate: RunGate;
-
-	/** `gate`: bounds model runs across all sessions (default: no bound beyond one run per session). */
-	constructor(settings: SessionSettings, capacity: number, gate = new RunGate(Number.POSITIVE_INFINITY)) {
+	/** `newHost`: where the sessions run (a new `SessionHost` by default; tests pass their own). */
+	constructor(settings: SessionSettings, capacity: number, newHost = () => new SessionHost()) {
 		this.#settings = settings;
 		this.#capacity = capacity;
-		this.#gate = gate;
+		this.#newHost = newHost;
+		this.#host = newHost();
+	}
+
+	/** A thread that stopped under its jobs took their sessions with it: start again on a new one. */
+	#liveHost(): SessionHost {
+		if (this.#host.stopped) {
+			this.#entries.clear();
+			this.#host = this.#newHost();
+		}
+		return this.#host;
 	}
 
 	get size(): number {
 		return this.#entries.size;
 	}
 
-	async #acquire(role: ModelRole, path: string): Promise<OnnxModel> {
+	/** The entry for the file, loading it on first use, with one more user; `#releaseUse` takes the user back. */
+	async #acquire(role: ModelRole, path: string): Promise<{ entry: CacheEntry; model: OnnxModel }> {
+		if (this.#disposed) throw new RvcEngineError("not_ready", "model cache used after dispose()");
+		const host = this.#liveHost();
 		const key = `${role}\u0000${path}`;
 		let entry = this.#entries.get(key);
 		if (entry === undefined) {
-			const model = OnnxModel.load(role, path, this.#settings, this.#gate);
-			entry = { role, path, model, users: 0, lastUsed: 0 };
-			this.#entries.set(key, entry);
-			model.catch(() => this.#entries.delete(key));
+			const model = OnnxModel.load(role, path, this.#settings, host);
+			const created: CacheEntry = { role, path, model, users: 0, lastUsed: 0 };
+			this.#entries.set(key, created);
+			model.catch(() => {
+				if (this.#entries.get(key) === created) this.#entries.delete(key);
+			});
+			entry = created;
 		}
 		entry.users++;
 		entry.lastUsed = ++this.#clock;
 		try {
-			return await entry.model;
+			return { entry, model: await entry.model };
 		} catch (error) {
 			entry.users--;
 			throw error;
 		}
 	}
 
-	#releaseUse(role: ModelRole, path: string): void {
-		const entry = this.#entries.get(`${role}\u0000${path}`);
-		if (entry !== undefined) entry.users--;
+	#releaseUse(entry: CacheEntry): void {
+		entry.users--;
 		this.#evict();
 	}
 
@@ -427,7 +449,7 @@ export class ModelCache {
 		// One at a time, RMVPE first: while a session loads, the file's weights and the session's copy are both
 		// in memory (twice the model's size for RMVPE, whose convolution weights are reordered for NCHWc);
 		// loading the three together stacked those peaks, and RMVPE's is the largest.
-		const settled: PromiseSettledResult<OnnxModel>[] = [];
+		const settled: PromiseSettledResult<{ entry: CacheEntry; model: OnnxModel }>[] = [];
 		for (const role of roles) {
 			settled.push(
 				await this.#acquire(role, paths[role] as string).then(
@@ -436,18 +458,20 @@ export class ModelCache {
 				),
 			);
 		}
+		let released = false;
 		const release = (): void => {
-			settled.forEach((s, i) => {
-				const role = roles[i] as ModelRole;
-				if (s.status === "fulfilled") this.#releaseUse(role, paths[role] as string);
-			});
+			if (released) return;
+			released = true;
+			for (const s of settled) if (s.status === "fulfilled") this.#releaseUse(s.value.entry);
 		};
 		const failure = settled.find((s) => s.status === "rejected");
 		if (failure !== undefined) {
 			release();
 			throw failure.reason;
 		}
-		const loaded = new Map(settled.map((s, i) => [roles[i], (s as PromiseFulfilledResult<OnnxModel>).value]));
+		const loaded = new Map(
+			settled.map((s, i) => [roles[i], (s as PromiseFulfilledResult<{ model: OnnxModel }>).value.model]),
+		);
 		try {
 			const rmvpe = loaded.get("rmvpe");
 			const models = {
@@ -471,8 +495,10 @@ export class ModelCache {
 	}
 
 	async dispose(): Promise<void> {
+		this.#disposed = true;
 		const entries = [...this.#entries.values()];
 		this.#entries.clear();
 		await Promise.allSettled(entries.map(async (e) => (await e.model).release()));
+		await this.#host.close();
 	}
 }

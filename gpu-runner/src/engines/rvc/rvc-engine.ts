@@ -47,7 +47,7 @@ import { type LoadedModels, ModelCache, type ModelPaths } from "./models.ts";
 import { applyVoiceSettings, parseRvcParams, type RvcParams } from "./params.ts";
 import { decodeSalience, shiftAndQuantise } from "./pitch.ts";
 import { NormalNoise } from "./random.ts";
-import { RunGate } from "./run-gate.ts";
+import { SlotPool } from "./slot-pool.ts";
 import { synthesizerOnnxPath } from "./synthesizer-file.ts";
 import { DECODE_SPAN_MARGIN_FRAMES } from "./synthesizer-graph.ts";
 import { trackPitchYin } from "./yin-pitch.ts";
@@ -78,7 +78,13 @@ export interface RvcChunkStats {
 export interface RvcEngineOptions {
 	/** Providers to try, in order, each alone. Default: cuda, webgpu, cpu. */
 	executionProviders?: readonly ExecutionProviderName[];
-	/** CPU threads per session (onnxruntime's default: one per core). */
+	/**
+	 * Jobs converted at once (the runner's `RUNNER_CAPACITY`; default 1). On the CPU up to one per core gets a
+	 * model thread and a copy of the models of its own, so their runs go side by side rather than by turns (each
+	 * copy costs the models' memory again: README, "Several jobs at once"); on a GPU the jobs share one.
+	 */
+	capacity?: number;
+	/** CPU threads per session (default: the cores divided among the model threads, at least one). */
 	intraOpNumThreads?: number;
 	/** Loaded model sessions kept across jobs (default 6: two voices). */
 	maxCachedModels?: number;
@@ -109,10 +115,10 @@ const CONTENTVEC_STRIDE = 320;
 export const CPU_CHUNK_SECONDS = 5;
 export const CPU_CHUNK_SEARCH_SECONDS = 0.75;
 /**
- * The longest chunk a voice's `chunk_seconds` gets on the CPU provider. onnxruntime-node runs a model on the
- * JavaScript thread, so nothing else in the runner (its lease heartbeats included) runs until it returns: a
- * 120 s chunk would hold the thread for minutes on the CPU, longer than a lease lasts without a heartbeat (45 s).
- * Chunks of at most 20 s keep each run to about 20 s on a slow 2-core machine.
+ * The longest chunk a voice's `chunk_seconds` gets on the CPU provider. The runner's thread stays free while a
+ * model runs (`session-host.ts`), but a 120 s window would grow the synthesizer's arena to several GB and an
+ * abort, checked between chunks, would wait minutes for the chunk in progress. At most 20 s keeps each run to
+ * about 20 s on a slow 2-core machine.
  */
 export const CPU_MAX_CHUNK_SECONDS = 20;
 
@@ -325,7 +331,7 @@ async function convertWindow(
 export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	const order = options.executionProviders ?? EXECUTION_PROVIDERS;
 	let selection: ProviderSelection | undefined;
-	let cache: ModelCache | undefined;
+	let caches: SlotPool<ModelCache> | undefined;
 	let indexes: IndexCache | undefined;
 	let searcher: IndexSearcher | undefined;
 	const mel = new LogMelSpectrogram();
@@ -360,11 +366,64 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			chunkSearchSeconds: Math.min(params.chunkSearchSeconds, CPU_MAX_CHUNK_SECONDS / 4),
 		};
 	};
-	/** The job's models, a `.pth` synthesizer built into ONNX once (cached beside it by checksum). */
-	const acquireModels = async (files: VoiceFiles, params: RvcParams) => {
-		if (cache === undefined) throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
+	/** The voice's model files, a `.pth` synthesizer built into ONNX once (cached beside it by checksum). */
+	const modelFiles = async (files: VoiceFiles, params: RvcParams): Promise<ModelPaths> => {
 		const paths = modelPaths(files, params);
-		return cache.acquire({ ...paths, synthesizer: await synthesizerOnnxPath(paths.synthesizer) });
+		return { ...paths, synthesizer: await synthesizerOnnxPath(paths.synthesizer) };
+	};
+	/** The job's models, from a model cache (and its thread) lent to this job until `release`. */
+	const acquireModels = async (files: VoiceFiles, params: RvcParams) => {
+		if (caches === undefined) throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
+		const paths = await modelFiles(files, params);
+		const slot = await caches.acquire();
+		try {
+			const { models, release } = await slot.item.acquire(paths);
+			return {
+				models,
+				release: () => {
+					release();
+					slot.release();
+				},
+			};
+		} catch (error) {
+			slot.release();
+			throw error;
+		}
+	};
+
+	/** Loads the voice's models on one model thread and runs each once (the runner's start-up self-test). */
+	const warmUp = async (cache: ModelCache, paths: ModelPaths, plan: ChunkPlan, params: RvcParams): Promise<void> => {
+		const { models, release } = await cache.acquire(paths);
+		try {
+			// Every session runs once. Where window lengths are bucketed (CUDA), once on every length a window
+			// can have, so cuDNN's algorithm search for each happens now rather than during jobs (measured on an
+			// H100: about 3 s for a new length); elsewhere one second of audio with its context is enough.
+			const longest = plan.targetSamples + plan.searchSamples + 2 * plan.contextSamples + plan.hop;
+			const lengths =
+				plan.windowMultiple > plan.hop
+					? Array.from({ length: Math.ceil(longest / plan.windowMultiple) }, (_, i) => (i + 1) * plan.windowMultiple)
+					: [RMVPE_SAMPLE_RATE + 2 * plan.contextSamples];
+			for (const length of lengths) {
+				const window: ChunkWindow = {
+					index: 0,
+					segmentStart: 0,
+					segmentEnd: length,
+					windowStart: 0,
+					windowEnd: length,
+					samples: new NormalNoise(1).fill(length, 0.01),
+					final: true,
+				};
+				await convertWindow(window, models, undefined, params, {
+					semitones: 0,
+					mel,
+					noise: new NormalNoise(1),
+					onChunk: undefined,
+					spans: false,
+				});
+			}
+		} finally {
+			release();
+		}
 	};
 
 	return {
@@ -381,20 +440,22 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				}
 				throw error;
 			}
-			cache = new ModelCache(
-				{
-					provider: selection.provider,
-					...(options.intraOpNumThreads !== undefined ? { intraOpNumThreads: options.intraOpNumThreads } : {}),
-					contentvecInt8: options.contentvecInt8 ?? false,
-				},
-				options.maxCachedModels ?? 6,
-				// On the CPU as many runs at once as the cores hold sessions' threads (by default one run: each
-				// uses every core); a GPU provider runs one kernel stream per device anyway.
-				new RunGate(
-					selection.provider === "cpu"
-						? Math.max(1, Math.floor(availableParallelism() / (options.intraOpNumThreads ?? availableParallelism())))
-						: Number.POSITIVE_INFINITY,
-				),
+			// On the CPU one model thread per job, up to one per core: two jobs each on one core of two convert
+			// more than both taking turns on two cores (intra-op threads do not scale linearly). A GPU provider runs
+			// one kernel stream per device anyway: one thread, shared by the jobs.
+			const capacity = Math.max(1, options.capacity ?? 1);
+			const cpu = selection.provider === "cpu";
+			const threads = cpu ? Math.min(capacity, availableParallelism()) : 1;
+			const intraOpNumThreads =
+				options.intraOpNumThreads ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / threads)) : undefined);
+			const settings = {
+				provider: selection.provider,
+				...(intraOpNumThreads !== undefined ? { intraOpNumThreads } : {}),
+				contentvecInt8: options.contentvecInt8 ?? false,
+			};
+			caches = new SlotPool(
+				Array.from({ length: threads }, () => new ModelCache(settings, options.maxCachedModels ?? 6)),
+				cpu ? 1 : capacity,
 			);
 			indexes = new IndexCache(options.maxCachedIndexes ?? 2);
 			searcher = await IndexSearcher.create(
@@ -423,43 +484,17 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 		},
 
 		async prepare(voice: VoiceDescriptor, artifactPaths: ReadonlyMap<string, string>): Promise<void> {
+			if (caches === undefined)
+				throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
 			const params = voiceParams(voice, undefined);
 			const plan = chunkPlan(params);
-			const { models, release } = await acquireModels({ voice, artifactPaths }, params);
-			try {
-				// Every session runs once. Where window lengths are bucketed (CUDA), once on every length a window
-				// can have, so cuDNN's algorithm search for each happens now rather than during jobs (measured on an
-				// H100: about 3 s for a new length); elsewhere one second of audio with its context is enough.
-				const longest = plan.targetSamples + plan.searchSamples + 2 * plan.contextSamples + plan.hop;
-				const lengths =
-					plan.windowMultiple > plan.hop
-						? Array.from({ length: Math.ceil(longest / plan.windowMultiple) }, (_, i) => (i + 1) * plan.windowMultiple)
-						: [RMVPE_SAMPLE_RATE + 2 * plan.contextSamples];
-				for (const length of lengths) {
-					const window: ChunkWindow = {
-						index: 0,
-						segmentStart: 0,
-						segmentEnd: length,
-						windowStart: 0,
-						windowEnd: length,
-						samples: new NormalNoise(1).fill(length, 0.01),
-						final: true,
-					};
-					await convertWindow(window, models, undefined, params, {
-						semitones: 0,
-						mel,
-						noise: new NormalNoise(1),
-						onChunk: undefined,
-						spans: false,
-					});
-				}
-			} finally {
-				release();
-			}
+			const paths = await modelFiles({ voice, artifactPaths }, params);
+			// Every model thread, one after the other (loading stacks each model's file and session in memory).
+			for (const cache of caches.items) await warmUp(cache, paths, plan, params);
 		},
 
 		async *convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock> {
-			if (cache === undefined || indexes === undefined || searcher === undefined)
+			if (caches === undefined || indexes === undefined || searcher === undefined)
 				throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
 			const params = voiceParams(job.voice, job.voiceSettings);
 			const indexPath = job.artifactPaths.get("index");
@@ -533,13 +568,13 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 		},
 
 		async dispose(): Promise<void> {
-			const current = cache;
+			const current = caches?.items ?? [];
 			const currentSearcher = searcher;
-			cache = undefined;
+			caches = undefined;
 			searcher = undefined;
 			indexes?.clear();
 			indexes = undefined;
-			await Promise.all([current?.dispose(), currentSearcher?.release()]);
+			await Promise.all([...current.map((cache) => cache.dispose()), currentSearcher?.release()]);
 		},
 	};
 }

@@ -1,0 +1,90 @@
+/**
+ * The thread behind `SessionHost`: it owns onnxruntime sessions and runs them, one request at a time, so the
+ * runner's main thread never waits on a model run (see `session-host.ts` for why, and for the messages).
+ * Kept to node builtins and onnxruntime-node: this file is loaded by a worker thread, outside any bundler.
+ */
+import { parentPort } from "node:worker_threads";
+import * as ort from "onnxruntime-node";
+import type { HostRequest, HostResponse, WireTensor } from "./session-host.ts";
+
+if (parentPort === null) throw new Error("session-host-worker.ts runs in a worker thread only");
+const port = parentPort;
+const sessions = new Map<number, ort.InferenceSession>();
+let nextSession = 1;
+
+function session(id: number): ort.InferenceSession {
+	const found = sessions.get(id);
+	if (found === undefined) throw new Error(`session ${id} is not open (released, or never created)`);
+	return found;
+}
+
+/** The output's data as its own buffer, so it can be handed over rather than copied. */
+function owned(data: WireTensor["data"]): WireTensor["data"] {
+	const whole = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength;
+	return whole && data.buffer instanceof ArrayBuffer ? data : (data.slice() as WireTensor["data"]);
+}
+
+async function handle(request: HostRequest): Promise<{ value: unknown; transfer: ArrayBuffer[] }> {
+	switch (request.op) {
+		case "create": {
+			const created =
+				typeof request.source === "string"
+					? await ort.InferenceSession.create(request.source, request.options)
+					: await ort.InferenceSession.create(request.source, request.options);
+			const id = nextSession++;
+			sessions.set(id, created);
+			return {
+				value: {
+					session: id,
+					inputNames: [...created.inputNames],
+					outputNames: [...created.outputNames],
+					inputMetadata: created.inputMetadata.map((m) => ({ ...m })),
+					outputMetadata: created.outputMetadata.map((m) => ({ ...m })),
+				},
+				transfer: [],
+			};
+		}
+		case "run": {
+			const feeds: Record<string, ort.Tensor> = {};
+			for (const [name, t] of Object.entries(request.feeds)) {
+				feeds[name] = new ort.Tensor(t.type as "float32", t.data as Float32Array, t.dims);
+			}
+			const result = await session(request.session).run(feeds);
+			const outputs: Record<string, WireTensor> = {};
+			const transfer: ArrayBuffer[] = [];
+			for (const [name, tensor] of Object.entries(result)) {
+				const data = owned(tensor.data as WireTensor["data"]);
+				outputs[name] = { type: tensor.type, data, dims: [...tensor.dims] };
+				transfer.push(data.buffer as ArrayBuffer);
+			}
+			return { value: outputs, transfer };
+		}
+		case "release": {
+			const released = session(request.session);
+			sessions.delete(request.session);
+			await released.release();
+			return { value: undefined, transfer: [] };
+		}
+	}
+}
+
+// Requests are handled strictly in order: a run occupies this thread until it returns anyway.
+let queue: Promise<void> = Promise.resolve();
+port.on("message", (request: HostRequest) => {
+	queue = queue.then(async () => {
+		let response: HostResponse;
+		let transfer: ArrayBuffer[] = [];
+		try {
+			const done = await handle(request);
+			response = { id: request.id, ok: true, value: done.value };
+			transfer = done.transfer;
+		} catch (error) {
+			response = {
+				id: request.id,
+				ok: false,
+				message: error instanceof Error ? error.message : String(error),
+			};
+		}
+		port.postMessage(response, transfer);
+	});
+});

@@ -1,0 +1,37 @@
+/**
+ * A fixed set of items, each lent to at most `holdersPerItem` jobs at a time, the jobs beyond waiting in arrival
+ * order. The rvc engine lends its model caches this way: each has its own thread (`SessionHost`), so on the CPU
+ * (one holder per cache) jobs holding different caches run their models at the same time and never take turns
+ * on one thread; on a GPU the jobs share one cache.
+ */
+export class SlotPool<T> {
+	readonly #free: T[] = [];
+	readonly #waiting: ((item: T) => void)[] = [];
+	readonly items: readonly T[];
+
+	constructor(items: readonly T[], holdersPerItem = 1) {
+		if (items.length === 0) throw new RangeError("a slot pool needs at least one item");
+		if (!(Number.isInteger(holdersPerItem) && holdersPerItem >= 1))
+			throw new RangeError(`each item needs at least one holder, got ${holdersPerItem}`);
+		this.items = items;
+		// Round-robin, so holders spread over the items before any item takes a second one.
+		for (let round = 0; round < holdersPerItem; round++) this.#free.push(...items);
+	}
+
+	/** An item, as soon as one is free; `release` gives it back (once; later calls do nothing). */
+	async acquire(): Promise<{ item: T; release: () => void }> {
+		const item = this.#free.shift() ?? (await new Promise<T>((resolve) => this.#waiting.push(resolve)));
+		let released = false;
+		return {
+			item,
+			release: () => {
+				if (released) return;
+				released = true;
+				// Hand it straight to the next in line, or put it back.
+				const next = this.#waiting.shift();
+				if (next !== undefined) next(item);
+				else this.#free.push(item);
+			},
+		};
+	}
+}

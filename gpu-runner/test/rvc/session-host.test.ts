@@ -1,0 +1,91 @@
+/**
+ * Sessions on a model thread: the same outputs as onnxruntime in this thread, the main thread free while a
+ * model runs, and clear failures for a bad run, a released session and a closed host.
+ */
+import * as ort from "onnxruntime-node";
+import { afterAll, describe, expect, it } from "vitest";
+import { OnnxGraphBuilder } from "../../src/engines/rvc/onnx-writer.ts";
+import { SessionHost } from "../../src/engines/rvc/session-host.ts";
+
+const WIDTH = 512;
+
+/**
+ * y = tanh(x @ W) repeated `layers` times, plus the row count of `x` as int64 (so both element types cross):
+ * x float32 [rows, WIDTH] -> y float32 [rows, WIDTH], count int64 [1].
+ */
+function matMulChain(layers: number): Uint8Array {
+	const g = new OnnxGraphBuilder();
+	const x = g.input("x", "float32", ["rows", WIDTH]);
+	let h = x;
+	const weight = Float32Array.from({ length: WIDTH * WIDTH }, (_, i) => Math.sin(i * 0.618) / Math.sqrt(WIDTH));
+	const w = g.floats("w", [WIDTH, WIDTH], weight);
+	for (let i = 0; i < layers; i++) h = g.node("Tanh", [g.node("MatMul", [h, w])]);
+	g.node("Identity", [h], {}, ["y"]);
+	g.node("Slice", [g.node("Shape", [x]), g.int64s("start", [0]), g.int64s("end", [1])], {}, ["count"]);
+	g.output("y", "float32", ["rows", WIDTH]);
+	g.output("count", "int64", [1]);
+	return g.toModel();
+}
+
+const input = (rows: number) => Float32Array.from({ length: rows * WIDTH }, (_, i) => Math.cos(i * 0.01));
+const feeds = (rows: number) => ({ x: new ort.Tensor("float32", input(rows), [rows, WIDTH]) });
+const options: ort.InferenceSession.SessionOptions = { executionProviders: ["cpu"], intraOpNumThreads: 1 };
+
+describe("session host", () => {
+	const host = new SessionHost();
+	afterAll(() => host.close());
+
+	it("runs a model on its thread with the outputs onnxruntime gives in this one", async () => {
+		const model = matMulChain(4);
+		const remote = await host.create(model, options);
+		const local = await ort.InferenceSession.create(model, options);
+		expect(remote.inputNames).toEqual(local.inputNames);
+		expect(remote.outputNames).toEqual(local.outputNames);
+		expect(remote.inputMetadata).toEqual(local.inputMetadata.map((m) => ({ ...m })));
+		const [there, here] = [await remote.run(feeds(3)), await local.run(feeds(3))];
+		expect(there.y?.dims).toEqual([3, WIDTH]);
+		expect(there.y?.data).toEqual(here.y?.data);
+		expect(there.count?.type).toBe("int64");
+		expect(there.count?.data).toEqual(BigInt64Array.of(3n));
+		await remote.release();
+		await local.release();
+	});
+
+	it("leaves the main thread free while a model runs", async () => {
+		const session = await host.create(matMulChain(64), options);
+		// Long enough to see: 256 rows x 64 layers x 512 x 512 x 2 = 8.6 GFLOP, a few hundred ms on one core.
+		const ticks: number[] = [];
+		const timer = setInterval(() => ticks.push(performance.now()), 2);
+		const started = performance.now();
+		await session.run(feeds(256));
+		const took = performance.now() - started;
+		clearInterval(timer);
+		const gaps = ticks.slice(1).map((t, i) => t - (ticks[i] as number));
+		expect(took).toBeGreaterThan(50);
+		// Run on this thread, the run would be one gap as long as itself.
+		expect(ticks.length).toBeGreaterThan(5);
+		expect(Math.max(...gaps)).toBeLessThan(took / 2);
+		await session.release();
+	});
+
+	it("fails a bad run with onnxruntime's reason and keeps serving", async () => {
+		const session = await host.create(matMulChain(1), options);
+		const wrong = new ort.Tensor("float32", new Float32Array(7), [1, 7]);
+		await expect(session.run({ x: wrong })).rejects.toThrow(/dimension|shape|Got invalid/i);
+		expect((await session.run(feeds(1))).y?.dims).toEqual([1, WIDTH]);
+		await session.release();
+		await expect(session.run(feeds(1))).rejects.toThrow(/not open/);
+		await expect(host.create(new Uint8Array([1, 2, 3]), options)).rejects.toThrow(/protobuf|parse|load/i);
+	});
+
+	it("fails what is still out, and everything after, once closed", async () => {
+		const own = new SessionHost();
+		const session = await own.create(matMulChain(64), options);
+		const running = expect(session.run(feeds(256))).rejects.toThrow(/model thread was closed/);
+		await own.close();
+		await running;
+		await expect(session.run(feeds(1))).rejects.toThrow(/model thread was closed/);
+		await expect(own.create(matMulChain(1), options)).rejects.toThrow(/model thread was closed/);
+		await own.close();
+	});
+});
