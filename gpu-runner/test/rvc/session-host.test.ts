@@ -37,8 +37,8 @@ describe("session host", () => {
 
 	it("runs a model on its thread with the outputs onnxruntime gives in this one", async () => {
 		const model = matMulChain(4);
-		const remote = await host.create(model, options);
 		const local = await ort.InferenceSession.create(model, options);
+		const remote = await host.create(model.slice(), options);
 		expect(remote.inputNames).toEqual(local.inputNames);
 		expect(remote.outputNames).toEqual(local.outputNames);
 		expect(remote.inputMetadata).toEqual(local.inputMetadata.map((m) => ({ ...m })));
@@ -49,6 +49,21 @@ describe("session host", () => {
 		expect(there.count?.data).toEqual(BigInt64Array.of(3n));
 		await remote.release();
 		await local.release();
+	});
+
+	it("takes a model's bytes over rather than copying them, when they fill their own buffer", async () => {
+		const whole = matMulChain(1);
+		const session = await host.create(whole, options);
+		expect(whole.byteLength).toBe(0);
+		// A view into a larger buffer is copied, and stays usable here.
+		const model = matMulChain(1);
+		const inLarger = new Uint8Array(model.length + 16);
+		inLarger.set(model, 8);
+		const view = inLarger.subarray(8, 8 + model.length);
+		const copied = await host.create(view, options);
+		expect(Buffer.from(view).equals(Buffer.from(model))).toBe(true);
+		expect((await copied.run(feeds(2))).y?.data).toEqual((await session.run(feeds(2))).y?.data);
+		await Promise.all([session.release(), copied.release()]);
 	});
 
 	it("leaves the main thread free while a model runs", async () => {

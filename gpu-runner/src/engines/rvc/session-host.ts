@@ -94,18 +94,29 @@ export class SessionHost {
 		this.#pending.clear();
 	}
 
-	#request(request: HostRequest): Promise<unknown> {
+	#request(request: HostRequest, transfer: ArrayBuffer[] = []): Promise<unknown> {
 		if (this.#stopped !== undefined) return Promise.reject(this.#stopped);
 		return new Promise((resolve, reject) => {
 			this.#pending.set(request.id, { resolve, reject });
 			this.#worker.ref();
-			this.#worker.postMessage(request);
+			this.#worker.postMessage(request, transfer);
 		});
 	}
 
-	/** A session on this host's thread, from a file or the model's bytes. */
+	/**
+	 * A session on this host's thread, from a file or the model's bytes. Bytes that fill their own `ArrayBuffer`
+	 * are handed over, not copied (a model can be hundreds of MB), and are unusable here afterwards.
+	 */
 	async create(source: string | Uint8Array, options: ort.InferenceSession.SessionOptions): Promise<ModelSession> {
-		const created = (await this.#request({ id: this.#nextId++, op: "create", source, options })) as Created;
+		const handOver =
+			typeof source !== "string" &&
+			source.buffer instanceof ArrayBuffer &&
+			source.byteOffset === 0 &&
+			source.byteLength === source.buffer.byteLength;
+		const created = (await this.#request(
+			{ id: this.#nextId++, op: "create", source, options },
+			handOver ? [source.buffer as ArrayBuffer] : [],
+		)) as Created;
 		let released = false;
 		return {
 			inputNames: created.inputNames,
