@@ -42,6 +42,7 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 		cacheDir: join(config.cacheDir, "engines"),
 		logger,
 		capacity: config.capacity,
+		...(config.rvcModelThreads !== undefined ? { modelThreads: config.rvcModelThreads } : {}),
 		contentvecInt8: config.rvcContentvecInt8,
 	});
 	for (const [name, { info }] of engines) {

@@ -12,6 +12,8 @@ export interface EngineOptions {
 	logger: Logger;
 	/** Jobs this runner converts at once (`RUNNER_CAPACITY`); rvc gives each a model thread on the CPU. */
 	capacity?: number;
+	/** rvc: at most this many model threads on the CPU (`RUNNER_RVC_MODEL_THREADS`). */
+	modelThreads?: number;
 	/** rvc: ContentVec's matrix products in int8 (`RUNNER_RVC_CONTENTVEC_INT8`). */
 	contentvecInt8?: boolean;
 }
@@ -47,7 +49,11 @@ export async function loadEngines(
 		if (!loader) throw new Error(`no loader for engine ${name}`);
 		const engine = await (await loader())(options);
 		const info = await engine.init();
-		options.logger.info("engine ready", { engine: name, execution_provider: info.executionProvider });
+		options.logger.info("engine ready", {
+			engine: name,
+			execution_provider: info.executionProvider,
+			...(info.details !== undefined ? { details: info.details } : {}),
+		});
 		loaded.set(name, { engine, info });
 	}
 	return loaded;

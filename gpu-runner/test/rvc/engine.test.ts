@@ -401,20 +401,25 @@ describe("rvc engine with tiny models", () => {
 		const inputs = () => [speechLike(3), speechLike(2, (t) => t > 1.2), speechLike(2.5)];
 		const alone = createRvcEngine({ noiseSeed: 99, intraOpNumThreads: 1 });
 		const together = createRvcEngine({ noiseSeed: 99, intraOpNumThreads: 1, capacity: 2 });
+		// RUNNER_RVC_MODEL_THREADS=1: one copy of the models, the jobs take turns on its thread.
+		const oneThread = createRvcEngine({ noiseSeed: 99, intraOpNumThreads: 1, capacity: 2, modelThreads: 1 });
 		try {
-			await Promise.all([alone.init(), together.init()]);
+			const infos = await Promise.all([alone.init(), together.init(), oneThread.init()]);
+			expect(infos.map((info) => info.details?.model_threads)).toEqual([1, 2, 1]);
 			await together.prepare?.(voice(), artifactPaths);
 			const expected: Float32Array[] = [];
 			for (const [i, input] of inputs().entries()) {
 				expected.push((await collect(alone.convert(input, jobs[i] as EngineJob, signal))).samples);
 			}
-			// Three at once: two run, the third waits for a model thread.
-			const got = await Promise.all(
-				inputs().map((input, i) => collect(together.convert(input, jobs[i] as EngineJob, signal))),
-			);
-			for (const [i, result] of got.entries()) expect(result.samples).toEqual(expected[i]);
+			for (const engine of [together, oneThread]) {
+				// Three at once: on two threads two run and the third waits for one; on one thread they take turns.
+				const got = await Promise.all(
+					inputs().map((input, i) => collect(engine.convert(input, jobs[i] as EngineJob, signal))),
+				);
+				for (const [i, result] of got.entries()) expect(result.samples).toEqual(expected[i]);
+			}
 		} finally {
-			await Promise.all([alone.dispose(), together.dispose()]);
+			await Promise.all([alone.dispose(), together.dispose(), oneThread.dispose()]);
 		}
 	});
 

@@ -84,6 +84,11 @@ export interface RvcEngineOptions {
 	 * copy costs the models' memory again: README, "Several jobs at once"); on a GPU the jobs share one.
 	 */
 	capacity?: number;
+	/**
+	 * Model threads on the CPU (`RUNNER_RVC_MODEL_THREADS`): by default one per job of `capacity`, up to one per
+	 * core. Fewer saves a copy of the models each; jobs beyond them wait for a thread. At most `capacity`.
+	 */
+	modelThreads?: number;
 	/** CPU threads per session (default: the cores divided among the model threads, at least one). */
 	intraOpNumThreads?: number;
 	/** Loaded model sessions kept across jobs (default 6: two voices). */
@@ -440,12 +445,12 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				}
 				throw error;
 			}
-			// On the CPU one model thread per job, up to one per core: two jobs each on one core of two convert
-			// more than both taking turns on two cores (intra-op threads do not scale linearly). A GPU provider runs
-			// one kernel stream per device anyway: one thread, shared by the jobs.
+			// On the CPU one model thread per job, up to one per core (or `modelThreads`): two jobs each on one core
+			// of two convert more than both taking turns on two cores (intra-op threads do not scale linearly). A GPU
+			// provider runs one kernel stream per device anyway: one thread, shared by the jobs.
 			const capacity = Math.max(1, options.capacity ?? 1);
 			const cpu = selection.provider === "cpu";
-			const threads = cpu ? Math.min(capacity, availableParallelism()) : 1;
+			const threads = cpu ? Math.max(1, Math.min(capacity, options.modelThreads ?? availableParallelism())) : 1;
 			const intraOpNumThreads =
 				options.intraOpNumThreads ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / threads)) : undefined);
 			const settings = {
@@ -464,7 +469,12 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			return {
 				name: "rvc",
 				executionProvider: selection.provider,
-				details: { attempts: selection.attempts, artifacts: RVC_ARTIFACTS },
+				details: {
+					attempts: selection.attempts,
+					artifacts: RVC_ARTIFACTS,
+					model_threads: threads,
+					intra_op_threads: intraOpNumThreads ?? "provider default",
+				},
 			};
 		},
 
