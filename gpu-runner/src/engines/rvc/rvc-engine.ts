@@ -81,7 +81,7 @@ export interface RvcEngineOptions {
 	/**
 	 * Jobs converted at once (the runner's `RUNNER_CAPACITY`; default 1). On the CPU up to one per core gets a
 	 * model thread and a copy of the models of its own, so their runs go side by side rather than by turns (each
-	 * copy costs the models' memory again: README, "Several jobs at once"); on a GPU the jobs share one.
+	 * copy costs the models' memory again: README, "Model threads"); on a GPU the jobs share one.
 	 */
 	capacity?: number;
 	/**
@@ -89,7 +89,10 @@ export interface RvcEngineOptions {
 	 * core. Fewer saves a copy of the models each; jobs beyond them wait for a thread. At most `capacity`.
 	 */
 	modelThreads?: number;
-	/** CPU threads per session (default: the cores divided among the model threads, at least one). */
+	/**
+	 * CPU threads per session (default: onnxruntime's with one model thread, else the cores divided among the
+	 * model threads, at least one each).
+	 */
 	intraOpNumThreads?: number;
 	/** Loaded model sessions kept across jobs (default 6: two voices). */
 	maxCachedModels?: number;
@@ -451,8 +454,10 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			const capacity = Math.max(1, options.capacity ?? 1);
 			const cpu = selection.provider === "cpu";
 			const threads = cpu ? Math.max(1, Math.min(capacity, options.modelThreads ?? availableParallelism())) : 1;
+			// One model thread keeps onnxruntime's own default (one thread per physical core).
 			const intraOpNumThreads =
-				options.intraOpNumThreads ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / threads)) : undefined);
+				options.intraOpNumThreads ??
+				(threads > 1 ? Math.max(1, Math.floor(availableParallelism() / threads)) : undefined);
 			const settings = {
 				provider: selection.provider,
 				...(intraOpNumThreads !== undefined ? { intraOpNumThreads } : {}),
