@@ -397,8 +397,9 @@ try {
 			[`capacity ${capacity}`, together],
 		] as const) {
 			const slowest = Math.max(...r.jobs.map((j) => j.wall));
+			const mean = r.jobs.reduce((sum, j) => sum + j.wall, 0) / r.jobs.length;
 			console.log(
-				`  ${label.padEnd(11)} ${fmt((jobCount * jobSeconds) / r.wall)} audio s per wall s, ${fmt(r.cpuSeconds / (jobCount * jobSeconds))} CPU-s per audio s; slowest job ${fmt(slowest)} s = ${fmt(slowest / meanAlone)}x a job alone (${fmt(meanAlone)} s); load ${fmt(r.load[0])} -> ${fmt(r.load[1])}; peak RSS ${fmt(r.peakRssMiB, 0)} MiB${r.gpuMemoryMiB !== undefined ? `; GPU memory ${r.gpuMemoryMiB} MiB` : ""}`,
+				`  ${label.padEnd(11)} ${fmt((jobCount * jobSeconds) / r.wall)} audio s per wall s, ${fmt(r.cpuSeconds / (jobCount * jobSeconds))} CPU-s per audio s; slowest job ${fmt(slowest)} s = ${fmt(slowest / meanAlone)}x a job alone (${fmt(meanAlone)} s), mean ${fmt(mean / meanAlone)}x; load ${fmt(r.load[0])} -> ${fmt(r.load[1])}; peak RSS ${fmt(r.peakRssMiB, 0)} MiB${r.gpuMemoryMiB !== undefined ? `; GPU memory ${r.gpuMemoryMiB} MiB` : ""}`,
 			);
 		}
 	}
