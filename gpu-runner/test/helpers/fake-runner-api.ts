@@ -52,6 +52,8 @@ export interface Upload {
 
 export class FakeRunnerApi {
 	readonly events: LeaseEvent[] = [];
+	/** When each of `events` arrived (`performance.now()`, ms), by index. */
+	readonly eventTimes: number[] = [];
 	readonly uploads = new Map<string, Upload>();
 	readonly leaseRequests: LeaseRequest[] = [];
 	tokenRequests = 0;
@@ -135,6 +137,7 @@ export class FakeRunnerApi {
 
 	#record(event: LeaseEvent): void {
 		this.events.push(event);
+		this.eventTimes.push(performance.now());
 		for (const wake of this.#eventWaiters.splice(0)) wake();
 	}
 

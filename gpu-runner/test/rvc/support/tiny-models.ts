@@ -27,6 +27,11 @@ export interface TinyContentVecOptions {
 	inputRank?: 2 | 3;
 	/** Every feature of frame j is the mean of input samples 320j .. 320j + 399, so tests can predict it. */
 	meanFeatures?: boolean;
+	/**
+	 * Make every run slow: this many extra tanh(h @ W) layers, 2048 wide, between the framing and the features
+	 * (about 8.4 MFLOP per frame per layer; the features stay small and bounded).
+	 */
+	slowLayers?: number;
 }
 
 export function buildTinyContentVec(options: TinyContentVecOptions = {}): Uint8Array {
@@ -44,9 +49,16 @@ export function buildTinyContentVec(options: TinyContentVecOptions = {}): Uint8A
 		return g.toModel();
 	}
 	const conv = g.node("Conv", [audio, g.floats("conv", [8, 1, 400], pseudoRandom(8 * 400, 1, 0.05))], framing);
-	const hidden = g.node("Transpose", [g.node("Tanh", [conv])], {
+	let hidden = g.node("Transpose", [g.node("Tanh", [conv])], {
 		perm: [0, 2, 1],
 	});
+	if (options.slowLayers !== undefined && options.slowLayers > 0) {
+		const width = 2048;
+		hidden = g.node("MatMul", [hidden, g.floats("widen", [8, width], pseudoRandom(8 * width, 3, 0.5))]);
+		const layer = g.floats("layer", [width, width], pseudoRandom(width * width, 4, 1 / width));
+		for (let i = 0; i < options.slowLayers; i++) hidden = g.node("Tanh", [g.node("MatMul", [hidden, layer])]);
+		hidden = g.node("MatMul", [hidden, g.floats("narrow", [width, 8], pseudoRandom(width * 8, 5, 0.5))]);
+	}
 	g.node("MatMul", [hidden, g.floats("proj", [8, dim], pseudoRandom(8 * dim, 2, 0.5))], {}, ["embed"]);
 	g.output("embed", "float32", [1, "frames", dim]);
 	return g.toModel();
