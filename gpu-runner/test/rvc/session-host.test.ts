@@ -93,14 +93,23 @@ describe("session host", () => {
 		await expect(host.create(new Uint8Array([1, 2, 3]), options)).rejects.toThrow(/protobuf|parse|load/i);
 	});
 
-	it("fails what is still out, and everything after, once closed", async () => {
+	it("on close, finishes the run in progress, fails what is queued and everything after", async () => {
 		const own = new SessionHost();
 		const session = await own.create(matMulChain(64), options);
-		const running = expect(session.run(feeds(256))).rejects.toThrow(/model thread was closed/);
-		await own.close();
-		await running;
+		const expected = await session.run(feeds(256));
+		const running = session.run(feeds(256));
+		// Let the first run start on the thread before the second is queued behind it.
+		await new Promise((resolve) => setTimeout(resolve, 20));
+		const queued = expect(session.run(feeds(256))).rejects.toThrow(/model thread was closed/);
+		const closed = own.close();
+		// Closing twice is one close.
+		expect(own.close()).toBe(closed);
+		await expect(session.run(feeds(1))).rejects.toThrow(/model thread was closed/);
+		await closed;
+		// A native run cannot be interrupted (ending the thread under it would abort the process): it finishes.
+		expect((await running).y?.data).toEqual(expected.y?.data);
+		await queued;
 		await expect(session.run(feeds(1))).rejects.toThrow(/model thread was closed/);
 		await expect(own.create(matMulChain(1), options)).rejects.toThrow(/model thread was closed/);
-		await own.close();
 	});
 });

@@ -3,12 +3,14 @@
  * runner's main thread never waits on a model run (see `session-host.ts` for why, and for the messages).
  * Kept to node builtins and onnxruntime-node: this file is loaded by a worker thread, outside any bundler.
  */
-import { parentPort } from "node:worker_threads";
+import { parentPort, workerData } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
 import type { HostRequest, HostResponse, WireTensor } from "./session-host.ts";
 
 if (parentPort === null) throw new Error("session-host-worker.ts runs in a worker thread only");
 const port = parentPort;
+/** Set by the host's `close`: requests still queued are refused, not run. */
+const closing = (workerData as { closing: Int32Array }).closing;
 const sessions = new Map<number, ort.InferenceSession>();
 let nextSession = 1;
 
@@ -65,6 +67,12 @@ async function handle(request: HostRequest): Promise<{ value: unknown; transfer:
 			await released.release();
 			return { value: undefined, transfer: [] };
 		}
+		case "close": {
+			const all = [...sessions.values()];
+			sessions.clear();
+			await Promise.allSettled(all.map((s) => s.release()));
+			return { value: undefined, transfer: [] };
+		}
 	}
 }
 
@@ -74,6 +82,10 @@ port.on("message", (request: HostRequest) => {
 	queue = queue.then(async () => {
 		let response: HostResponse;
 		let transfer: ArrayBuffer[] = [];
+		if (request.op !== "close" && Atomics.load(closing, 0) === 1) {
+			port.postMessage({ id: request.id, ok: false, message: "the model thread was closed", closed: true });
+			return;
+		}
 		try {
 			const done = await handle(request);
 			response = { id: request.id, ok: true, value: done.value };

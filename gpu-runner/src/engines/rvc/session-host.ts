@@ -24,9 +24,14 @@ export interface WireTensor {
 export type HostRequest =
 	| { id: number; op: "create"; source: string | Uint8Array; options: ort.InferenceSession.SessionOptions }
 	| { id: number; op: "run"; session: number; feeds: Record<string, WireTensor> }
-	| { id: number; op: "release"; session: number };
+	| { id: number; op: "release"; session: number }
+	/** Release every session; the last request a host sends. */
+	| { id: number; op: "close" };
 
-export type HostResponse = { id: number; ok: true; value: unknown } | { id: number; ok: false; message: string };
+/** `closed`: refused because the host was closing when the request's turn came. */
+export type HostResponse =
+	| { id: number; ok: true; value: unknown }
+	| { id: number; ok: false; message: string; closed?: true };
 
 interface Created {
 	session: number;
@@ -48,6 +53,8 @@ export interface ModelSession {
 
 const WORKER_URL = new URL("./session-host-worker.ts", import.meta.url);
 
+const CLOSED = "the model thread was closed";
+
 /** What a request to a host whose thread has stopped (closed, or failed) rejects with. */
 export class ModelThreadStoppedError extends Error {
 	constructor(message: string, options?: { cause?: unknown }) {
@@ -58,13 +65,16 @@ export class ModelThreadStoppedError extends Error {
 
 export class SessionHost {
 	readonly #worker: Worker;
+	/** Set to 1 by `close`: the thread refuses the requests still queued rather than running them. */
+	readonly #closing = new Int32Array(new SharedArrayBuffer(4));
+	#closed: Promise<void> | undefined;
 	readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
 	#nextId = 1;
 	/** Why the thread is gone, once it is. */
 	#stopped: ModelThreadStoppedError | undefined;
 
 	constructor() {
-		this.#worker = new Worker(WORKER_URL);
+		this.#worker = new Worker(WORKER_URL, { workerData: { closing: this.#closing } });
 		// Idle, the thread does not keep the process alive; while a request is out, it does (see #request).
 		this.#worker.unref();
 		this.#worker.on("message", (response: HostResponse) => {
@@ -73,6 +83,7 @@ export class SessionHost {
 			this.#pending.delete(response.id);
 			if (this.#pending.size === 0) this.#worker.unref();
 			if (response.ok) pending.resolve(response.value);
+			else if (response.closed) pending.reject(new ModelThreadStoppedError(response.message));
 			else pending.reject(new Error(response.message));
 		});
 		this.#worker.on("error", (error) =>
@@ -96,6 +107,8 @@ export class SessionHost {
 
 	#request(request: HostRequest, transfer: ArrayBuffer[] = []): Promise<unknown> {
 		if (this.#stopped !== undefined) return Promise.reject(this.#stopped);
+		if (this.#closed !== undefined && request.op !== "close")
+			return Promise.reject(new ModelThreadStoppedError(CLOSED));
 		return new Promise((resolve, reject) => {
 			this.#pending.set(request.id, { resolve, reject });
 			this.#worker.ref();
@@ -148,10 +161,24 @@ export class SessionHost {
 		};
 	}
 
-	/** Stops the thread; sessions still open are freed with it, requests still out fail. */
-	async close(): Promise<void> {
-		if (this.#stopped !== undefined) return;
-		this.#stop(new ModelThreadStoppedError("the model thread was closed"));
-		await this.#worker.terminate();
+	/**
+	 * Stops the thread: the run in progress, if any, finishes (a native run cannot be interrupted, and terminating
+	 * the thread under it aborts the whole process: onnxruntime-node then throws into a dying environment),
+	 * requests still queued fail with `ModelThreadStoppedError`, every session is released, and the thread ends.
+	 */
+	close(): Promise<void> {
+		this.#closed ??= (async () => {
+			if (this.#stopped !== undefined) return;
+			Atomics.store(this.#closing, 0, 1);
+			try {
+				await this.#request({ id: this.#nextId++, op: "close" });
+			} catch {
+				// The thread died meanwhile: nothing is left to release.
+			}
+			this.#stop(new ModelThreadStoppedError(CLOSED));
+			// Idle now (its last request answered), so ending it interrupts no native call.
+			await this.#worker.terminate();
+		})();
+		return this.#closed;
 	}
 }
