@@ -1,11 +1,18 @@
 /**
  * The thread behind `SessionHost`: it owns onnxruntime sessions and runs them, one request at a time, so the
  * runner's main thread never waits on a model run (see `session-host.ts` for why, and for the messages).
- * Kept to node builtins and onnxruntime-node: this file is loaded by a worker thread, outside any bundler.
+ * Kept to node builtins, onnxruntime-node and the message shapes in `session-wire.ts`: this file is loaded by a
+ * worker thread, outside any bundler.
  */
 import { parentPort, workerData } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
-import type { HostRequest, HostResponse, WireTensor } from "./session-host.ts";
+import {
+	CLOSED_MESSAGE,
+	fillsOwnBuffer,
+	type HostRequest,
+	type HostResponse,
+	type WireTensor,
+} from "./session-wire.ts";
 
 if (parentPort === null) throw new Error("session-host-worker.ts runs in a worker thread only");
 const port = parentPort;
@@ -22,8 +29,7 @@ function session(id: number): ort.InferenceSession {
 
 /** The output's data as its own buffer, so it can be handed over rather than copied. */
 function owned(data: WireTensor["data"]): WireTensor["data"] {
-	const whole = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength;
-	return whole && data.buffer instanceof ArrayBuffer ? data : (data.slice() as WireTensor["data"]);
+	return fillsOwnBuffer(data) ? data : (data.slice() as WireTensor["data"]);
 }
 
 async function handle(request: HostRequest): Promise<{ value: unknown; transfer: ArrayBuffer[] }> {
@@ -83,7 +89,7 @@ port.on("message", (request: HostRequest) => {
 		let response: HostResponse;
 		let transfer: ArrayBuffer[] = [];
 		if (request.op !== "close" && Atomics.load(closing, 0) === 1) {
-			port.postMessage({ id: request.id, ok: false, message: "the model thread was closed", closed: true });
+			port.postMessage({ id: request.id, ok: false, message: CLOSED_MESSAGE, closed: true });
 			return;
 		}
 		try {

@@ -12,26 +12,14 @@
  */
 import { Worker } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
-
-type TensorData = Float32Array | BigInt64Array | Int32Array | Uint8Array;
-
-export interface WireTensor {
-	type: ort.Tensor.Type;
-	data: TensorData;
-	dims: number[];
-}
-
-export type HostRequest =
-	| { id: number; op: "create"; source: string | Uint8Array; options: ort.InferenceSession.SessionOptions }
-	| { id: number; op: "run"; session: number; feeds: Record<string, WireTensor> }
-	| { id: number; op: "release"; session: number }
-	/** Release every session; the last request a host sends. */
-	| { id: number; op: "close" };
-
-/** `closed`: refused because the host was closing when the request's turn came. */
-export type HostResponse =
-	| { id: number; ok: true; value: unknown }
-	| { id: number; ok: false; message: string; closed?: true };
+import {
+	CLOSED_MESSAGE,
+	fillsOwnBuffer,
+	type HostRequest,
+	type HostResponse,
+	type TensorData,
+	type WireTensor,
+} from "./session-wire.ts";
 
 interface Created {
 	session: number;
@@ -52,8 +40,6 @@ export interface ModelSession {
 }
 
 const WORKER_URL = new URL("./session-host-worker.ts", import.meta.url);
-
-const CLOSED = "the model thread was closed";
 
 /** What a request to a host whose thread has stopped (closed, or failed) rejects with. */
 export class ModelThreadStoppedError extends Error {
@@ -108,7 +94,7 @@ export class SessionHost {
 	#request(request: HostRequest, transfer: ArrayBuffer[] = []): Promise<unknown> {
 		if (this.#stopped !== undefined) return Promise.reject(this.#stopped);
 		if (this.#closed !== undefined && request.op !== "close")
-			return Promise.reject(new ModelThreadStoppedError(CLOSED));
+			return Promise.reject(new ModelThreadStoppedError(CLOSED_MESSAGE));
 		return new Promise((resolve, reject) => {
 			this.#pending.set(request.id, { resolve, reject });
 			this.#worker.ref();
@@ -121,11 +107,7 @@ export class SessionHost {
 	 * are handed over, not copied (a model can be hundreds of MB), and are unusable here afterwards.
 	 */
 	async create(source: string | Uint8Array, options: ort.InferenceSession.SessionOptions): Promise<ModelSession> {
-		const handOver =
-			typeof source !== "string" &&
-			source.buffer instanceof ArrayBuffer &&
-			source.byteOffset === 0 &&
-			source.byteLength === source.buffer.byteLength;
+		const handOver = typeof source !== "string" && fillsOwnBuffer(source);
 		const created = (await this.#request(
 			{ id: this.#nextId++, op: "create", source, options },
 			handOver ? [source.buffer as ArrayBuffer] : [],
@@ -175,7 +157,7 @@ export class SessionHost {
 			} catch {
 				// The thread died meanwhile: nothing is left to release.
 			}
-			this.#stop(new ModelThreadStoppedError(CLOSED));
+			this.#stop(new ModelThreadStoppedError(CLOSED_MESSAGE));
 			// Idle now (its last request answered), so ending it interrupts no native call.
 			await this.#worker.terminate();
 		})();
