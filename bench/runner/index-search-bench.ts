@@ -12,9 +12,7 @@ import { closeSync, mkdtempSync, openSync, rmSync, statSync, writeSync } from "n
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { readFaissIndex } from "../../gpu-runner/src/engines/rvc/faiss-index.ts";
-import { retrieveFeatures } from "../../gpu-runner/src/engines/rvc/feature-retrieval.ts";
-import { IndexSearcher } from "../../gpu-runner/src/engines/rvc/index-search.ts";
+import { IndexCache } from "../../gpu-runner/src/engines/rvc/index-cache.ts";
 
 const { values } = parseArgs({
 	options: {
@@ -147,35 +145,37 @@ function queryFrames(count: number, centroids: Float32Array): Float32Array {
 const fmt = (n: number, digits = 2) => n.toFixed(digits);
 const mib = (bytes: number) => fmt(bytes / 2 ** 20, 0);
 
-async function measure(label: string, path: string, searcher: IndexSearcher, centroids: Float32Array) {
+/** Read and searched as the engine does: through its cache, which gives each index a thread of its own. */
+async function measure(label: string, path: string, cache: IndexCache, centroids: Float32Array) {
 	let started = performance.now();
-	const index = await readFaissIndex(path);
+	const { index, release } = await cache.acquire(path);
 	const readSeconds = (performance.now() - started) / 1000;
-	const held = index.vectors.byteLength + (index.ids?.byteLength ?? 0) + (index.centroids?.byteLength ?? 0);
+	const held = index.facts.heldBytes;
 	const frames = queryFrames(Math.round(audioSeconds * FRAMES_PER_SECOND), centroids);
 	const perWindow = WINDOW_SECONDS * FRAMES_PER_SECOND;
 	// One window first, so the sessions and the norms of a flat index are ready (as after a voice's first job).
-	await retrieveFeatures(frames.subarray(0, perWindow * DIM), perWindow, index, searcher, 0.75);
+	await index.retrieve(frames.subarray(0, perWindow * DIM), perWindow, 0.75);
 	const cpuBefore = process.cpuUsage();
 	started = performance.now();
 	for (let f0 = 0; f0 < frames.length / DIM; f0 += perWindow) {
 		const count = Math.min(perWindow, frames.length / DIM - f0);
-		await retrieveFeatures(frames.subarray(f0 * DIM, (f0 + count) * DIM), count, index, searcher, 0.75);
+		await index.retrieve(frames.subarray(f0 * DIM, (f0 + count) * DIM), count, 0.75);
 	}
 	const wall = (performance.now() - started) / 1000;
 	const cpu = process.cpuUsage(cpuBefore);
 	const cpuSeconds = (cpu.user + cpu.system) / 1e6;
 	const result = {
 		index: label,
-		vectors: index.ntotal,
-		nlist: index.nlist,
-		nprobe: index.nprobe,
+		vectors: index.facts.ntotal,
+		nlist: index.facts.nlist,
+		nprobe: index.facts.nprobe,
 		file_mib: statSync(path).size / 2 ** 20,
 		read_seconds: readSeconds,
 		held_mib: held / 2 ** 20,
 		ms_per_audio_second: (1000 * wall) / audioSeconds,
 		cpu_ms_per_audio_second: (1000 * cpuSeconds) / audioSeconds,
 	};
+	release();
 	console.log(
 		`  ${label.padEnd(34)} file ${mib(statSync(path).size)} MiB read in ${fmt(readSeconds, 1)} s, ${mib(held)} MiB held; retrieval ${fmt(result.ms_per_audio_second, 1)} ms per audio second (${fmt(result.cpu_ms_per_audio_second, 1)} CPU-ms)`,
 	);
@@ -196,12 +196,13 @@ try {
 	writeFlatIndex(flatPath, flatTotal, centroids);
 	console.log(`  (index files generated in ${fmt((performance.now() - started) / 1000, 1)} s)`);
 	started = performance.now();
-	const searcher = await IndexSearcher.create(threads !== undefined ? { intraOpNumThreads: threads } : {});
+	// Capacity 1, so the first index is dropped (its thread closed) before the second is read.
+	const cache = new IndexCache(1, threads !== undefined ? { intraOpNumThreads: threads } : {});
 	const results = [];
-	results.push(await measure(`IVF${nlist},Flat nprobe 1, ${total} vectors`, ivfPath, searcher, centroids));
+	results.push(await measure(`IVF${nlist},Flat nprobe 1, ${total} vectors`, ivfPath, cache, centroids));
 	rmSync(ivfPath);
-	results.push(await measure(`Flat L2, ${flatTotal} vectors`, flatPath, searcher, centroids));
-	await searcher.release();
+	results.push(await measure(`Flat L2, ${flatTotal} vectors`, flatPath, cache, centroids));
+	await cache.clear();
 	console.log(`  peak RSS ${fmt(process.resourceUsage().maxRSS / 1024, 0)} MiB`);
 	console.log(
 		JSON.stringify({ bench: "rvc-index", threads: threads ?? "default", audio_seconds: audioSeconds, results }),

@@ -322,6 +322,15 @@ describe("rvc engine with tiny models", () => {
 			}
 		});
 
+		it("prepare reads the voice's feature index ahead of its first job, and reports a damaged one then", async () => {
+			await engine.prepare?.(voice(), new Map(echo).set("index", join(INDEXES, "constant-flat.index")));
+			await expect(
+				engine.prepare?.(voice(), new Map(echo).set("index", join(INDEXES, "truncated.index"))),
+			).rejects.toMatchObject({ code: "invalid_index", message: expect.stringContaining("truncated.index") });
+			// Not when the voice's own settings leave the index unused.
+			await engine.prepare?.(voice({ index_rate: 0 }), new Map(echo).set("index", join(INDEXES, "truncated.index")));
+		});
+
 		it("refuses an index whose width does not fit the voice", async () => {
 			const paths = new Map(artifactPaths).set("index", join(INDEXES, "flat-l2.index"));
 			await expect(collect(run(speechLike(1), job({ artifactPaths: paths })))).rejects.toMatchObject({

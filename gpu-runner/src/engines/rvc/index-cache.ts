@@ -1,37 +1,54 @@
 /**
- * Loaded feature indexes by file, shared by concurrent jobs of the same voice. An index can be hundreds of MB,
- * so only `capacity` are kept: beyond it the least recently used idle ones are dropped (their memory is then the
- * garbage collector's). A file that fails to load is not kept, so a fixed file is read again next time.
+ * Loaded feature indexes by file, shared by concurrent jobs of the same voice, each on its own thread
+ * (`index-thread.ts`). An index can be hundreds of MB, so only `capacity` are kept: beyond it the least recently
+ * used idle ones are dropped, and before a new one is read. Dropping an index closes its thread, which frees its
+ * memory at once; only idle ones are dropped, so no retrieval is cut. A file that fails to load is not kept, so a
+ * fixed file is read again next time.
  */
-import { type FeatureIndex, readFaissIndex } from "./faiss-index.ts";
+import { IndexThread } from "./index-thread.ts";
 
 interface Entry {
-	index: Promise<FeatureIndex>;
+	loaded: Promise<IndexThread>;
 	users: number;
 	lastUsed: number;
+}
+
+/** Closes a dropped entry's thread once it has loaded (a failed load closed its own). */
+function unload(entry: Entry): Promise<void> {
+	return entry.loaded.then(
+		(thread) => thread.close(),
+		() => undefined,
+	);
 }
 
 export class IndexCache {
 	readonly #entries = new Map<string, Entry>();
 	readonly #capacity: number;
+	readonly #threadOptions: { intraOpNumThreads?: number };
 	#clock = 0;
 
-	constructor(capacity: number) {
+	constructor(capacity: number, threadOptions: { intraOpNumThreads?: number } = {}) {
 		this.#capacity = capacity;
+		this.#threadOptions = threadOptions;
 	}
 
 	get size(): number {
 		return this.#entries.size;
 	}
 
-	/** The index in `path`, read once; call `release` when the job is done with it. */
-	async acquire(path: string): Promise<{ index: FeatureIndex; release: () => void }> {
+	/** The index in `path`, read once on its thread; call `release` when the job is done with it. */
+	async acquire(path: string): Promise<{ index: IndexThread; release: () => void }> {
 		let entry = this.#entries.get(path);
 		if (entry === undefined) {
-			const index = readFaissIndex(path);
-			entry = { index, users: 0, lastUsed: 0 };
-			this.#entries.set(path, entry);
-			index.catch(() => this.#entries.delete(path));
+			// Room first: an idle index past the capacity goes, its memory with its thread, before the new one is read.
+			const room = this.#evict(1);
+			const loaded = room.then(() => IndexThread.open(path, this.#threadOptions));
+			const created: Entry = { loaded, users: 0, lastUsed: 0 };
+			entry = created;
+			this.#entries.set(path, created);
+			loaded.catch(() => {
+				if (this.#entries.get(path) === created) this.#entries.delete(path);
+			});
 		}
 		entry.users++;
 		entry.lastUsed = ++this.#clock;
@@ -41,29 +58,36 @@ export class IndexCache {
 			if (released) return;
 			released = true;
 			current.users--;
-			this.#evict();
+			void this.#evict();
 		};
 		try {
-			return { index: await current.index, release };
+			return { index: await current.loaded, release };
 		} catch (error) {
 			release();
 			throw error;
 		}
 	}
 
-	#evict(): void {
+	/** Drops the least recently used idle indexes until `reserve` more fit within the capacity (or none is idle). */
+	#evict(reserve = 0): Promise<void> {
 		const idle = [...this.#entries.entries()]
 			.filter(([, e]) => e.users === 0)
 			.sort(([, a], [, b]) => a.lastUsed - b.lastUsed);
-		let excess = this.#entries.size - this.#capacity;
-		for (const [path] of idle) {
+		let excess = this.#entries.size + reserve - this.#capacity;
+		const unloading: Promise<void>[] = [];
+		for (const [path, entry] of idle) {
 			if (excess <= 0) break;
 			this.#entries.delete(path);
+			unloading.push(unload(entry));
 			excess--;
 		}
+		return Promise.all(unloading).then(() => undefined);
 	}
 
-	clear(): void {
+	/** Drops every index and closes their threads (a retrieval in progress finishes first). */
+	async clear(): Promise<void> {
+		const all = [...this.#entries.values()];
 		this.#entries.clear();
+		await Promise.all(all.map(unload));
 	}
 }

@@ -19,7 +19,8 @@ import { type ExecutionProviderName, sessionOptionsFor } from "./execution-provi
 import { quantizeMatMuls } from "./int8-matmul.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
 import { RMVPE_PITCH_BINS } from "./pitch.ts";
-import { type ModelSession, ModelThreadStoppedError, SessionHost } from "./session-host.ts";
+import { type ModelSession, SessionHost } from "./session-host.ts";
+import { ModelThreadStoppedError } from "./thread-client.ts";
 
 export type ModelRole = "contentvec" | "rmvpe" | "synthesizer";
 

@@ -36,11 +36,10 @@ import {
 	type ProviderSelection,
 	selectExecutionProvider,
 } from "./execution-provider.ts";
-import type { FeatureIndex } from "./faiss-index.ts";
-import { protectUnvoiced, retrieveFeatures } from "./feature-retrieval.ts";
+import { protectUnvoiced } from "./feature-retrieval.ts";
 import { ButterworthHighPass } from "./high-pass.ts";
 import { IndexCache } from "./index-cache.ts";
-import { IndexSearcher } from "./index-search.ts";
+import type { IndexThread } from "./index-thread.ts";
 import { StreamingLoudnessMix } from "./loudness-mix.ts";
 import { LogMelSpectrogram, RMVPE_HOP, RMVPE_SAMPLE_RATE } from "./mel.ts";
 import { type LoadedModels, ModelCache, type ModelPaths } from "./models.ts";
@@ -196,12 +195,6 @@ async function estimatePitch(
 	return { f0: decodeSalience(salience, frames, params.f0Threshold), melMs, rmvpeMs: performance.now() - started };
 }
 
-/** The feature index a job uses, if its voice has one and `index_rate` is above 0. */
-interface Retrieval {
-	index: FeatureIndex;
-	searcher: IndexSearcher;
-}
-
 /** ContentVec's 50 frames/s doubled to the synthesizer's 100 (RVC: F.interpolate(scale_factor=2), nearest). */
 function doubleFrameRate(features: Float32Array, featureFrames: number, dim: number, frames: number): Float32Array {
 	// The doubled count can fall a frame or two short of the audio's; the last frame is repeated so the
@@ -259,7 +252,8 @@ function decodedSpan(
 async function convertWindow(
 	window: ChunkWindow,
 	models: LoadedModels,
-	retrieval: Retrieval | undefined,
+	/** The voice's feature index, if it has one and `index_rate` is above 0. */
+	retrieval: IndexThread | undefined,
 	params: RvcParams,
 	job: {
 		semitones: number;
@@ -284,7 +278,7 @@ async function convertWindow(
 	const blended =
 		retrieval === undefined
 			? features.data
-			: await retrieveFeatures(features.data, features.frames, retrieval.index, retrieval.searcher, params.indexRate);
+			: await retrieval.retrieve(features.data, features.frames, params.indexRate);
 	const timeRetrieval = retrieval === undefined ? 0 : performance.now() - started;
 	const phone = doubleFrameRate(blended, features.frames, features.dim, frames);
 
@@ -341,7 +335,6 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	let selection: ProviderSelection | undefined;
 	let caches: SlotPool<ModelCache> | undefined;
 	let indexes: IndexCache | undefined;
-	let searcher: IndexSearcher | undefined;
 	const mel = new LogMelSpectrogram();
 
 	const chunkPlan = (params: RvcParams): ChunkPlan =>
@@ -467,8 +460,8 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				Array.from({ length: threads }, () => new ModelCache(settings, options.maxCachedModels ?? 6)),
 				cpu ? 1 : capacity,
 			);
-			indexes = new IndexCache(options.maxCachedIndexes ?? 2);
-			searcher = await IndexSearcher.create(
+			indexes = new IndexCache(
+				options.maxCachedIndexes ?? 2,
 				options.intraOpNumThreads !== undefined ? { intraOpNumThreads: options.intraOpNumThreads } : {},
 			);
 			return {
@@ -506,10 +499,16 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			const paths = await modelFiles({ voice, artifactPaths }, params);
 			// Every model thread, one after the other (loading stacks each model's file and session in memory).
 			for (const cache of caches.items) await warmUp(cache, paths, plan, params);
+			// The feature index too, when jobs with the voice's own settings use it: read onto its thread now (a
+			// large one takes seconds), kept by the index cache for the first job.
+			const indexPath = artifactPaths.get("index");
+			if (indexPath !== undefined && params.indexRate > 0 && indexes !== undefined) {
+				(await indexes.acquire(indexPath)).release();
+			}
 		},
 
 		async *convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock> {
-			if (caches === undefined || indexes === undefined || searcher === undefined)
+			if (caches === undefined || indexes === undefined)
 				throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
 			const params = voiceParams(job.voice, job.voiceSettings);
 			const indexPath = job.artifactPaths.get("index");
@@ -540,18 +539,18 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 						'its synthesizer takes pitch and f0_method is "rmvpe"; add the rmvpe ONNX file or use f0_method "yin"',
 					);
 				}
-				let retrieval: Retrieval | undefined;
+				let retrieval: IndexThread | undefined;
 				if (indexPath !== undefined && params.indexRate > 0) {
 					const loaded = await indexes.acquire(indexPath);
 					releaseIndex = loaded.release;
 					const width = models.synthesizer.declaredFeatureDim ?? models.contentvec.declaredFeatureDim;
-					if (width !== undefined && width !== loaded.index.dim) {
+					if (width !== undefined && width !== loaded.index.facts.dim) {
 						throw new RvcEngineError(
 							"invalid_index",
-							`feature index ${indexPath} holds ${loaded.index.dim}-wide vectors but the voice's models use ${width}-wide features (v1 voices 256, v2 768)`,
+							`feature index ${indexPath} holds ${loaded.index.facts.dim}-wide vectors but the voice's models use ${width}-wide features (v1 voices 256, v2 768)`,
 						);
 					}
-					retrieval = { index: loaded.index, searcher };
+					retrieval = loaded.index;
 				}
 				const noise = new NormalNoise(options.noiseSeed ?? randomInt(2 ** 31));
 				const convert = (window: ChunkWindow): Promise<Float32Array> =>
@@ -584,12 +583,10 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 
 		async dispose(): Promise<void> {
 			const current = caches?.items ?? [];
-			const currentSearcher = searcher;
+			const currentIndexes = indexes;
 			caches = undefined;
-			searcher = undefined;
-			indexes?.clear();
 			indexes = undefined;
-			await Promise.all([...current.map((cache) => cache.dispose()), currentSearcher?.release()]);
+			await Promise.all([...current.map((cache) => cache.dispose()), currentIndexes?.clear()]);
 		},
 	};
 }

@@ -1,23 +1,13 @@
 /**
  * The thread behind `SessionHost`: it owns onnxruntime sessions and runs them, one request at a time, so the
- * runner's main thread never waits on a model run (see `session-host.ts` for why, and for the messages).
- * Kept to node builtins, onnxruntime-node and the message shapes in `session-wire.ts`: this file is loaded by a
- * worker thread, outside any bundler.
+ * runner's main thread never waits on a model run (see `session-host.ts` for why, and `session-wire.ts` for the
+ * requests). Kept to node builtins, onnxruntime-node and `thread-protocol.ts`: this file is loaded by a worker
+ * thread, outside any bundler.
  */
-import { parentPort, workerData } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
-import {
-	CLOSED_MESSAGE,
-	fillsOwnBuffer,
-	type HostRequest,
-	type HostResponse,
-	type WireTensor,
-} from "./session-wire.ts";
+import type { HostRequest, WireTensor } from "./session-wire.ts";
+import { fillsOwnBuffer, type Handled, serveRequests } from "./thread-protocol.ts";
 
-if (parentPort === null) throw new Error("session-host-worker.ts runs in a worker thread only");
-const port = parentPort;
-/** Set by the host's `close`: requests still queued are refused, not run. */
-const closing = (workerData as { closing: Int32Array }).closing;
 const sessions = new Map<number, ort.InferenceSession>();
 let nextSession = 1;
 
@@ -32,7 +22,7 @@ function owned(data: WireTensor["data"]): WireTensor["data"] {
 	return fillsOwnBuffer(data) ? data : (data.slice() as WireTensor["data"]);
 }
 
-async function handle(request: HostRequest): Promise<{ value: unknown; transfer: ArrayBuffer[] }> {
+async function handle(request: HostRequest): Promise<Handled> {
 	switch (request.op) {
 		case "create": {
 			const created =
@@ -49,7 +39,6 @@ async function handle(request: HostRequest): Promise<{ value: unknown; transfer:
 					inputMetadata: created.inputMetadata.map((m) => ({ ...m })),
 					outputMetadata: created.outputMetadata.map((m) => ({ ...m })),
 				},
-				transfer: [],
 			};
 		}
 		case "run": {
@@ -71,38 +60,15 @@ async function handle(request: HostRequest): Promise<{ value: unknown; transfer:
 			const released = session(request.session);
 			sessions.delete(request.session);
 			await released.release();
-			return { value: undefined, transfer: [] };
+			return { value: undefined };
 		}
 		case "close": {
 			const all = [...sessions.values()];
 			sessions.clear();
 			await Promise.allSettled(all.map((s) => s.release()));
-			return { value: undefined, transfer: [] };
+			return { value: undefined };
 		}
 	}
 }
 
-// Requests are handled strictly in order: a run occupies this thread until it returns anyway.
-let queue: Promise<void> = Promise.resolve();
-port.on("message", (request: HostRequest) => {
-	queue = queue.then(async () => {
-		let response: HostResponse;
-		let transfer: ArrayBuffer[] = [];
-		if (request.op !== "close" && Atomics.load(closing, 0) === 1) {
-			port.postMessage({ id: request.id, ok: false, message: CLOSED_MESSAGE, closed: true });
-			return;
-		}
-		try {
-			const done = await handle(request);
-			response = { id: request.id, ok: true, value: done.value };
-			transfer = done.transfer;
-		} catch (error) {
-			response = {
-				id: request.id,
-				ok: false,
-				message: error instanceof Error ? error.message : String(error),
-			};
-		}
-		port.postMessage(response, transfer);
-	});
-});
+serveRequests(handle);

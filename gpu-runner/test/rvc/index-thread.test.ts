@@ -1,0 +1,125 @@
+/**
+ * A feature index on its own thread: the same blended features as retrieval on this thread, the main thread
+ * free while a large index is searched, and a bad file failing with the engine's own error.
+ */
+import { closeSync, mkdtempSync, openSync, writeFileSync, writeSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describeFaissIndexFile, readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
+import { retrieveFeatures } from "../../src/engines/rvc/feature-retrieval.ts";
+import { IndexSearcher } from "../../src/engines/rvc/index-search.ts";
+import { IndexThread } from "../../src/engines/rvc/index-thread.ts";
+import { timerGapsDuring } from "../helpers/timer-gaps.ts";
+
+const FIXTURES = join(import.meta.dirname, "fixtures", "index");
+const scratch = mkdtempSync(join(tmpdir(), "index-thread-test-"));
+
+/** Values in [-0.5, 0.5) from a fixed linear congruential sequence. */
+function pseudoRandom(length: number, seed: number): Float32Array {
+	const out = new Float32Array(length);
+	let s = seed;
+	for (let i = 0; i < length; i++) {
+		s = (Math.imul(s, 1_664_525) + 1_013_904_223) >>> 0;
+		out[i] = s / 2 ** 32 - 0.5;
+	}
+	return out;
+}
+
+/** A faiss `IxF2` (flat L2) file: header, the size prefix (a float count), then the vectors. */
+function writeFlatIndex(path: string, vectors: Float32Array, dim: number): void {
+	const ntotal = vectors.length / dim;
+	const header = Buffer.alloc(4 + 4 + 8 + 8 + 8 + 1 + 4 + 8);
+	let at = header.write("IxF2", 0, "latin1");
+	at = header.writeInt32LE(dim, at);
+	at = header.writeBigInt64LE(BigInt(ntotal), at);
+	at = header.writeBigInt64LE(1n << 20n, at);
+	at = header.writeBigInt64LE(1n << 20n, at);
+	at = header.writeUInt8(1, at);
+	at = header.writeInt32LE(1, at);
+	header.writeBigInt64LE(BigInt(vectors.length), at);
+	const fd = openSync(path, "w");
+	writeSync(fd, header);
+	writeSync(fd, new Uint8Array(vectors.buffer, vectors.byteOffset, vectors.byteLength));
+	closeSync(fd);
+}
+
+let searcher: IndexSearcher;
+beforeAll(async () => {
+	searcher = await IndexSearcher.create({ intraOpNumThreads: 1 });
+});
+afterAll(async () => {
+	await searcher.release();
+});
+
+describe("IndexThread", () => {
+	it.each(["added_IVF20_Flat_nprobe_1_tiny_v2.index", "flat-l2.index", "ivf-ip-directmap.index"])(
+		"%s: the same blended features as retrieval on this thread, and the same facts as the reader",
+		async (name) => {
+			const path = join(FIXTURES, name);
+			const thread = await IndexThread.open(path, { intraOpNumThreads: 1 });
+			const { heldBytes, ...facts } = thread.facts;
+			expect(facts).toEqual(await describeFaissIndexFile(path));
+			const index = await readFaissIndex(path);
+			expect(heldBytes).toBe(
+				index.vectors.byteLength + (index.ids?.byteLength ?? 0) + (index.centroids?.byteLength ?? 0),
+			);
+			const frames = 40;
+			const features = pseudoRandom(frames * 16, 3);
+			// A view into a larger array, as the engine's windows are: only its own part crosses.
+			const inLarger = new Float32Array(features.length + 32);
+			inLarger.set(features, 16);
+			const view = inLarger.subarray(16, 16 + features.length);
+			const there = await thread.retrieve(view, frames, 0.75);
+			const here = await retrieveFeatures(features, frames, index, searcher, 0.75);
+			expect(there).toEqual(here);
+			expect(view).toEqual(features);
+			await thread.close();
+		},
+	);
+
+	it("leaves the main thread free while a large flat index is searched", async () => {
+		// 65536 vectors of 256 (64 MiB) against 512 frames: 2 x 8.6 GFLOP of matrix products on one core.
+		const dim = 256;
+		const vectors = pseudoRandom(65_536 * dim, 11);
+		const path = join(scratch, "large-flat.index");
+		writeFlatIndex(path, vectors, dim);
+		const thread = await IndexThread.open(path, { intraOpNumThreads: 1 });
+		const frames = 512;
+		// Stored rows 0..511 as the features, at index_rate 1: each frame retrieves itself.
+		const features = vectors.slice(0, frames * dim);
+		await thread.retrieve(features.slice(0, dim), 1, 1); // the norms, computed once, are not timed
+		const { result, took, ticks, longestGap } = await timerGapsDuring(() => thread.retrieve(features, frames, 1));
+		expect(result).toEqual(features);
+		expect(took).toBeGreaterThan(50);
+		expect(ticks).toBeGreaterThan(5);
+		// On this thread, each block's product would be one gap as long as itself (about half the search).
+		expect(longestGap).toBeLessThan(took / 4);
+		await thread.close();
+	});
+
+	it("fails a bad or missing file as invalid_index, for good, and ends its thread", async () => {
+		const bad = join(scratch, "bad.index");
+		writeFileSync(bad, "IxF2 but nothing after");
+		await expect(IndexThread.open(bad)).rejects.toMatchObject({
+			name: "RvcEngineError",
+			code: "invalid_index",
+			permanent: true,
+			message: expect.stringContaining(bad),
+		});
+		await expect(IndexThread.open(join(scratch, "missing.index"))).rejects.toMatchObject({
+			code: "invalid_index",
+			message: expect.stringContaining("cannot be opened"),
+		});
+	});
+
+	it("refuses retrievals once closed, as a stopped thread the job can retry", async () => {
+		const thread = await IndexThread.open(join(FIXTURES, "flat-l2.index"));
+		await thread.close();
+		await expect(thread.retrieve(pseudoRandom(16, 1), 1, 0.5)).rejects.toMatchObject({
+			name: "RvcEngineError",
+			code: "model_thread_stopped",
+			permanent: false,
+		});
+	});
+});
