@@ -10,21 +10,11 @@ import { describeFaissIndexFile, readFaissIndex } from "../../src/engines/rvc/fa
 import { retrieveFeatures } from "../../src/engines/rvc/feature-retrieval.ts";
 import { IndexSearcher } from "../../src/engines/rvc/index-search.ts";
 import { IndexThread } from "../../src/engines/rvc/index-thread.ts";
+import { NormalNoise } from "../../src/engines/rvc/random.ts";
 import { timerGapsDuring } from "../helpers/timer-gaps.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures", "index");
 const scratch = mkdtempSync(join(tmpdir(), "index-thread-test-"));
-
-/** Values in [-0.5, 0.5) from a fixed linear congruential sequence. */
-function pseudoRandom(length: number, seed: number): Float32Array {
-	const out = new Float32Array(length);
-	let s = seed;
-	for (let i = 0; i < length; i++) {
-		s = (Math.imul(s, 1_664_525) + 1_013_904_223) >>> 0;
-		out[i] = s / 2 ** 32 - 0.5;
-	}
-	return out;
-}
 
 /** A faiss `IxF2` (flat L2) file: header, the size prefix (a float count), then the vectors. */
 function writeFlatIndex(path: string, vectors: Float32Array, dim: number): void {
@@ -65,7 +55,7 @@ describe("IndexThread", () => {
 				index.vectors.byteLength + (index.ids?.byteLength ?? 0) + (index.centroids?.byteLength ?? 0),
 			);
 			const frames = 40;
-			const features = pseudoRandom(frames * 16, 3);
+			const features = new NormalNoise(3).fill(frames * 16, 0.5);
 			// A view into a larger array, as the engine's windows are: only its own part crosses.
 			const inLarger = new Float32Array(features.length + 32);
 			inLarger.set(features, 16);
@@ -81,7 +71,7 @@ describe("IndexThread", () => {
 	it("leaves the main thread free while a large flat index is searched", async () => {
 		// 65536 vectors of 256 (64 MiB) against 512 frames: 2 x 8.6 GFLOP of matrix products on one core.
 		const dim = 256;
-		const vectors = pseudoRandom(65_536 * dim, 11);
+		const vectors = new NormalNoise(11).fill(65_536 * dim, 0.5);
 		const path = join(scratch, "large-flat.index");
 		writeFlatIndex(path, vectors, dim);
 		const thread = await IndexThread.open(path, { intraOpNumThreads: 1 });
@@ -116,7 +106,7 @@ describe("IndexThread", () => {
 	it("refuses retrievals once closed, as a stopped thread the job can retry", async () => {
 		const thread = await IndexThread.open(join(FIXTURES, "flat-l2.index"));
 		await thread.close();
-		await expect(thread.retrieve(pseudoRandom(16, 1), 1, 0.5)).rejects.toMatchObject({
+		await expect(thread.retrieve(new NormalNoise(1).fill(16, 0.5), 1, 0.5)).rejects.toMatchObject({
 			name: "RvcEngineError",
 			code: "model_thread_stopped",
 			permanent: false,

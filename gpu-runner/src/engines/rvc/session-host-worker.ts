@@ -6,7 +6,7 @@
  */
 import * as ort from "onnxruntime-node";
 import type { HostRequest, WireTensor } from "./session-wire.ts";
-import { fillsOwnBuffer, type Handled, serveRequests } from "./thread-protocol.ts";
+import { forPosting, type Handled, serveRequests } from "./thread-protocol.ts";
 
 const sessions = new Map<number, ort.InferenceSession>();
 let nextSession = 1;
@@ -15,11 +15,6 @@ function session(id: number): ort.InferenceSession {
 	const found = sessions.get(id);
 	if (found === undefined) throw new Error(`session ${id} is not open (released, or never created)`);
 	return found;
-}
-
-/** The output's data as its own buffer, so it can be handed over rather than copied. */
-function owned(data: WireTensor["data"]): WireTensor["data"] {
-	return fillsOwnBuffer(data) ? data : (data.slice() as WireTensor["data"]);
 }
 
 async function handle(request: HostRequest): Promise<Handled> {
@@ -50,7 +45,8 @@ async function handle(request: HostRequest): Promise<Handled> {
 			const outputs: Record<string, WireTensor> = {};
 			const transfer: ArrayBuffer[] = [];
 			for (const [name, tensor] of Object.entries(result)) {
-				const data = owned(tensor.data as WireTensor["data"]);
+				// Its own buffer, so it is handed over rather than copied.
+				const data = forPosting(tensor.data as WireTensor["data"]);
 				outputs[name] = { type: tensor.type, data, dims: [...tensor.dims] };
 				transfer.push(data.buffer as ArrayBuffer);
 			}

@@ -7,8 +7,8 @@
  * turns. A `SessionHost` is a worker thread that owns sessions and runs them: the main thread posts the feeds
  * and goes on, and two hosts run two models at the same time. Each host holds its own copy of what it loads.
  *
- * Tensors cross as `WireTensor`s: the feeds are copied (structured clone; a few MB per run, against runs of
- * seconds) unless they are in shared memory, the outputs are handed over without a copy.
+ * Tensors cross as `WireTensor`s: the feeds are copied (structured clone, of the feed's own part only; a few MB per
+ * run, against runs of seconds), the outputs are handed over without a copy.
  */
 import * as ort from "onnxruntime-node";
 import type { HostRequest, TensorData, WireTensor } from "./session-wire.ts";

@@ -43,11 +43,11 @@ export function fillsOwnBuffer(data: ArrayBufferView): boolean {
 }
 
 /**
- * `data` as it is best posted. Posting a typed array clones its whole `ArrayBuffer`, not only the part it views,
- * so a view into a larger buffer is first cut to its own; shared memory crosses as it is.
+ * `data` as it is best posted: itself when it fills its own buffer (which can then be handed over), otherwise a
+ * copy of just its part. Posting a typed array clones its whole `ArrayBuffer`, not only the part it views.
  */
 export function forPosting<T extends Float32Array | BigInt64Array | Int32Array | Uint8Array>(data: T): T {
-	return data.buffer instanceof SharedArrayBuffer || fillsOwnBuffer(data) ? data : (data.slice() as T);
+	return fillsOwnBuffer(data) ? data : (data.slice() as T);
 }
 
 /**
