@@ -3,11 +3,11 @@
  * (fixtures/make-index-fixtures.py, Debian's faiss 1.7.3): every supported kind parses, search returns faiss's
  * ids and distances for the same queries, and every refusal names its reason.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { describeFaissIndexFile, readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
+import { describeFaissIndexFile, describeFeatureIndex, readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
 import { IndexSearcher, MISSING_SCORE } from "../../src/engines/rvc/index-search.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures", "index");
@@ -54,8 +54,40 @@ describe("reading faiss indexes", () => {
 			"flat-ip.index",
 			{ kind: "flat", fourcc: "IxFI", metric: "inner_product", dim: 16, ntotal: 300, nlist: 0, nprobe: 0 },
 		],
-	])("describes %s", async (name, expected) => {
+	])("describes %s, as reading it does", async (name, expected) => {
 		expect(await describeFaissIndexFile(join(FIXTURES, name))).toEqual(expected);
+		expect(describeFeatureIndex(await readFaissIndex(join(FIXTURES, name)))).toEqual(expected);
+	});
+
+	it("describes a 3 GB index without reading its vectors", async () => {
+		// A flat L2 header for 1 000 000 vectors of 768, then a sparse file of the right length: the vectors' bytes
+		// are never written, so only a reader that steps over them answers at once and without 3 GB of memory.
+		const [count, dim] = [1_000_000, 768];
+		const header = new Uint8Array(45);
+		const view = new DataView(header.buffer);
+		header.set(Buffer.from("IxF2"), 0);
+		view.setInt32(4, dim, true);
+		view.setBigInt64(8, BigInt(count), true);
+		view.setUint8(32, 1); // is_trained
+		view.setInt32(33, 1, true); // L2
+		view.setBigInt64(37, BigInt(count * dim), true);
+		const path = scratchFile("large-flat.index", header);
+		truncateSync(path, header.length + count * dim * 4);
+
+		const rssBefore = process.memoryUsage.rss();
+		const description = await describeFaissIndexFile(path);
+		expect(description).toEqual({
+			kind: "flat",
+			fourcc: "IxF2",
+			metric: "l2",
+			dim,
+			ntotal: count,
+			nlist: 0,
+			nprobe: 0,
+		});
+		expect(process.memoryUsage.rss() - rssBefore).toBeLessThan(64 * 2 ** 20);
+		truncateSync(path, header.length + count * dim * 4 - 1);
+		await expect(describeFaissIndexFile(path)).rejects.toThrow(/truncated: IxF2 holds 1000000 vectors of 768/);
 	});
 
 	it("keeps every IVF vector once, grouped by list, with its id", async () => {
@@ -124,20 +156,24 @@ describe("search matches faiss", () => {
 	});
 });
 
-describe("refusals", () => {
+// Describing makes the same checks as reading, without the vectors: both refuse every bad file with one message.
+describe.each([
+	["reading", readFaissIndex],
+	["describing", describeFaissIndexFile],
+] as const)("refusals when %s", (_, readIndex) => {
 	it.each([
 		["hnsw.index", /HNSW with flat storage \(HNSW…,Flat\) \(faiss fourcc IHNf\); only IVF…,Flat/],
 		["ivf-pq.index", /IVF with product quantisation \(IVF…,PQ…\) \(faiss fourcc IwPQ\)/],
 		["truncated.index", /truncated: .* but only \d+ bytes follow|truncated: .* the file ends at 56739/],
 	])("%s", async (name, message) => {
-		await expect(readFaissIndex(join(FIXTURES, name))).rejects.toMatchObject({ code: "invalid_index", message });
+		await expect(readIndex(join(FIXTURES, name))).rejects.toMatchObject({ code: "invalid_index", message });
 	});
 
 	it("refuses a file cut anywhere, without reading past its end", async () => {
 		const bytes = readFileSync(join(FIXTURES, "ivf-sparse-hashtable-nprobe3.index"));
 		for (const length of [0, 3, 4, 20, 41, 60, 100, 1200, 1300, 1400, bytes.length - 8, bytes.length - 1]) {
 			await expect(
-				readFaissIndex(scratchFile(`cut-${length}.index`, bytes.subarray(0, length))),
+				readIndex(scratchFile(`cut-${length}.index`, bytes.subarray(0, length))),
 				`cut at ${length}`,
 			).rejects.toMatchObject({ code: "invalid_index", message: expect.stringMatching(/truncated/) });
 		}
@@ -145,23 +181,23 @@ describe("refusals", () => {
 
 	it("refuses files that are not faiss indexes, trailing bytes, and inconsistent counts", async () => {
 		const flat = new Uint8Array(readFileSync(join(FIXTURES, "flat-l2.index")));
-		await expect(readFaissIndex(scratchFile("wav.index", Buffer.from("RIFF....WAVEfmt ")))).rejects.toThrow(
+		await expect(readIndex(scratchFile("wav.index", Buffer.from("RIFF....WAVEfmt ")))).rejects.toThrow(
 			/unknown faiss fourcc "RIFF"/,
 		);
-		await expect(readFaissIndex(scratchFile("binary.index", Uint8Array.of(0, 1, 2, 3, 4)))).rejects.toThrow(
+		await expect(readIndex(scratchFile("binary.index", Uint8Array.of(0, 1, 2, 3, 4)))).rejects.toThrow(
 			/does not start with a faiss index fourcc \(bytes 00 01 02 03\)/,
 		);
-		await expect(readFaissIndex(scratchFile("trailing.index", Buffer.concat([flat, Buffer.alloc(5)])))).rejects.toThrow(
+		await expect(readIndex(scratchFile("trailing.index", Buffer.concat([flat, Buffer.alloc(5)])))).rejects.toThrow(
 			/5 bytes follow the end of the index/,
 		);
 		const wrongCount = flat.slice();
 		new DataView(wrongCount.buffer).setBigInt64(37, 4799n, true);
-		await expect(readFaissIndex(scratchFile("count.index", wrongCount))).rejects.toThrow(
+		await expect(readIndex(scratchFile("count.index", wrongCount))).rejects.toThrow(
 			/IxF2 says 4799 for its vector data, expected 4800 floats for 300 vectors of 16/,
 		);
 		const l1 = flat.slice();
 		new DataView(l1.buffer).setInt32(33, 2, true);
-		await expect(readFaissIndex(scratchFile("l1.index", l1))).rejects.toThrow(/uses the L1 metric/);
-		await expect(readFaissIndex(join(scratch, "absent.index"))).rejects.toThrow(/cannot be opened/);
+		await expect(readIndex(scratchFile("l1.index", l1))).rejects.toThrow(/uses the L1 metric/);
+		await expect(readIndex(join(scratch, "absent.index"))).rejects.toThrow(/cannot be opened/);
 	});
 });

@@ -20,7 +20,9 @@
  *
  * The file is read in one pass through a small buffer and each list's vectors go straight into one Float32Array
  * holding every stored vector, so a several-hundred-MB index costs its vectors once (plus 8 bytes an id for IVF)
- * and never a second copy of the file.
+ * and never a second copy of the file. Describing a file (`describeFaissIndexFile`) makes the same pass and the
+ * same checks but steps over the vectors and ids instead of reading them, so checking an uploaded index costs a
+ * few kilobytes of memory and reads, whatever its size.
  */
 import { type FileHandle, open } from "node:fs/promises";
 import { endianness } from "node:os";
@@ -59,9 +61,13 @@ export function describeFeatureIndex(index: FeatureIndex): IndexDescription {
 	return { kind, fourcc, metric, dim, ntotal, nlist, nprobe };
 }
 
-/** Reads and checks `path` in full and describes it; throws `RvcEngineError` (`invalid_index`) with the reason. */
+/**
+ * Checks `path` as `readFaissIndex` does (every header, count and size, the file's exact length) and describes
+ * it, without reading the stored vectors and ids: memory and reads stay small whatever the index's size. Throws
+ * `RvcEngineError` (`invalid_index`) with the same reason `readFaissIndex` would give.
+ */
 export async function describeFaissIndexFile(path: string): Promise<IndexDescription> {
-	return describeFeatureIndex(await readFaissIndex(path));
+	return (await parseIndexFile(path, false)).description;
 }
 
 /** Index types faiss writes that this reader refuses, by fourcc, so the message can say what the file is. */
@@ -265,8 +271,16 @@ function refuseType(reader: IndexFileReader, fourcc: string, where: string): nev
 	);
 }
 
-/** The vectors of a flat index (after its header): a size prefix of ntotal x d floats (or bytes), then the floats. */
-async function readFlatVectors(reader: IndexFileReader, fourcc: string, header: IndexHeader): Promise<Float32Array> {
+/**
+ * The vectors of a flat index (after its header): a size prefix of ntotal x d floats (or bytes), then the floats;
+ * stepped over (null) when the payload is not kept.
+ */
+async function readFlatVectors(
+	reader: IndexFileReader,
+	fourcc: string,
+	header: IndexHeader,
+	keep: boolean,
+): Promise<Float32Array | null> {
 	const floats = header.ntotal * header.dim;
 	const prefix = await reader.count(`${fourcc} vector data size`);
 	if (prefix !== floats && prefix !== floats * 4) {
@@ -279,12 +293,25 @@ async function readFlatVectors(reader: IndexFileReader, fourcc: string, header: 
 			`truncated: ${fourcc} holds ${header.ntotal} vectors of ${header.dim} (${floats * 4} bytes) but only ${reader.remaining} bytes follow`,
 		);
 	}
+	if (!keep) {
+		reader.skip(floats * 4, `${fourcc} vectors`);
+		return null;
+	}
 	const vectors = new Float32Array(floats);
 	await reader.bytesInto(new Uint8Array(vectors.buffer), `${fourcc} vectors`);
 	return vectors;
 }
 
-async function readIvfFlat(reader: IndexFileReader): Promise<FeatureIndex> {
+/** The arrays search needs, which a description does without. */
+type IndexPayload = Pick<FeatureIndex, "vectors" | "ids" | "listStarts" | "centroids" | "centroidMetric">;
+
+/** One pass over an index file: what it is, and its payload when that was kept (null when stepped over). */
+interface ParsedIndex {
+	description: IndexDescription;
+	payload: IndexPayload | null;
+}
+
+async function readIvfFlat(reader: IndexFileReader, keep: boolean): Promise<ParsedIndex> {
 	const header = await readHeader(reader, "IwFl");
 	if (!header.isTrained) throw reader.fail("the IVF index was never trained (no coarse centroids)");
 	const nlist = await reader.count("IwFl nlist", 2 ** 31 - 1);
@@ -301,7 +328,7 @@ async function readIvfFlat(reader: IndexFileReader): Promise<FeatureIndex> {
 			`the coarse quantizer holds ${quantizer.ntotal} centroids of ${quantizer.dim}, expected ${nlist} of ${header.dim}`,
 		);
 	}
-	const centroids = await readFlatVectors(reader, quantizerType, quantizer);
+	const centroids = await readFlatVectors(reader, quantizerType, quantizer, keep);
 
 	// The direct map (id -> list position) serves faiss's reconstruct(); search does not need it.
 	const mapType = await reader.uint8("direct map type");
@@ -356,6 +383,20 @@ async function readIvfFlat(reader: IndexFileReader): Promise<FeatureIndex> {
 		);
 	}
 
+	const description: IndexDescription = {
+		kind: "ivf_flat",
+		fourcc: "IwFl",
+		metric: header.metric,
+		dim: header.dim,
+		ntotal: header.ntotal,
+		nlist,
+		nprobe,
+	};
+	if (!keep || centroids === null) {
+		reader.skip(needed, "inverted lists");
+		return { description, payload: null };
+	}
+
 	const vectors = new Float32Array(stored * header.dim);
 	const ids = new Float64Array(stored);
 	const listStarts = new Uint32Array(nlist + 1);
@@ -375,20 +416,8 @@ async function readIvfFlat(reader: IndexFileReader): Promise<FeatureIndex> {
 		row += n;
 	}
 	listStarts[nlist] = row;
-	return {
-		kind: "ivf_flat",
-		fourcc: "IwFl",
-		metric: header.metric,
-		dim: header.dim,
-		ntotal: header.ntotal,
-		nlist,
-		nprobe,
-		vectors,
-		ids,
-		listStarts,
-		centroids,
-		centroidMetric: quantizerType === "IxF2" ? "l2" : "inner_product",
-	};
+	const centroidMetric = quantizerType === "IxF2" ? "l2" : "inner_product";
+	return { description, payload: { vectors, ids, listStarts, centroids, centroidMetric } };
 }
 
 /**
@@ -396,6 +425,13 @@ async function readIvfFlat(reader: IndexFileReader): Promise<FeatureIndex> {
  * problem: another index type (by fourcc), another metric, a truncated file, counts that disagree.
  */
 export async function readFaissIndex(path: string): Promise<FeatureIndex> {
+	const { description, payload } = await parseIndexFile(path, true);
+	if (payload === null) throw new IndexFormatError(path, "the reader kept no vectors"); // not reached: kept above
+	return { ...description, ...payload };
+}
+
+/** One checked pass over the file; the vectors, ids and centroids are read when `keep`, stepped over otherwise. */
+async function parseIndexFile(path: string, keep: boolean): Promise<ParsedIndex> {
 	// The vectors are copied from the file's bytes as they are; faiss writes little-endian.
 	if (endianness() !== "LE") throw new IndexFormatError(path, "faiss indexes can only be read on little-endian hosts");
 	let handle: FileHandle;
@@ -409,30 +445,32 @@ export async function readFaissIndex(path: string): Promise<FeatureIndex> {
 	try {
 		const reader = new IndexFileReader(path, handle, (await handle.stat()).size);
 		const fourcc = await reader.fourcc("index fourcc");
-		let index: FeatureIndex;
-		if (fourcc === "IwFl") index = await readIvfFlat(reader);
+		let parsed: ParsedIndex;
+		if (fourcc === "IwFl") parsed = await readIvfFlat(reader, keep);
 		else if (fourcc === "IxF2" || fourcc === "IxFI") {
 			const header = await readHeader(reader, fourcc);
-			index = {
-				kind: "flat",
-				fourcc,
-				metric: header.metric,
-				dim: header.dim,
-				ntotal: header.ntotal,
-				nlist: 0,
-				nprobe: 0,
-				vectors: await readFlatVectors(reader, fourcc, header),
-				ids: undefined,
-				listStarts: undefined,
-				centroids: undefined,
-				centroidMetric: undefined,
+			const vectors = await readFlatVectors(reader, fourcc, header, keep);
+			parsed = {
+				description: {
+					kind: "flat",
+					fourcc,
+					metric: header.metric,
+					dim: header.dim,
+					ntotal: header.ntotal,
+					nlist: 0,
+					nprobe: 0,
+				},
+				payload:
+					vectors === null
+						? null
+						: { vectors, ids: undefined, listStarts: undefined, centroids: undefined, centroidMetric: undefined },
 			};
 		} else refuseType(reader, fourcc, "the file");
 		if (reader.remaining > 0) {
 			throw reader.fail(`${reader.remaining} bytes follow the end of the index (not one faiss index?)`);
 		}
-		if (index.ntotal === 0) throw reader.fail("the index holds no vectors");
-		return index;
+		if (parsed.description.ntotal === 0) throw reader.fail("the index holds no vectors");
+		return parsed;
 	} finally {
 		await handle.close();
 	}
