@@ -4,7 +4,8 @@
  * - `dsp`: `formant_shift` (its voices' own parameter, overridden per conversion); it has no feature index, no
  *   loudness mix and tracks no pitch for the conversion itself.
  * - `rvc`: `index_rate` and `protect` with a feature index (both act on the index blend), `rms_mix_rate`,
- *   `f0_method` (`rmvpe` needs the RMVPE model: the voice's own or the deployment's base model), and
+ *   `f0_method` (on a model with pitch input; `rmvpe` needs the RMVPE model: the voice's own or the deployment's
+ *   base model), and
  *   `formant_shift` 0 only (the synthesizer fixes the timbre).
  * `pitch_shift: "auto"` needs the voice's pitch range.
  */
@@ -33,6 +34,10 @@ async function rvcProblem(
 				? null
 				: `rvc voices cannot shift formants (the voice model fixes the timbre); only 0 is accepted`;
 		case "f0_method":
+			// Known for account voices (validation reads the model); an admin voice's model is not read here.
+			if (voice.engineParams.f0 === false) {
+				return `voice "${voice.name}" has a model without pitch input (f0 = 0): it tracks no pitch, so f0_method does not apply`;
+			}
 			if (value !== "rmvpe" || carries("rmvpe")) return null;
 			return (await listBaseModels(env)).some((base) => base.name === "rmvpe")
 				? null

@@ -128,6 +128,16 @@ describe("voice_settings on POST /api/v1/voice-conversions", () => {
 		expect(await refused(rvcWithoutIndex, { voice_settings: { f0_method: "rmvpe" } })).toEqual([
 			{ field: "voice_settings.f0_method", message: expect.stringMatching(/no RMVPE base model; use f0_method yin/) },
 		]);
+		// A model without pitch input (an account voice's validation found f0 = 0) tracks no pitch at all.
+		const noPitch = await insertVoice({
+			name: "No pitch",
+			engine: "rvc",
+			params: { sample_rate: 40_000, f0: false },
+			artifacts: ["synthesizer"],
+		});
+		expect(await refused(noPitch, { voice_settings: { f0_method: "yin" } })).toEqual([
+			{ field: "voice_settings.f0_method", message: expect.stringMatching(/"No pitch" has a model without pitch/) },
+		]);
 		await setBaseModel("rmvpe", utf8("rmvpe model"));
 		const withRmvpe = await alice.create({
 			audio_file_id: file.id,
