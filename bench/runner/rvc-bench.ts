@@ -8,6 +8,7 @@
  *     --jobs 8 [--job-seconds 10] [--capacity 2]        # throughput of 8 jobs at capacity 1 and 2
  *     --memory-minutes 1,10  (or --long: 1,10,60)       # peak RSS converting that much audio
  *     --contentvec-int8                                 # ContentVec with int8 matrix products
+ *     --feature-arenas                                  # ContentVec and RMVPE keep CPU arenas (RUNNER_RVC_FEATURE_ARENAS)
  *     --rms-mix-rate 1                                  # the voice's rms_mix_rate (default RVC's 0.25)
  *     --reference-graph                                 # the synthesizer as built before: 1-D decoder, whole window decoded
  *     --no-source-noise                                 # no Gaussian noise in the NSF source, for --compare-with
@@ -40,6 +41,7 @@ const { values } = parseArgs({
 		"memory-minutes": { type: "string" },
 		long: { type: "boolean", default: false },
 		"contentvec-int8": { type: "boolean", default: false },
+		"feature-arenas": { type: "boolean", default: false },
 		"rms-mix-rate": { type: "string" },
 		"reference-graph": { type: "boolean", default: false },
 		"no-source-noise": { type: "boolean", default: false },
@@ -82,6 +84,7 @@ interface CaseSpec {
 	threads?: number;
 	chunkSeconds?: number;
 	contentvecInt8: boolean;
+	featureArenas: boolean;
 	rmsMixRate?: number;
 	/** Seconds of audio per job, one entry per job; `concurrency` at a time. */
 	jobs: number[];
@@ -155,6 +158,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 		executionProviders: spec.providers as ("cuda" | "webgpu" | "cpu")[],
 		noiseSeed: 1,
 		contentvecInt8: spec.contentvecInt8,
+		featureArenas: spec.featureArenas,
 		onChunk: (s) => {
 			if (recording) chunks.push(s);
 		},
@@ -297,11 +301,13 @@ const threads = values.threads === undefined ? undefined : Number(values.threads
 const chunkSeconds = values["chunk-seconds"] === undefined ? undefined : Number(values["chunk-seconds"]);
 const providers = (values.providers ?? "").split(",");
 const contentvecInt8 = values["contentvec-int8"] ?? false;
+const featureArenas = values["feature-arenas"] ?? false;
 const dir = mkdtempSync(join(tmpdir(), "rvc-bench-"));
 const base = {
 	dir,
 	providers,
 	contentvecInt8,
+	featureArenas,
 	...(threads !== undefined ? { threads } : {}),
 	...(chunkSeconds !== undefined ? { chunkSeconds } : {}),
 	...(values["rms-mix-rate"] !== undefined ? { rmsMixRate: Number(values["rms-mix-rate"]) } : {}),
@@ -312,7 +318,7 @@ const graphOptions = {
 };
 try {
 	console.log(
-		`rvc engine benchmark: ${seconds} s of 16 kHz audio -> 40 kHz, ${cpus()[0]?.model ?? "cpu"} x ${availableParallelism()}, threads ${threads ?? "default"}${contentvecInt8 ? ", ContentVec int8" : ""}`,
+		`rvc engine benchmark: ${seconds} s of 16 kHz audio -> 40 kHz, ${cpus()[0]?.model ?? "cpu"} x ${availableParallelism()}, threads ${threads ?? "default"}${contentvecInt8 ? ", ContentVec int8" : ""}${featureArenas ? ", feature arenas" : ""}`,
 	);
 	console.log("\nmodels (random weights, built now):");
 	for (const build of [buildContentVec, buildRmvpe, () => buildSynthesizer40k(graphOptions)]) {
@@ -429,6 +435,7 @@ try {
 			first_job_overhead_seconds: firstOverhead,
 			...(main.gpuMemoryMiB !== undefined ? { gpu_memory_mib: main.gpuMemoryMiB } : {}),
 			contentvec_int8: contentvecInt8,
+			feature_arenas: featureArenas,
 		}),
 	);
 } finally {

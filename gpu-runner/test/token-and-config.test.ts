@@ -73,12 +73,15 @@ describe("config", () => {
 			healthPort: 8080,
 			shutdownGraceSeconds: 60,
 			rvcContentvecInt8: false,
+			rvcFeatureArenas: false,
 			rvcModelThreads: undefined,
 		});
 		expect(loadConfig({ ...minimal, RUNNER_RVC_MODEL_THREADS: "1" }).rvcModelThreads).toBe(1);
 		expect(() => loadConfig({ ...minimal, RUNNER_RVC_MODEL_THREADS: "0" })).toThrow(/RUNNER_RVC_MODEL_THREADS/);
 		expect(loadConfig({ ...minimal, RUNNER_RVC_CONTENTVEC_INT8: "1" }).rvcContentvecInt8).toBe(true);
 		expect(() => loadConfig({ ...minimal, RUNNER_RVC_CONTENTVEC_INT8: "yes" })).toThrow(/RUNNER_RVC_CONTENTVEC_INT8/);
+		expect(loadConfig({ ...minimal, RUNNER_RVC_FEATURE_ARENAS: "true" }).rvcFeatureArenas).toBe(true);
+		expect(() => loadConfig({ ...minimal, RUNNER_RVC_FEATURE_ARENAS: "on" })).toThrow(/RUNNER_RVC_FEATURE_ARENAS/);
 	});
 
 	it("lists every problem and never echoes the secret", () => {

@@ -404,6 +404,26 @@ describe("rvc engine with tiny models", () => {
 		await expect(engine.prepare?.(voice(), new Map())).rejects.toMatchObject({ code: "missing_artifact" });
 	});
 
+	it("with feature arenas (RUNNER_RVC_FEATURE_ARENAS) converts exactly as without: only memory is kept", async () => {
+		const signal = new AbortController().signal;
+		const plain = createRvcEngine({ noiseSeed: 7, intraOpNumThreads: 1 });
+		const arenas = createRvcEngine({ noiseSeed: 7, intraOpNumThreads: 1, featureArenas: true });
+		try {
+			const infos = await Promise.all([plain.init(), arenas.init()]);
+			expect(infos.map((info) => info.details?.feature_arenas)).toEqual([false, true]);
+			// Twice each: the second run of a session with an arena reuses the first run's memory.
+			for (let i = 0; i < 2; i++) {
+				const [a, b] = [
+					await collect(plain.convert(speechLike(3), job({ semitones: 2 }), signal)),
+					await collect(arenas.convert(speechLike(3), job({ semitones: 2 }), signal)),
+				];
+				expect(b.samples).toEqual(a.samples);
+			}
+		} finally {
+			await Promise.all([plain.dispose(), arenas.dispose()]);
+		}
+	});
+
 	it("with capacity 2 converts jobs side by side on two model threads, each as it converts alone", async () => {
 		const signal = new AbortController().signal;
 		const jobs = [job(), job({ semitones: 4 }), job({ semitones: -3 })];

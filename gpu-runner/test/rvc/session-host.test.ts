@@ -69,8 +69,9 @@ describe("session host", () => {
 
 	it("leaves the main thread free while a model runs", async () => {
 		const session = await host.create(matMulChain(64), options);
-		// Long enough to see: 256 rows x 64 layers x 512 x 512 x 2 = 8.6 GFLOP, a few hundred ms on one core.
-		const { took, ticks, longestGap } = await timerGapsDuring(() => session.run(feeds(256)));
+		// Long enough to see: 1024 rows x 64 layers x 512 x 512 x 2 = 34 GFLOP, 0.2 s on a Zen 5 core with AVX-512
+		// and about 0.6 s on an AVX2 one (a quarter of it took 49 ms on the former, too short for the check below).
+		const { took, ticks, longestGap } = await timerGapsDuring(() => session.run(feeds(1024)));
 		expect(took).toBeGreaterThan(50);
 		// Run on this thread, the run would be one gap as long as itself.
 		expect(ticks).toBeGreaterThan(5);

@@ -12,7 +12,7 @@
  */
 import { RvcEngineError, type RvcErrorCode } from "./errors.ts";
 import type { IndexDescription } from "./faiss-index.ts";
-import { ModelThreadStoppedError, ThreadClient, ThreadRequestError } from "./thread-client.ts";
+import { ThreadClient, ThreadRequestError, ThreadStoppedError } from "./thread-client.ts";
 import { forPosting } from "./thread-protocol.ts";
 
 /** What the thread tells of the index it read. */
@@ -30,7 +30,7 @@ const WORKER_URL = new URL("./index-thread-worker.ts", import.meta.url);
 
 /** The thread's error as the engine's own: the index's faults keep their code, a stopped thread is retryable. */
 function engineError(doing: string, error: unknown): unknown {
-	if (error instanceof ModelThreadStoppedError) {
+	if (error instanceof ThreadStoppedError) {
 		return new RvcEngineError("model_thread_stopped", `${doing}: ${error.message}`, { cause: error });
 	}
 	if (error instanceof ThreadRequestError && error.code !== undefined) {
@@ -55,7 +55,7 @@ export class IndexThread {
 
 	/** Reads the index at `path` on a new thread; a bad file fails as `invalid_index`, and the thread is closed. */
 	static async open(path: string, options: { intraOpNumThreads?: number } = {}): Promise<IndexThread> {
-		const thread = new ThreadClient<IndexRequest>(WORKER_URL);
+		const thread = new ThreadClient<IndexRequest>(WORKER_URL, "feature index thread");
 		try {
 			const facts = (await thread.request({ op: "load", path, options })) as IndexFacts;
 			return new IndexThread(path, facts, thread);

@@ -20,7 +20,7 @@ import { quantizeMatMuls } from "./int8-matmul.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
 import { RMVPE_PITCH_BINS } from "./pitch.ts";
 import { type ModelSession, SessionHost } from "./session-host.ts";
-import { ModelThreadStoppedError } from "./thread-client.ts";
+import { ThreadStoppedError } from "./thread-client.ts";
 
 export type ModelRole = "contentvec" | "rmvpe" | "synthesizer";
 
@@ -29,6 +29,21 @@ export interface SessionSettings {
 	intraOpNumThreads?: number;
 	/** ContentVec's matrix products in int8 (`int8-matmul.ts`). */
 	contentvecInt8?: boolean;
+	/** ContentVec and RMVPE keep CPU arenas too, as the synthesizer always does (`memoryArenaFor`). */
+	featureArenas?: boolean;
+}
+
+/**
+ * Whether a model's session keeps its CPU arena. The decoder's activations are tens of MB each (32 to 512
+ * channels at up to 48 kHz): freed to the system after every use, each was page-faulted and zeroed again by the
+ * kernel on the next run (measured on the bench's 12 s: 8.3 million minor faults, 30 s of system time). The
+ * arena reuses them; it holds the synthesizer's peak, which the CPU chunk length bounds (`CPU_CHUNK_SECONDS`).
+ * ContentVec and RMVPE go without one by default, so the three do not each keep a peak; with `featureArenas`
+ * they keep theirs too, for a runner with memory to spare: on the bench, ContentVec runs about twice as fast and
+ * the whole conversion 10-15 % faster, for 150-230 MiB more at the peak (README).
+ */
+export function memoryArenaFor(role: ModelRole, settings: Pick<SessionSettings, "featureArenas">): boolean {
+	return role === "synthesizer" || settings.featureArenas === true;
 }
 
 type TensorType = ort.Tensor.Type;
@@ -38,7 +53,7 @@ function describeShape(shape: ReadonlyArray<number | string>): string {
 }
 
 /** Not the model's fault: the job can run again, on a new thread. */
-function threadStopped(doing: string, error: ModelThreadStoppedError): RvcEngineError {
+function threadStopped(doing: string, error: ThreadStoppedError): RvcEngineError {
 	return new RvcEngineError("model_thread_stopped", `${doing}: ${error.message}`, { cause: error });
 }
 
@@ -62,12 +77,7 @@ class OnnxModel {
 		try {
 			const options = sessionOptionsFor(settings.provider, {
 				...settings,
-				// The decoder's activations are tens of MB each (32 to 512 channels at up to 48 kHz): freed to the
-				// system after every use, each was page-faulted and zeroed again by the kernel on the next run (measured
-				// on the bench's 12 s: 8.3 million minor faults, 30 s of system time). The arena reuses them; it holds
-				// the synthesizer's peak, which the CPU chunk length bounds (`CPU_CHUNK_SECONDS`). ContentVec and
-				// RMVPE stay without one, so the three do not each keep a peak.
-				memoryArena: role === "synthesizer",
+				memoryArena: memoryArenaFor(role, settings),
 			});
 			const session =
 				role === "contentvec" && settings.contentvecInt8 === true
@@ -75,7 +85,7 @@ class OnnxModel {
 					: await host.create(path, options);
 			return new OnnxModel(role, path, session);
 		} catch (error) {
-			if (error instanceof ModelThreadStoppedError) throw threadStopped(`loading ${role} model ${path}`, error);
+			if (error instanceof ThreadStoppedError) throw threadStopped(`loading ${role} model ${path}`, error);
 			const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
 			throw new RvcEngineError(
 				"invalid_model",
@@ -110,7 +120,7 @@ class OnnxModel {
 			try {
 				return await this.session.run(feeds);
 			} catch (error) {
-				if (error instanceof ModelThreadStoppedError) throw threadStopped(`running ${this.role} model`, error);
+				if (error instanceof ThreadStoppedError) throw threadStopped(`running ${this.role} model`, error);
 				const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
 				const shapes = Object.entries(feeds)
 					.map(([name, t]) => `${name} ${t.type}${describeShape(t.dims)}`)

@@ -36,9 +36,9 @@ export interface ModelSession {
 const WORKER_URL = new URL("./session-host-worker.ts", import.meta.url);
 
 export class SessionHost {
-	readonly #thread = new ThreadClient<HostRequest>(WORKER_URL);
+	readonly #thread = new ThreadClient<HostRequest>(WORKER_URL, "model thread");
 
-	/** True once the thread is gone: every request fails with `ModelThreadStoppedError`. */
+	/** True once the thread is gone: every request fails with `ThreadStoppedError`. */
 	get stopped(): boolean {
 		return this.#thread.stopped;
 	}
@@ -84,7 +84,7 @@ export class SessionHost {
 
 	/**
 	 * Stops the thread (`ThreadClient.close`): the run in progress, if any, finishes, requests still queued fail
-	 * with `ModelThreadStoppedError`, every session is released, and the thread ends.
+	 * with `ThreadStoppedError`, every session is released, and the thread ends.
 	 */
 	close(): Promise<void> {
 		return this.#thread.close();

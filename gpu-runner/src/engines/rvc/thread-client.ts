@@ -1,6 +1,6 @@
 /**
  * The main side of a worker thread of ours (`thread-protocol.ts`): numbered requests, answers matched to them,
- * every request failing with `ModelThreadStoppedError` once the thread is gone, and a graceful close.
+ * every request failing with `ThreadStoppedError` once the thread is gone, and a graceful close.
  *
  * Closing never terminates a thread under a native call: onnxruntime-node then throws into the dying
  * environment and the whole process aborts (`terminate called after throwing an instance of 'Napi::Error'`).
@@ -8,16 +8,16 @@
  * (it releases what it holds once the request in progress finishes), and only then ends the idle thread.
  */
 import { Worker } from "node:worker_threads";
-import { CLOSED_MESSAGE, type ThreadData, type ThreadRequest, type ThreadResponse } from "./thread-protocol.ts";
+import { closedMessage, type ThreadData, type ThreadRequest, type ThreadResponse } from "./thread-protocol.ts";
 
 /** A request as the caller writes it: the client numbers it. */
 export type RequestBody<R extends ThreadRequest> = R extends unknown ? Omit<R, "id"> : never;
 
 /** What a request to a thread that has stopped (closed, or failed) rejects with. */
-export class ModelThreadStoppedError extends Error {
+export class ThreadStoppedError extends Error {
 	constructor(message: string, options?: { cause?: unknown }) {
 		super(message, options);
-		this.name = "ModelThreadStoppedError";
+		this.name = "ThreadStoppedError";
 	}
 }
 
@@ -42,10 +42,14 @@ export class ThreadClient<R extends ThreadRequest> {
 	readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
 	#nextId = 1;
 	/** Why the thread is gone, once it is. */
-	#stopped: ModelThreadStoppedError | undefined;
+	#stopped: ThreadStoppedError | undefined;
 
-	constructor(url: URL) {
-		const data: ThreadData = { closing: this.#closing };
+	/** What the thread is, in messages: "model thread", "feature index thread". */
+	readonly name: string;
+
+	constructor(url: URL, name: string) {
+		this.name = name;
+		const data: ThreadData = { closing: this.#closing, name };
 		this.#worker = new Worker(url, { workerData: data });
 		// Idle, the thread does not keep the process alive; while a request is out, it does (see `request`).
 		this.#worker.unref();
@@ -55,23 +59,21 @@ export class ThreadClient<R extends ThreadRequest> {
 			this.#pending.delete(response.id);
 			if (this.#pending.size === 0) this.#worker.unref();
 			if (response.ok) pending.resolve(response.value);
-			else if (response.closed) pending.reject(new ModelThreadStoppedError(response.message));
+			else if (response.closed) pending.reject(new ThreadStoppedError(response.message));
 			else pending.reject(new ThreadRequestError(response.message, response.code, response.permanent));
 		});
 		this.#worker.on("error", (error) =>
-			this.#stop(new ModelThreadStoppedError(`the model thread failed: ${error.message}`, { cause: error })),
+			this.#stop(new ThreadStoppedError(`the ${name} failed: ${error.message}`, { cause: error })),
 		);
-		this.#worker.on("exit", (code) =>
-			this.#stop(new ModelThreadStoppedError(`the model thread exited (code ${code})`)),
-		);
+		this.#worker.on("exit", (code) => this.#stop(new ThreadStoppedError(`the ${name} exited (code ${code})`)));
 	}
 
-	/** True once the thread is gone: every request fails with `ModelThreadStoppedError`. */
+	/** True once the thread is gone: every request fails with `ThreadStoppedError`. */
 	get stopped(): boolean {
 		return this.#stopped !== undefined;
 	}
 
-	#stop(reason: ModelThreadStoppedError): void {
+	#stop(reason: ThreadStoppedError): void {
 		this.#stopped ??= reason;
 		for (const pending of this.#pending.values()) pending.reject(this.#stopped);
 		this.#pending.clear();
@@ -81,7 +83,7 @@ export class ThreadClient<R extends ThreadRequest> {
 	request(body: RequestBody<R>, transfer: ArrayBuffer[] = []): Promise<unknown> {
 		if (this.#stopped !== undefined) return Promise.reject(this.#stopped);
 		if (this.#closed !== undefined && body.op !== "close")
-			return Promise.reject(new ModelThreadStoppedError(CLOSED_MESSAGE));
+			return Promise.reject(new ThreadStoppedError(closedMessage(this.name)));
 		const id = this.#nextId++;
 		return new Promise((resolve, reject) => {
 			this.#pending.set(id, { resolve, reject });
@@ -92,7 +94,7 @@ export class ThreadClient<R extends ThreadRequest> {
 
 	/**
 	 * Stops the thread: the request in progress, if any, finishes, requests still queued fail with
-	 * `ModelThreadStoppedError`, the thread releases what it holds, and it ends.
+	 * `ThreadStoppedError`, the thread releases what it holds, and it ends.
 	 */
 	close(): Promise<void> {
 		this.#closed ??= (async () => {
@@ -103,7 +105,7 @@ export class ThreadClient<R extends ThreadRequest> {
 			} catch {
 				// The thread died meanwhile: nothing is left to release.
 			}
-			this.#stop(new ModelThreadStoppedError(CLOSED_MESSAGE));
+			this.#stop(new ThreadStoppedError(closedMessage(this.name)));
 			// Idle now (its last request answered), so ending it interrupts no native call.
 			await this.#worker.terminate();
 		})();

@@ -29,10 +29,12 @@ export interface Handled {
 export interface ThreadData {
 	/** Set to 1 by the main side's `close`: requests still queued are refused, not run. */
 	closing: Int32Array;
+	/** What the thread is, for messages: "model thread", "feature index thread". */
+	name: string;
 }
 
-/** Why a request is refused once its thread is closing or closed. */
-export const CLOSED_MESSAGE = "the model thread was closed";
+/** Why a request is refused once the thread called `name` is closing or closed. */
+export const closedMessage = (name: string) => `the ${name} was closed`;
 
 /**
  * True when `data` spans the whole of its own (not shared) `ArrayBuffer`, so the buffer can be handed to the
@@ -58,12 +60,12 @@ export function forPosting<T extends Float32Array | BigInt64Array | Int32Array |
 export function serveRequests<R extends ThreadRequest>(handle: (request: R) => Promise<Handled>): void {
 	if (parentPort === null) throw new Error("serveRequests runs in a worker thread only");
 	const port = parentPort;
-	const { closing } = workerData as ThreadData;
+	const { closing, name } = workerData as ThreadData;
 	let queue: Promise<void> = Promise.resolve();
 	port.on("message", (request: R) => {
 		queue = queue.then(async () => {
 			if (request.op !== "close" && Atomics.load(closing, 0) === 1) {
-				const refused: ThreadResponse = { id: request.id, ok: false, message: CLOSED_MESSAGE, closed: true };
+				const refused: ThreadResponse = { id: request.id, ok: false, message: closedMessage(name), closed: true };
 				port.postMessage(refused);
 				return;
 			}
