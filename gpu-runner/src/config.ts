@@ -54,7 +54,7 @@ export interface RunnerConfig {
 	rvcContentvecInt8: boolean;
 	/** On the CPU, ContentVec and RMVPE keep their activations between runs (faster, more memory). */
 	rvcFeatureArenas: boolean;
-	/** The rvc engine's model threads on the CPU, each with its own copy of the models (default: see the engine). */
+	/** The rvc engine's model threads on the CPU, each with a synthesizer of its own (default: see the engine). */
 	rvcModelThreads: number | undefined;
 }
 

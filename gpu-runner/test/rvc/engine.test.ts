@@ -435,6 +435,8 @@ describe("rvc engine with tiny models", () => {
 		try {
 			const infos = await Promise.all([alone.init(), together.init(), oneThread.init()]);
 			expect(infos.map((info) => info.details?.model_threads)).toEqual([1, 2, 1]);
+			// Two model threads share one copy of ContentVec and RMVPE, on a thread of their own.
+			expect(infos.map((info) => info.details?.shared_feature_models)).toEqual([false, true, false]);
 			await together.prepare?.(voice(), artifactPaths);
 			const expected: Float32Array[] = [];
 			for (const [i, input] of inputs().entries()) {

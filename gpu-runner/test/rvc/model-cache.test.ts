@@ -39,6 +39,49 @@ describe("model cache", () => {
 		expect(cache.size).toBe(0);
 	});
 
+	it("takes ContentVec and RMVPE from a shared feature cache, once for every model thread, synthesizers from its own", async () => {
+		const hostOf = new Map<ModelCache, SessionHost[]>();
+		const counted = (hosts: SessionHost[]) => () => {
+			const host = new SessionHost();
+			hosts.push(host);
+			return host;
+		};
+		const featureHosts: SessionHost[] = [];
+		const features = new ModelCache({ provider: "cpu" }, 3, counted(featureHosts));
+		const threads = [0, 1].map(() => {
+			const hosts: SessionHost[] = [];
+			const cache = new ModelCache({ provider: "cpu" }, 3, counted(hosts), features);
+			hostOf.set(cache, hosts);
+			return cache;
+		});
+		const [one, two] = threads as [ModelCache, ModelCache];
+		const paths = voice(40000);
+		const a = await one.acquire(paths);
+		const b = await two.acquire(paths);
+		// One copy of each feature model, in the shared cache; a synthesizer in each thread's.
+		expect(b.models.contentvec.model).toBe(a.models.contentvec.model);
+		expect(b.models.rmvpe?.model).toBe(a.models.rmvpe?.model);
+		expect(b.models.synthesizer.model).not.toBe(a.models.synthesizer.model);
+		expect([features.size, one.size, two.size]).toEqual([2, 1, 1]);
+		const audio = new Float32Array(16000).fill(0.1);
+		const [x, y] = await Promise.all([a.models.contentvec.extract(audio), b.models.contentvec.extract(audio)]);
+		expect(y.data).toEqual(x.data);
+		expect(x.frames).toBe(49);
+		// Released by each job, the shared sessions stay for the next (within capacity); a thread's dispose
+		// leaves them to their own cache.
+		a.release();
+		b.release();
+		await one.dispose();
+		expect(features.size).toBe(2);
+		const c = await two.acquire(paths);
+		expect(c.models.contentvec.model).toBe(a.models.contentvec.model);
+		c.release();
+		await two.dispose();
+		await features.dispose();
+		expect(featureHosts).toHaveLength(1);
+		expect([...hostOf.values()].map((hosts) => hosts.length)).toEqual([1, 1]);
+	});
+
 	it("forgets a model that failed to load, so a fixed file can be retried", async () => {
 		const cache = new ModelCache({ provider: "cpu" }, 3);
 		const broken = {

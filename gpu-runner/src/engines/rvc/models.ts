@@ -379,21 +379,30 @@ interface CacheEntry {
  * Loaded sessions by role and file, shared by the jobs that use this cache (ContentVec and RMVPE are usually
  * the same files for every voice), all on one `SessionHost` thread of the cache's own, so their runs take turns.
  * Beyond `capacity`, the least recently used idle sessions are released. `dispose` stops the thread.
+ *
+ * A cache given `features` takes ContentVec and RMVPE from that one instead and holds synthesizers only: several
+ * model threads then share one copy of the two feature models (about 700 MB with the full-size ones), whose runs
+ * take turns on the shared cache's thread while each job's synthesizer runs on its own.
  */
 export class ModelCache {
 	readonly #entries = new Map<string, CacheEntry>();
 	readonly #settings: SessionSettings;
 	readonly #capacity: number;
 	readonly #newHost: () => SessionHost;
+	readonly #features: ModelCache | undefined;
 	#host: SessionHost;
 	#clock = 0;
 	#disposed = false;
 
-	/** `newHost`: where the sessions run (a new `SessionHost` by default; tests pass their own). */
-	constructor(settings: SessionSettings, capacity: number, newHost = () => new SessionHost()) {
+	/**
+	 * `newHost`: where the sessions run (a new `SessionHost` by default; tests pass their own). `features`: the
+	 * cache ContentVec and RMVPE come from (not disposed with this one); by default this one.
+	 */
+	constructor(settings: SessionSettings, capacity: number, newHost = () => new SessionHost(), features?: ModelCache) {
 		this.#settings = settings;
 		this.#capacity = capacity;
 		this.#newHost = newHost;
+		this.#features = features;
 		this.#host = newHost();
 	}
 
@@ -460,11 +469,12 @@ export class ModelCache {
 		// One at a time, RMVPE first: while a session loads, the file's weights and the session's copy are both
 		// in memory (twice the model's size for RMVPE, whose convolution weights are reordered for NCHWc);
 		// loading the three together stacked those peaks, and RMVPE's is the largest.
-		const settled: PromiseSettledResult<{ entry: CacheEntry; model: OnnxModel }>[] = [];
+		const settled: PromiseSettledResult<{ owner: ModelCache; entry: CacheEntry; model: OnnxModel }>[] = [];
 		for (const role of roles) {
+			const owner = role === "synthesizer" ? this : (this.#features ?? this);
 			settled.push(
-				await this.#acquire(role, paths[role] as string).then(
-					(value) => ({ status: "fulfilled", value }) as const,
+				await owner.#acquire(role, paths[role] as string).then(
+					(value) => ({ status: "fulfilled", value: { owner, ...value } }) as const,
 					(reason: unknown) => ({ status: "rejected", reason }) as const,
 				),
 			);
@@ -473,7 +483,7 @@ export class ModelCache {
 		const release = (): void => {
 			if (released) return;
 			released = true;
-			for (const s of settled) if (s.status === "fulfilled") this.#releaseUse(s.value.entry);
+			for (const s of settled) if (s.status === "fulfilled") s.value.owner.#releaseUse(s.value.entry);
 		};
 		const failure = settled.find((s) => s.status === "rejected");
 		if (failure !== undefined) {
