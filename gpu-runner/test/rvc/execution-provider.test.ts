@@ -4,7 +4,7 @@
  */
 import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
-import { sessionOptionsFor } from "../../src/engines/rvc/execution-provider.ts";
+import { missingCudaLibrary, sessionOptionsFor } from "../../src/engines/rvc/execution-provider.ts";
 import { createRvcEngine, RvcEngineError, selectExecutionProvider } from "../../src/engines/rvc/index.ts";
 import { OnnxGraphBuilder } from "../../src/engines/rvc/onnx-writer.ts";
 
@@ -18,8 +18,12 @@ describe("execution provider selection", () => {
 			["cpu", "selected"],
 		]);
 		const cuda = selection.attempts[0];
-		// No CUDA provider libraries are installed here (ONNXRUNTIME_NODE_INSTALL=skip); the report says so.
-		expect(cuda?.reason).toMatch(/Failed to load shared library.*ONNXRUNTIME_NODE_INSTALL=cuda12/);
+		// No CUDA provider libraries are installed here (ONNXRUNTIME_NODE_INSTALL=skip); the report says so. The
+		// missing file is found before onnxruntime tries to load it (which would print an error line of its own).
+		expect(missingCudaLibrary()).toMatch(/bin\/napi-v6\/linux\/[^/]+\/libonnxruntime_providers_shared\.so$/);
+		expect(cuda?.reason).toMatch(
+			/Failed to load shared library .*libonnxruntime_providers_shared\.so: no such file.*ONNXRUNTIME_NODE_INSTALL=cuda12/,
+		);
 		expect(selection.attempts[1]?.reason).toMatch(/adapter/i);
 	});
 

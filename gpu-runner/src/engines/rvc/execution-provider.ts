@@ -3,6 +3,9 @@
  * onnxruntime-node does not fall back by itself: `executionProviders: ["cuda", "cpu"]` throws when the CUDA
  * provider cannot load instead of using the CPU, so the candidates are tried one at a time.
  */
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { OnnxGraphBuilder } from "./onnx-writer.ts";
 
@@ -116,7 +119,27 @@ function describeFailure(provider: ExecutionProviderName, error: unknown): strin
 	return message;
 }
 
+/**
+ * On Linux, the CUDA provider library onnxruntime would need and cannot find beside its own (it loads them from
+ * the directory of `libonnxruntime.so`, `bin/napi-v6/linux/<arch>/` in onnxruntime-node); undefined when both
+ * are there, or elsewhere. Checked first so that a CPU-only runner does not have onnxruntime print its load
+ * failure as an error line on every start.
+ */
+export function missingCudaLibrary(): string | undefined {
+	if (process.platform !== "linux") return undefined;
+	const entry = createRequire(import.meta.url).resolve("onnxruntime-node");
+	const directory = join(dirname(entry), "..", "bin", "napi-v6", process.platform, process.arch);
+	for (const library of ["libonnxruntime_providers_shared.so", "libonnxruntime_providers_cuda.so"]) {
+		if (!existsSync(join(directory, library))) return join(directory, library);
+	}
+	return undefined;
+}
+
 async function selfTest(provider: ExecutionProviderName): Promise<void> {
+	if (provider === "cuda") {
+		const missing = missingCudaLibrary();
+		if (missing !== undefined) throw new Error(`Failed to load shared library ${missing}: no such file`);
+	}
 	const { model, input, expected } = selfTestModel();
 	// The failure is reported in the attempt; keep the runtime from also printing it as an error.
 	const session = await ort.InferenceSession.create(model, {
