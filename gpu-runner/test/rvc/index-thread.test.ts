@@ -52,7 +52,7 @@ describe("IndexThread", () => {
 			expect(facts).toEqual(await describeFaissIndexFile(path));
 			const index = await readFaissIndex(path);
 			expect(heldBytes).toBe(
-				index.vectors.byteLength + (index.ids?.byteLength ?? 0) + (index.centroids?.byteLength ?? 0),
+				index.vectors.buffer.byteLength + (index.ids?.byteLength ?? 0) + (index.centroids?.byteLength ?? 0),
 			);
 			const frames = 40;
 			const features = new NormalNoise(3).fill(frames * 16, 0.5);

@@ -21,9 +21,9 @@
  * The file is read in one pass through a small buffer, its large parts straight into the arrays that keep them:
  * a flat index's vectors, an IVF index's lists (read whole, then compacted in place to the vectors grouped by
  * list), so a several-hundred-MB index costs its vectors once (plus 16 bytes a vector for IVF: its id, and the
- * room its id took in the file) and never a second copy of the file. Describing a file (`describeFaissIndexFile`) makes the same pass and the
- * same checks but steps over the vectors and ids instead of reading them, so checking an uploaded index costs a
- * few kilobytes of memory and reads, whatever its size.
+ * room its id took in the file) and never a second copy of the file. Describing a file
+ * (`describeFaissIndexFile`) makes the same pass and the same checks but steps over the vectors and ids instead
+ * of reading them, so checking an uploaded index costs a few kilobytes of memory and reads, whatever its size.
  */
 import { type FileHandle, open } from "node:fs/promises";
 import { endianness } from "node:os";

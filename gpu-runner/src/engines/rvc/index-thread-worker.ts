@@ -18,7 +18,9 @@ async function handle(request: IndexRequest): Promise<Handled> {
 			if (loaded !== undefined) throw new Error("this index thread already holds an index");
 			const index = await readFaissIndex(request.path);
 			loaded = { index, searcher: await IndexSearcher.create(request.options) };
-			const heldBytes = index.vectors.byteLength + (index.ids?.byteLength ?? 0) + (index.centroids?.byteLength ?? 0);
+			// The vectors' whole buffer: an IVF index's also holds the room its ids took in the file.
+			const heldBytes =
+				index.vectors.buffer.byteLength + (index.ids?.byteLength ?? 0) + (index.centroids?.byteLength ?? 0);
 			const facts: IndexFacts = { ...describeFeatureIndex(index), heldBytes };
 			return { value: facts };
 		}
