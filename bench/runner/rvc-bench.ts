@@ -9,6 +9,7 @@
  *     --memory-minutes 1,10  (or --long: 1,10,60)       # peak RSS converting that much audio
  *     --contentvec-int8                                 # ContentVec with int8 matrix products
  *     --feature-arenas                                  # ContentVec and RMVPE keep CPU arenas (RUNNER_RVC_FEATURE_ARENAS)
+ *     --decode-pieces N                                 # pieces per decoded span (default: one per session thread; 1: off)
  *     --rms-mix-rate 1                                  # the voice's rms_mix_rate (default RVC's 0.25)
  *     --reference-graph                                 # the synthesizer as built before: 1-D decoder, whole window decoded
  *     --no-source-noise                                 # no Gaussian noise in the NSF source, for --compare-with
@@ -42,6 +43,7 @@ const { values } = parseArgs({
 		long: { type: "boolean", default: false },
 		"contentvec-int8": { type: "boolean", default: false },
 		"feature-arenas": { type: "boolean", default: false },
+		"decode-pieces": { type: "string" },
 		"rms-mix-rate": { type: "string" },
 		"reference-graph": { type: "boolean", default: false },
 		"no-source-noise": { type: "boolean", default: false },
@@ -85,6 +87,7 @@ interface CaseSpec {
 	chunkSeconds?: number;
 	contentvecInt8: boolean;
 	featureArenas: boolean;
+	decodePieces?: number;
 	rmsMixRate?: number;
 	/** Seconds of audio per job, one entry per job; `concurrency` at a time. */
 	jobs: number[];
@@ -99,6 +102,8 @@ interface JobResult {
 
 interface CaseResult {
 	provider: string;
+	/** Pieces per decoded span the engine chose (`decode-pieces.ts`). */
+	decodePieces: number;
 	startup: { init: number; prepare: number };
 	firstJob: { wall: number; again: number };
 	jobs: JobResult[];
@@ -107,7 +112,7 @@ interface CaseResult {
 	load: [number, number];
 	stages: Record<string, number>;
 	convertedSeconds: number;
-	/** Seconds the synthesizer's decoder ran on (the kept spans, where it decodes spans). */
+	/** Seconds the synthesizer's decoder ran on (the kept spans and their pieces' overlaps, where it decodes spans). */
 	decodedSeconds: number;
 	chunks: number;
 	peakRssMiB: number;
@@ -159,6 +164,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 		noiseSeed: 1,
 		contentvecInt8: spec.contentvecInt8,
 		featureArenas: spec.featureArenas,
+		...(spec.decodePieces !== undefined ? { decodePieces: spec.decodePieces } : {}),
 		onChunk: (s) => {
 			if (recording) chunks.push(s);
 		},
@@ -235,6 +241,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 	const sum = (key: keyof RvcChunkStats["milliseconds"]) => chunks.reduce((s, c) => s + c.milliseconds[key], 0) / 1000;
 	return {
 		provider: info.executionProvider,
+		decodePieces: Number(info.details?.decode_pieces ?? 1),
 		startup: { init, prepare },
 		firstJob,
 		jobs,
@@ -302,12 +309,14 @@ const chunkSeconds = values["chunk-seconds"] === undefined ? undefined : Number(
 const providers = (values.providers ?? "").split(",");
 const contentvecInt8 = values["contentvec-int8"] ?? false;
 const featureArenas = values["feature-arenas"] ?? false;
+const decodePieces = values["decode-pieces"] === undefined ? undefined : Number(values["decode-pieces"]);
 const dir = mkdtempSync(join(tmpdir(), "rvc-bench-"));
 const base = {
 	dir,
 	providers,
 	contentvecInt8,
 	featureArenas,
+	...(decodePieces !== undefined ? { decodePieces } : {}),
 	...(threads !== undefined ? { threads } : {}),
 	...(chunkSeconds !== undefined ? { chunkSeconds } : {}),
 	...(values["rms-mix-rate"] !== undefined ? { rmsMixRate: Number(values["rms-mix-rate"]) } : {}),
@@ -318,7 +327,7 @@ const graphOptions = {
 };
 try {
 	console.log(
-		`rvc engine benchmark: ${seconds} s of 16 kHz audio -> 40 kHz, ${cpus()[0]?.model ?? "cpu"} x ${availableParallelism()}, threads ${threads ?? "default"}${contentvecInt8 ? ", ContentVec int8" : ""}${featureArenas ? ", feature arenas" : ""}`,
+		`rvc engine benchmark: ${seconds} s of 16 kHz audio -> 40 kHz, ${cpus()[0]?.model ?? "cpu"} x ${availableParallelism()}, threads ${threads ?? "default"}${contentvecInt8 ? ", ContentVec int8" : ""}${featureArenas ? ", feature arenas" : ""}${decodePieces !== undefined ? `, decode pieces ${decodePieces}` : ""}`,
 	);
 	console.log("\nmodels (random weights, built now):");
 	for (const build of [buildContentVec, buildRmvpe, () => buildSynthesizer40k(graphOptions)]) {
@@ -436,6 +445,7 @@ try {
 			...(main.gpuMemoryMiB !== undefined ? { gpu_memory_mib: main.gpuMemoryMiB } : {}),
 			contentvec_int8: contentvecInt8,
 			feature_arenas: featureArenas,
+			decode_pieces: main.decodePieces,
 		}),
 	);
 } finally {

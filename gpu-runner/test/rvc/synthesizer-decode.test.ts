@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
-import type { AudioBlock } from "../../src/engines/engine.ts";
+import type { AudioBlock, Engine } from "../../src/engines/engine.ts";
 import { createRvcEngine, type RvcChunkStats } from "../../src/engines/rvc/index.ts";
 import { readRvcCheckpoint } from "../../src/engines/rvc/rvc-checkpoint.ts";
 import { samplesPerFrame } from "../../src/engines/rvc/synthesizer-config.ts";
@@ -24,8 +24,13 @@ const checkpoint = readRvcCheckpoint(
 );
 const FRAMES = 90;
 
-async function synthesize(bytes: Uint8Array, span?: [number, number]): Promise<Float32Array> {
-	const session = await ort.InferenceSession.create(bytes);
+/** The graph's audio; `span` is `[start, frames]`, or `[starts, frames]` for pieces. */
+async function synthesize(
+	bytes: Uint8Array,
+	span?: [number | number[], number],
+	options: ort.InferenceSession.SessionOptions = {},
+): Promise<Float32Array> {
+	const session = await ort.InferenceSession.create(bytes, options);
 	try {
 		const feeds: Record<string, ort.Tensor> = {
 			phone: new ort.Tensor("float32", pseudoRandom(FRAMES * checkpoint.featureDim, 1, 1), [
@@ -53,7 +58,8 @@ async function synthesize(bytes: Uint8Array, span?: [number, number]): Promise<F
 			]),
 		};
 		if (span !== undefined) {
-			feeds.decode_start = new ort.Tensor("int64", BigInt64Array.of(BigInt(span[0])), [1]);
+			const starts = typeof span[0] === "number" ? [span[0]] : span[0];
+			feeds.decode_start = new ort.Tensor("int64", BigInt64Array.from(starts, BigInt), [starts.length]);
 			feeds.decode_frames = new ort.Tensor("int64", BigInt64Array.of(BigInt(span[1])), [1]);
 		}
 		return (await session.run(feeds)).audio?.data as Float32Array;
@@ -95,44 +101,36 @@ describe("synthesizer graph speed options", () => {
 		}
 	});
 
+	it("decodes pieces of a span as rows of one run, each as decoding everything gives it beyond the margin", async () => {
+		const hop = samplesPerFrame(checkpoint.config);
+		const whole = await synthesize(buildSynthesizerGraph(checkpoint, { sourceNoise: false }).bytes);
+		const margin = DECODE_SPAN_MARGIN_FRAMES;
+		for (const layout of ["2d", "1d"] as const) {
+			const graph = buildSynthesizerGraph(checkpoint, { sourceNoise: false, decodeSpan: true, decoderLayout: layout });
+			// Overlapping pieces, one at each end of the window and one inside it.
+			const starts = [0, 25, 50];
+			const length = 40;
+			const parts = await synthesize(graph.bytes, [starts, length], { intraOpNumThreads: 2 });
+			expect(parts.length).toBe(starts.length * length * hop);
+			starts.forEach((start, k) => {
+				const from = start === 0 ? 0 : margin;
+				const to = start + length === FRAMES ? length : length - margin;
+				const piece = parts.subarray((k * length + from) * hop, (k * length + to) * hop);
+				expect(maxAbsDifference(piece, whole.subarray((start + from) * hop, (start + to) * hop))).toBeLessThan(1e-6);
+			});
+			// One piece is the span as before.
+			const one = await synthesize(graph.bytes, [[25], length]);
+			expect(maxAbsDifference(one, parts.subarray(length * hop, 2 * length * hop))).toBe(0);
+		}
+	});
+
 	it("lets the engine decode only what it keeps of each window, with the same output", async () => {
-		const paths = writeModels({
-			contentvec: buildTinyContentVec(),
-			rmvpe: buildTinyRmvpe({ pitchBin: 168 }),
-			whole: buildSynthesizerGraph(checkpoint, { sourceNoise: false }).bytes,
-			spans: buildSynthesizerGraph(checkpoint, { sourceNoise: false, decodeSpan: true }).bytes,
-		});
+		const paths = engineModels();
 		const stats: RvcChunkStats[] = [];
-		const engine = createRvcEngine({ noiseSeed: 3, onChunk: (chunk) => stats.push(chunk) });
+		const engine = createRvcEngine({ noiseSeed: 3, decodePieces: 1, onChunk: (chunk) => stats.push(chunk) });
 		await engine.init();
-		const convert = async (synthesizer: string, rmsMixRate: number): Promise<Float32Array> => {
-			const artifactPaths = new Map(paths).set("synthesizer", paths.get(synthesizer) as string);
-			const voice = {
-				id: "5d0c7a3e-1f2b-4c6d-8e9f-0a1b2c3d4e5f",
-				name: "spans",
-				engine: "rvc" as const,
-				params: {
-					sample_rate: checkpoint.config.sampleRate,
-					chunk_seconds: 1.5,
-					chunk_search_seconds: 0.3,
-					context_seconds: 0.6,
-					rms_mix_rate: rmsMixRate,
-				},
-				artifacts: [],
-			};
-			async function* tone(): AsyncGenerator<AudioBlock> {
-				for (let start = 0; start < 64000; start += 1600) {
-					const block = Float32Array.from(
-						{ length: 1600 },
-						(_, i) => 0.3 * Math.sin(((start + i) * 2 * Math.PI * 150) / 16000),
-					);
-					yield { sampleRate: 16000, channels: [block] };
-				}
-			}
-			const job = { voice, semitones: 0, artifactPaths, input: { sampleRate: 16000, channels: 1 } };
-			const { channels } = await collect(engine.convert(tone(), job, new AbortController().signal));
-			return channels[0] as Float32Array;
-		};
+		const convert = (synthesizer: string, rmsMixRate: number) =>
+			convertTone(engine, paths, synthesizer, { chunk_seconds: 1.5, rms_mix_rate: rmsMixRate });
 		try {
 			const whole = await convert("whole", 1);
 			stats.length = 0;
@@ -151,4 +149,74 @@ describe("synthesizer graph speed options", () => {
 			await engine.dispose();
 		}
 	});
+
+	it("gives the same output to the bit when the engine decodes each span in pieces", async () => {
+		const paths = engineModels();
+		const outputs: Float32Array[] = [];
+		const decoded: number[][] = [];
+		for (const decodePieces of [1, 2, 3]) {
+			const stats: RvcChunkStats[] = [];
+			const engine = createRvcEngine({ noiseSeed: 3, decodePieces, onChunk: (chunk) => stats.push(chunk) });
+			expect((await engine.init()).details?.decode_pieces).toBe(decodePieces);
+			try {
+				outputs.push(await convertTone(engine, paths, "spans", { chunk_seconds: 2.5, rms_mix_rate: 0.25 }));
+				decoded.push(stats.map((chunk) => chunk.decodedFrames));
+			} finally {
+				await engine.dispose();
+			}
+		}
+		const [one, two, three] = outputs as [Float32Array, Float32Array, Float32Array];
+		expect(one.length).toBe(4 * checkpoint.config.sampleRate);
+		expect(maxAbsDifference(two, one)).toBe(0);
+		expect(maxAbsDifference(three, one)).toBe(0);
+		// Each cut decodes the margin again: more frames decoded, so the pieces were used.
+		const [d1, d2, d3] = decoded as [number[], number[], number[]];
+		const sum = (list: number[]) => list.reduce((a, b) => a + b, 0);
+		expect(sum(d2)).toBeGreaterThan(sum(d1));
+		expect(sum(d3)).toBeGreaterThan(sum(d2));
+	});
 });
+
+/** The tiny feature models and the fixture's synthesizer built whole and with span inputs. */
+function engineModels(): Map<string, string> {
+	return writeModels({
+		contentvec: buildTinyContentVec(),
+		rmvpe: buildTinyRmvpe({ pitchBin: 168 }),
+		whole: buildSynthesizerGraph(checkpoint, { sourceNoise: false }).bytes,
+		spans: buildSynthesizerGraph(checkpoint, { sourceNoise: false, decodeSpan: true }).bytes,
+	});
+}
+
+/** Four seconds of a 150 Hz tone through the engine with the named synthesizer and these voice params. */
+async function convertTone(
+	engine: Engine,
+	paths: Map<string, string>,
+	synthesizer: string,
+	params: { chunk_seconds: number; rms_mix_rate: number },
+): Promise<Float32Array> {
+	const artifactPaths = new Map(paths).set("synthesizer", paths.get(synthesizer) as string);
+	const voice = {
+		id: "5d0c7a3e-1f2b-4c6d-8e9f-0a1b2c3d4e5f",
+		name: "spans",
+		engine: "rvc" as const,
+		params: {
+			sample_rate: checkpoint.config.sampleRate,
+			chunk_search_seconds: 0.3,
+			context_seconds: 0.6,
+			...params,
+		},
+		artifacts: [],
+	};
+	async function* tone(): AsyncGenerator<AudioBlock> {
+		for (let start = 0; start < 64000; start += 1600) {
+			const block = Float32Array.from(
+				{ length: 1600 },
+				(_, i) => 0.3 * Math.sin(((start + i) * 2 * Math.PI * 150) / 16000),
+			);
+			yield { sampleRate: 16000, channels: [block] };
+		}
+	}
+	const job = { voice, semitones: 0, artifactPaths, input: { sampleRate: 16000, channels: 1 } };
+	const { channels } = await collect(engine.convert(tone(), job, new AbortController().signal));
+	return channels[0] as Float32Array;
+}

@@ -14,12 +14,14 @@
 
 import { readFile } from "node:fs/promises";
 import * as ort from "onnxruntime-node";
+import { type DecodeLayout, decodedFrames, decodeLayout, joinPieces } from "./decode-pieces.ts";
 import { RvcEngineError } from "./errors.ts";
 import { type ExecutionProviderName, sessionOptionsFor } from "./execution-provider.ts";
 import { quantizeMatMuls } from "./int8-matmul.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
 import { RMVPE_PITCH_BINS } from "./pitch.ts";
 import { type ModelSession, SessionHost } from "./session-host.ts";
+import { DECODE_SPAN_MARGIN_FRAMES } from "./synthesizer-graph.ts";
 import { ThreadStoppedError } from "./thread-client.ts";
 
 export type ModelRole = "contentvec" | "rmvpe" | "synthesizer";
@@ -287,12 +289,16 @@ export class SynthesizerModel {
 	readonly takesPitch: boolean;
 	/** Built with `decode_start` and `decode_frames` (`synthesizer-graph.ts`): can decode part of its frames. */
 	readonly decodesSpan: boolean;
+	/** `decode_start` takes one start per piece (`decode-pieces.ts`); graphs built before take one. */
+	readonly decodesPieces: boolean;
 
 	constructor(model: OnnxModel) {
 		this.model = model;
 		const names = model.session.inputNames;
 		this.takesPitch = names.includes("pitch") || names.includes("pitchf");
 		this.decodesSpan = names.includes("decode_start") && names.includes("decode_frames");
+		const starts = model.session.inputMetadata.find((m) => m.name === "decode_start");
+		this.decodesPieces = this.decodesSpan && starts?.isTensor === true && typeof starts.shape[0] === "string";
 		const inputs = SynthesizerModel.INPUTS.filter(([name]) => this.takesPitch || !name.startsWith("pitch"));
 		const missing = inputs.map(([name]) => name).filter((name) => !names.includes(name));
 		if (missing.length > 0) {
@@ -312,24 +318,28 @@ export class SynthesizerModel {
 		this.noiseChannels = typeof noise === "number" ? noise : 192;
 	}
 
-	/** Audio samples for the frames; at least `frames x samplesPerFrame` of them. */
+	/** The span in up to `pieces` pieces (`decode-pieces.ts`), in one where this graph takes a single start. */
+	layout(span: { start: number; frames: number }, pieces: number): DecodeLayout {
+		return decodeLayout(span, this.decodesPieces ? pieces : 1, DECODE_SPAN_MARGIN_FRAMES);
+	}
+
 	/**
 	 * Audio samples for the frames; at least `frames x samplesPerFrame` of them. With `span` (only where
 	 * `decodesSpan`), the decoder runs on those frames alone and the samples are theirs, `span.frames x
-	 * samplesPerFrame` of them.
+	 * samplesPerFrame` of them; a layout of several pieces (only where `decodesPieces`) decodes them piece by
+	 * piece as rows of one run, with the same samples (`decode-pieces.ts`).
 	 */
-	async synthesize(
-		inputs: SynthesizerInputs,
-		samplesPerFrame: number,
-		span?: { start: number; frames: number },
-	): Promise<Float32Array> {
+	async synthesize(inputs: SynthesizerInputs, samplesPerFrame: number, span?: DecodeLayout): Promise<Float32Array> {
 		const { frames } = inputs;
 		const dim = inputs.phone.length / frames;
+		const layout = span !== undefined && this.decodesSpan ? span : undefined;
+		if (layout !== undefined && layout.starts.length > 1 && !this.decodesPieces)
+			throw this.model.fail("takes one decode_start, not one per piece (lay the span out with `layout`)");
 		const result = await this.model.run({
-			...(span !== undefined && this.decodesSpan
+			...(layout !== undefined
 				? {
-						decode_start: new ort.Tensor("int64", BigInt64Array.of(BigInt(span.start)), [1]),
-						decode_frames: new ort.Tensor("int64", BigInt64Array.of(BigInt(span.frames)), [1]),
+						decode_start: new ort.Tensor("int64", BigInt64Array.from(layout.starts, BigInt), [layout.starts.length]),
+						decode_frames: new ort.Tensor("int64", BigInt64Array.of(BigInt(layout.length)), [1]),
 					}
 				: {}),
 			phone: new ort.Tensor("float32", inputs.phone, [1, frames, dim]),
@@ -346,14 +356,14 @@ export class SynthesizerModel {
 		const tensor = result[this.#outputName];
 		if (tensor === undefined || !(tensor.data instanceof Float32Array))
 			throw this.model.fail(`produced no float32 output "${this.#outputName}"`);
-		const expected = (span !== undefined && this.decodesSpan ? span.frames : frames) * samplesPerFrame;
-		if (tensor.data.length < expected) {
-			const perFrame = tensor.data.length / frames;
+		const decoded = layout === undefined ? frames : decodedFrames(layout);
+		if (tensor.data.length < decoded * samplesPerFrame) {
+			const perFrame = tensor.data.length / decoded;
 			throw this.model.fail(
-				`returned ${tensor.data.length} samples for ${frames} frames (${perFrame} per frame); expected ${samplesPerFrame} per frame — does the voice's params.sample_rate (${samplesPerFrame * 100}) match this synthesizer?`,
+				`returned ${tensor.data.length} samples for ${decoded} frames (${perFrame} per frame); expected ${samplesPerFrame} per frame — does the voice's params.sample_rate (${samplesPerFrame * 100}) match this synthesizer?`,
 			);
 		}
-		return tensor.data;
+		return layout === undefined ? tensor.data : joinPieces(layout, tensor.data, samplesPerFrame);
 	}
 }
 

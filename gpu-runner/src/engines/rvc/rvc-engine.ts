@@ -28,6 +28,7 @@ import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
 import { PermanentJobError } from "../../job-errors.ts";
 import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
 import { type ChunkPlan, type ChunkWindow, convertInChunks, makeChunkPlan } from "./chunker.ts";
+import { decodedFrames } from "./decode-pieces.ts";
 import { RvcEngineError } from "./errors.ts";
 import {
 	EXECUTION_PROVIDERS,
@@ -60,7 +61,7 @@ export interface RvcChunkStats {
 	segmentSamples: number;
 	windowSamples: number;
 	frames: number;
-	/** Frames the synthesizer's decoder ran on: all of them, or the kept span (`decodedSpan`). */
+	/** Frames the synthesizer's decoder ran on: all of them, or the kept span (`decodedSpan`) with its pieces' overlaps. */
 	decodedFrames: number;
 	voicedFrames: number;
 	milliseconds: {
@@ -110,6 +111,12 @@ export interface RvcEngineOptions {
 	 * (`memoryArenaFor` in `models.ts`): 10-15 % faster, for 150-230 MiB more with the full-size models.
 	 */
 	featureArenas?: boolean;
+	/**
+	 * On the CPU, each window's decoded span is cut into this many pieces that the decoder runs as rows of one
+	 * run, so that all the session's threads work on its narrow layers (`decode-pieces.ts`; the output is the
+	 * same). Default: the synthesizer session's threads; 1 turns it off.
+	 */
+	decodePieces?: number;
 	/** Called after each chunk, for metrics and the benchmark. */
 	onChunk?: (stats: RvcChunkStats) => void;
 }
@@ -268,6 +275,8 @@ async function convertWindow(
 		onChunk: RvcEngineOptions["onChunk"];
 		/** Whether spans may be decoded (`decodedSpan`). */
 		spans: boolean;
+		/** Pieces a decoded span is cut into, as rows of one run (`decode-pieces.ts`); 1 for none. */
+		decodePieces: number;
 	},
 ): Promise<Float32Array> {
 	const { semitones, mel, noise, onChunk } = job;
@@ -305,10 +314,11 @@ async function convertWindow(
 	started = performance.now();
 	const rnd = noise.fill(models.synthesizer.noiseChannels * frames, params.noiseScale);
 	const span = decodedSpan(window, frames, params, job.spans && models.synthesizer.decodesSpan);
+	const layout = models.synthesizer.layout(span, job.decodePieces);
 	const audio = await models.synthesizer.synthesize(
 		{ phone, frames, ...shifted, speakerId: params.speakerId, rnd },
 		samplesPerFrame,
-		span,
+		layout,
 	);
 	let output = audio.subarray(0, frames * samplesPerFrame);
 	if (span.frames < frames) {
@@ -323,7 +333,7 @@ async function convertWindow(
 		segmentSamples: window.segmentEnd - window.segmentStart,
 		windowSamples: window.samples.length,
 		frames,
-		decodedFrames: span.frames,
+		decodedFrames: decodedFrames(layout),
 		voicedFrames: f0 === undefined ? 0 : f0.reduce((n, v) => (v > 0 ? n + 1 : n), 0),
 		milliseconds: {
 			contentvec: timeContentvec,
@@ -343,6 +353,8 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	/** ContentVec and RMVPE for every model thread, when there are several. */
 	let features: ModelCache | undefined;
 	let indexes: IndexCache | undefined;
+	/** Pieces per decoded span (`RvcEngineOptions.decodePieces`), set by `init`. */
+	let decodePieces = 1;
 	const mel = new LogMelSpectrogram();
 
 	const chunkPlan = (params: RvcParams): ChunkPlan =>
@@ -428,6 +440,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					noise: new NormalNoise(1),
 					onChunk: undefined,
 					spans: false,
+					decodePieces: 1,
 				});
 			}
 		} finally {
@@ -459,6 +472,10 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			const intraOpNumThreads =
 				options.intraOpNumThreads ??
 				(threads > 1 ? Math.max(1, Math.floor(availableParallelism() / threads)) : undefined);
+			// The decoder's narrow layers use one thread per row of pieces (`decode-pieces.ts`): one piece per thread.
+			decodePieces = cpu
+				? Math.max(1, Math.floor(options.decodePieces ?? intraOpNumThreads ?? availableParallelism()))
+				: 1;
 			const settings = {
 				provider: selection.provider,
 				...(intraOpNumThreads !== undefined ? { intraOpNumThreads } : {}),
@@ -499,6 +516,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					shared_feature_models: features !== undefined,
 					intra_op_threads: intraOpNumThreads ?? "provider default",
 					feature_arenas: settings.featureArenas,
+					decode_pieces: decodePieces,
 				},
 			};
 		},
@@ -587,6 +605,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 						noise,
 						onChunk: options.onChunk,
 						spans: selection?.provider !== "cuda",
+						decodePieces,
 					});
 				// rms_mix_rate over the whole stream, as RVC mixes its whole output (only the frames it needs are held).
 				const loudness = new StreamingLoudnessMix({

@@ -31,7 +31,7 @@ import {
 } from "./synthesizer-config.ts";
 
 /** Raised whenever the graph built from the same checkpoint changes, so files built earlier are not reused. */
-export const SYNTHESIZER_GRAPH_VERSION = 2;
+export const SYNTHESIZER_GRAPH_VERSION = 3;
 
 export interface SynthesizerGraphSpec {
 	config: SynthesizerConfig;
@@ -49,10 +49,14 @@ export interface SynthesizerGraphOptions {
 	 */
 	sourceNoise?: boolean;
 	/**
-	 * Adds the inputs `decode_start` and `decode_frames` (i64 [1]): the decoder then runs on those frames only
-	 * (the text encoder, the flow and the harmonic source's phase still see every frame), so context that is
-	 * cut away afterwards is not decoded. Frames further than the decoder's receptive field (about 12 frames
-	 * for the published configs) from either end of the span come out as decoding everything would give them.
+	 * Adds the inputs `decode_start` (i64 `[pieces]`) and `decode_frames` (i64 `[1]`): the decoder then runs on
+	 * `decode_frames` frames from each start only (the text encoder, the flow and the harmonic source's phase
+	 * still see every frame), so context that is cut away afterwards is not decoded, and the output is the
+	 * pieces' samples one after the other. Frames further than the decoder's receptive field (about 12 frames
+	 * for the published configs) from either end of a piece come out as decoding everything would give them.
+	 * Several pieces of one span let onnxruntime's CPU provider spread the narrow decoder layers over its
+	 * threads: its NCHWc convolution divides its work by rows and sets of 64 output channels, so a layer of 64
+	 * channels or fewer on one row runs on one thread (`decodePieces` in `rvc-engine.ts`).
 	 */
 	decodeSpan?: boolean;
 	/**
@@ -387,18 +391,44 @@ function harmonicSource(w: GraphWriter, config: SynthesizerConfig, pitchf: strin
 	return w.node("Unsqueeze", [w.node("Tanh", [merged]), w.ints([1])]);
 }
 
-/** HiFi-GAN or NSF decoder on `z` `[1, C, T]` (and the harmonic source `[1, 1, T x hop]`), to `audio` `[1, 1, samples]`. */
+/**
+ * `length` steps of `x` `[1, C, T]` from each of `starts` (`[N]`), as `[1, C, N, length]`: the pieces as rows.
+ * `length` is a 1-element vector.
+ */
+function gatherPieces(w: GraphWriter, x: string, starts: string, length: string): string {
+	const zero = w.node("Squeeze", [w.ints([0]), w.ints([0])]);
+	const one = w.node("Squeeze", [w.ints([1]), w.ints([0])]);
+	const steps = w.node("Range", [zero, w.node("Squeeze", [length, w.ints([0])]), one]);
+	const indices = w.node("Add", [
+		w.node("Unsqueeze", [starts, w.ints([1])]),
+		w.node("Unsqueeze", [steps, w.ints([0])]),
+	]);
+	return w.node("Gather", [x, indices], { axis: 2 });
+}
+
+/**
+ * HiFi-GAN or NSF decoder on `z` `[1, C, T]` (and the harmonic source `[1, 1, T x hop]`), to `audio` `[1, 1, samples]`.
+ * With `pieces`, `z` and the source come as rows of pieces (`[1, C, N, T]`, `gatherPieces`), which the planar
+ * layout convolves as they are and the 1-D one as a batch; the audio is the pieces' samples one after the other.
+ */
 function decoder(
 	w: GraphWriter,
 	spec: SynthesizerGraphSpec,
 	layout: "1d" | "2d",
-	frames: { z: string; speaker: string; harmonic?: string },
+	frames: { z: string; speaker: string; harmonic?: string; pieces: boolean },
 ): string {
 	const { config } = spec;
 	const planar = layout === "2d";
-	const lift = (t: string): string => (planar ? w.node("Unsqueeze", [t, w.ints([2])]) : t);
+	const lift = (t: string): string =>
+		frames.pieces
+			? planar
+				? t
+				: w.node("Squeeze", [w.node("Transpose", [t], { perm: [2, 1, 0, 3] }), w.ints([2])])
+			: planar
+				? w.node("Unsqueeze", [t, w.ints([2])])
+				: t;
 	const z = lift(frames.z);
-	const speaker = lift(frames.speaker);
+	const speaker = planar ? w.node("Unsqueeze", [frames.speaker, w.ints([2])]) : frames.speaker;
 	const harmonic = frames.harmonic === undefined ? undefined : lift(frames.harmonic);
 	let x = w.node("Add", [w.conv(z, "dec.conv_pre", { pad: [3, 3], planar }), w.conv(speaker, "dec.cond", { planar })]);
 	const kernels = config.resblockKernelSizes.length;
@@ -451,6 +481,7 @@ function decoder(
 		x = w.node("Div", [sum as string, w.scalar(kernels)]);
 	}
 	const post = w.conv(w.leakyRelu(x, 0.01), "dec.conv_post", { pad: [3, 3], planar });
+	if (frames.pieces) return w.g.node("Reshape", [w.node("Tanh", [post]), w.ints([1, 1, -1])], {}, ["audio"]);
 	if (!planar) return w.g.node("Tanh", [post], {}, ["audio"]);
 	return w.g.node("Squeeze", [w.node("Tanh", [post]), w.ints([2])], {}, ["audio"]);
 }
@@ -505,18 +536,20 @@ export function buildSynthesizerGraph(
 	const flowParameters = g.parameterCount - speakerParameters - encoderParameters;
 	let harmonic = pitchf === undefined ? undefined : harmonicSource(w, config, pitchf, options.sourceNoise ?? true);
 	let decoded = w.node("Mul", [z, mask.channels]);
-	if (options.decodeSpan === true && decoderReachFrames(config) <= DECODE_SPAN_MARGIN_FRAMES) {
-		const start = g.input("decode_start", "int64", [1]);
-		const end = w.node("Add", [start, g.input("decode_frames", "int64", [1])]);
-		decoded = w.slice(decoded, start, end, [2]);
+	const pieces = options.decodeSpan === true && decoderReachFrames(config) <= DECODE_SPAN_MARGIN_FRAMES;
+	if (pieces) {
+		const starts = g.input("decode_start", "int64", ["pieces"]);
+		const length = g.input("decode_frames", "int64", [1]);
+		decoded = gatherPieces(w, decoded, starts, length);
 		if (harmonic !== undefined) {
 			const hop = w.ints([samplesPerFrame(config)]);
-			harmonic = w.slice(harmonic, w.node("Mul", [start, hop]), w.node("Mul", [end, hop]), [2]);
+			harmonic = gatherPieces(w, harmonic, w.node("Mul", [starts, hop]), w.node("Mul", [length, hop]));
 		}
 	}
 	decoder(w, spec, options.decoderLayout ?? "2d", {
 		z: decoded,
 		speaker,
+		pieces,
 		...(harmonic !== undefined ? { harmonic } : {}),
 	});
 	g.output("audio", "float32", [1, 1, "samples"]);
