@@ -310,6 +310,8 @@ const providers = (values.providers ?? "").split(",");
 const contentvecInt8 = values["contentvec-int8"] ?? false;
 const featureArenas = values["feature-arenas"] ?? false;
 const decodePieces = values["decode-pieces"] === undefined ? undefined : Number(values["decode-pieces"]);
+if (decodePieces !== undefined && !(Number.isInteger(decodePieces) && decodePieces >= 1))
+	throw new Error(`--decode-pieces takes a whole number of pieces, 1 or more (got ${values["decode-pieces"]})`);
 const dir = mkdtempSync(join(tmpdir(), "rvc-bench-"));
 const base = {
 	dir,

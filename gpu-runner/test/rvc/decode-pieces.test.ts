@@ -36,6 +36,10 @@ describe("decodeLayout", () => {
 	it("asks for one piece when the span is too short to be worth cutting", () => {
 		expect(decodeLayout({ start: 5, frames: 100 }, 2, MARGIN).starts).toEqual([5]);
 		expect(decodeLayout({ start: 5, frames: 128 }, 2, MARGIN).starts).toHaveLength(2);
+		// A count that is not a whole number of pieces: rounded down, or one piece.
+		expect(decodeLayout({ start: 5, frames: 500 }, 2.7, MARGIN).starts).toHaveLength(2);
+		for (const odd of [0, -3, Number.NaN, Number.POSITIVE_INFINITY])
+			expect(decodeLayout({ start: 5, frames: 500 }, odd, MARGIN).starts).toEqual([5]);
 		expect(decodeLayout({ start: 5, frames: 500 }, 1, MARGIN)).toEqual({
 			start: 5,
 			frames: 500,

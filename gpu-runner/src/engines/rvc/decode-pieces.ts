@@ -31,12 +31,14 @@ export interface DecodeLayout {
 
 /**
  * The span `[start, start + frames)` in up to `pieces` pieces, each cut `margin` frames beyond what it keeps.
- * One piece (the span itself) where more are not asked for or would be shorter than `MIN_PIECE_MARGINS` margins.
+ * One piece (the span itself) where more are not asked for (`pieces` below 2, or not a number) or would be shorter
+ * than `MIN_PIECE_MARGINS` margins; a fractional count is rounded down.
  */
 export function decodeLayout(span: { start: number; frames: number }, pieces: number, margin: number): DecodeLayout {
 	const { start, frames } = span;
 	const end = start + frames;
-	const count = Math.max(1, Math.min(Math.floor(pieces), Math.floor(frames / (MIN_PIECE_MARGINS * margin))));
+	const wanted = Number.isFinite(pieces) ? Math.floor(pieces) : 1;
+	const count = Math.max(1, Math.min(wanted, Math.floor(frames / (MIN_PIECE_MARGINS * margin))));
 	if (count === 1) return { start, frames, starts: [start], length: frames, keepFrom: [start] };
 	const share = Math.ceil(frames / count);
 	// The first and last pieces reach the span's ends on one side; interior ones need the margin on both.

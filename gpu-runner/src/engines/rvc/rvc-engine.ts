@@ -473,9 +473,8 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				options.intraOpNumThreads ??
 				(threads > 1 ? Math.max(1, Math.floor(availableParallelism() / threads)) : undefined);
 			// The decoder's narrow layers use one thread per row of pieces (`decode-pieces.ts`): one piece per thread.
-			decodePieces = cpu
-				? Math.max(1, Math.floor(options.decodePieces ?? intraOpNumThreads ?? availableParallelism()))
-				: 1;
+			const pieces = options.decodePieces ?? intraOpNumThreads ?? availableParallelism();
+			decodePieces = cpu && Number.isFinite(pieces) ? Math.max(1, Math.floor(pieces)) : 1;
 			const settings = {
 				provider: selection.provider,
 				...(intraOpNumThreads !== undefined ? { intraOpNumThreads } : {}),
