@@ -5,15 +5,16 @@
  */
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { promisify } from "node:util";
 import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
 import type { AudioBlock, Engine } from "../../src/engines/engine.ts";
 import { createRvcEngine } from "../../src/engines/rvc/index.ts";
+import { synthesizerOnnxPath } from "../../src/engines/rvc/synthesizer-file.ts";
 import { SYNTHESIZER_GRAPH_VERSION } from "../../src/engines/rvc/synthesizer-graph.ts";
 import { buildTinyContentVec, buildTinyRmvpe, writeModels } from "./support/tiny-models.ts";
 
@@ -113,6 +114,26 @@ describe("rvc engine with a .pth synthesizer", () => {
 		expect(statSync(built).mtimeMs).toBe(before);
 		// Nothing half-written left behind.
 		expect(readdirSync(join(checkpoint, "..")).filter((f) => f.startsWith("."))).toEqual([]);
+	});
+
+	it("removes graphs an earlier builder version made from the same checkpoint, and nothing else", async () => {
+		const dir = mkdtempSync(join(tmpdir(), "rvc-pth-"));
+		const bytes = readFileSync(join(FIXTURES, "v2-f0-48k.pth"));
+		const sha256 = createHash("sha256").update(bytes).digest("hex");
+		const path = join(dir, `${sha256}.bin`);
+		writeFileSync(path, bytes);
+		const planted = {
+			older: [1, SYNTHESIZER_GRAPH_VERSION - 1].map((v) => `${sha256}.synthesizer-v${v}.onnx`),
+			kept: [
+				`${sha256}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION + 1}.onnx`,
+				`${"0".repeat(64)}.synthesizer-v1.onnx`,
+				`${sha256}.synthesizer-vx.onnx`,
+			],
+		};
+		for (const name of [...planted.older, ...planted.kept]) writeFileSync(join(dir, name), "an older build");
+		const built = await synthesizerOnnxPath(path);
+		expect(built).toBe(join(dir, `${sha256}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`));
+		expect(readdirSync(dir).sort()).toEqual([`${sha256}.bin`, basename(built), ...planted.kept].sort());
 	});
 });
 

@@ -4,11 +4,12 @@
  * graph (`synthesizer-graph.ts`) and written once beside it as `<sha256>.synthesizer-v<N>.onnx`, named by the
  * checkpoint's checksum and the graph builder's version, so every later job (and every runner process sharing
  * the folder) loads the built file directly. The file appears by an atomic rename, so a crash mid-write never
- * leaves a partial model under the final name.
+ * leaves a partial model under the final name. Graphs an earlier builder version made from the same checkpoint are
+ * removed once the new one is in place.
  */
 import { createHash, randomUUID } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { open, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { open, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { readRvcCheckpoint } from "./rvc-checkpoint.ts";
 import { buildSynthesizerGraph, SYNTHESIZER_GRAPH_VERSION } from "./synthesizer-graph.ts";
@@ -46,7 +47,21 @@ async function buildBeside(path: string): Promise<string> {
 	} finally {
 		await rm(temporary, { force: true });
 	}
+	await removeOlderBuilds(dirname(path), sha256);
 	return target;
+}
+
+/**
+ * Graphs an earlier builder version made from the same checkpoint: nothing of this version loads them, and each
+ * is about the checkpoint's size. A runner of that version still sharing the folder builds its own again.
+ */
+async function removeOlderBuilds(dir: string, sha256: string): Promise<void> {
+	const prefix = `${sha256}.synthesizer-v`;
+	for (const name of await readdir(dir).catch(() => [] as string[])) {
+		if (!name.startsWith(prefix) || !name.endsWith(".onnx")) continue;
+		const version = Number(name.slice(prefix.length, -".onnx".length));
+		if (Number.isInteger(version) && version < SYNTHESIZER_GRAPH_VERSION) await rm(join(dir, name), { force: true });
+	}
 }
 
 /** `path` itself for an ONNX file; for an RVC checkpoint, the path of its built synthesizer (built on first use). */
