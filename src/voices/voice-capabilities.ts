@@ -5,8 +5,7 @@
  *   loudness mix and tracks no pitch for the conversion itself.
  * - `rvc`: `index_rate` and `protect` with a feature index (both act on the index blend), `rms_mix_rate`,
  *   `f0_method` (on a model with pitch input; `rmvpe` needs the RMVPE model: the voice's own or the deployment's
- *   base model), and
- *   `formant_shift` 0 only (the synthesizer fixes the timbre).
+ *   base model), and `formant_shift` 0 only (the synthesizer fixes the timbre).
  * `pitch_shift: "auto"` needs the voice's pitch range.
  */
 import type { CreateConversionBody, VoiceSettings } from "../contracts/voice-conversions.ts";

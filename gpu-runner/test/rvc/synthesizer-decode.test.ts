@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
-import type { AudioBlock, Engine } from "../../src/engines/engine.ts";
+import type { Engine } from "../../src/engines/engine.ts";
 import { createRvcEngine, type RvcChunkStats } from "../../src/engines/rvc/index.ts";
 import { readRvcCheckpoint } from "../../src/engines/rvc/rvc-checkpoint.ts";
 import { samplesPerFrame } from "../../src/engines/rvc/synthesizer-config.ts";
@@ -16,7 +16,7 @@ import {
 	DECODE_SPAN_MARGIN_FRAMES,
 	decoderReachFrames,
 } from "../../src/engines/rvc/synthesizer-graph.ts";
-import { collect } from "../helpers/streams.ts";
+import { blocksOf, collect } from "../helpers/streams.ts";
 import { buildTinyContentVec, buildTinyRmvpe, pseudoRandom, writeModels } from "./support/tiny-models.ts";
 
 const checkpoint = readRvcCheckpoint(
@@ -207,16 +207,8 @@ async function convertTone(
 		},
 		artifacts: [],
 	};
-	async function* tone(): AsyncGenerator<AudioBlock> {
-		for (let start = 0; start < 64000; start += 1600) {
-			const block = Float32Array.from(
-				{ length: 1600 },
-				(_, i) => 0.3 * Math.sin(((start + i) * 2 * Math.PI * 150) / 16000),
-			);
-			yield { sampleRate: 16000, channels: [block] };
-		}
-	}
+	const tone = Float32Array.from({ length: 64000 }, (_, i) => 0.3 * Math.sin((i * 2 * Math.PI * 150) / 16000));
 	const job = { voice, semitones: 0, artifactPaths, input: { sampleRate: 16000, channels: 1 } };
-	const { channels } = await collect(engine.convert(tone(), job, new AbortController().signal));
+	const { channels } = await collect(engine.convert(blocksOf([tone], 16000, 1600), job, new AbortController().signal));
 	return channels[0] as Float32Array;
 }

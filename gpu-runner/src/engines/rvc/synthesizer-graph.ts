@@ -204,6 +204,12 @@ class GraphWriter {
 		return this.node("Reshape", [x, shape]);
 	}
 
+	/** `0, 1, ..., end - 1` (int64) for a 1-element int64 vector `end`. */
+	range(end: string): string {
+		const scalar = (v: string) => this.node("Squeeze", [v, this.ints([0])]);
+		return this.node("Range", [scalar(this.ints([0])), scalar(end), scalar(this.ints([1]))]);
+	}
+
 	slice(x: string, starts: string, ends: string, axes: number[]): string {
 		return this.node("Slice", [x, starts, ends, this.ints(axes)]);
 	}
@@ -396,12 +402,9 @@ function harmonicSource(w: GraphWriter, config: SynthesizerConfig, pitchf: strin
  * `length` is a 1-element vector.
  */
 function gatherPieces(w: GraphWriter, x: string, starts: string, length: string): string {
-	const zero = w.node("Squeeze", [w.ints([0]), w.ints([0])]);
-	const one = w.node("Squeeze", [w.ints([1]), w.ints([0])]);
-	const steps = w.node("Range", [zero, w.node("Squeeze", [length, w.ints([0])]), one]);
 	const indices = w.node("Add", [
 		w.node("Unsqueeze", [starts, w.ints([1])]),
-		w.node("Unsqueeze", [steps, w.ints([0])]),
+		w.node("Unsqueeze", [w.range(length), w.ints([0])]),
 	]);
 	return w.node("Gather", [x, indices], { axis: 2 });
 }
@@ -502,8 +505,7 @@ export function buildSynthesizerGraph(
 
 	// sequence_mask(phone_lengths): frame index < length.
 	const t = w.slice(w.node("Shape", [phone]), w.ints([1]), w.ints([2]), [0]);
-	const scalarInt = (v: number) => w.node("Squeeze", [w.ints([v]), w.ints([0])]);
-	const frameIndex = w.node("Range", [scalarInt(0), w.node("Squeeze", [t, w.ints([0])]), scalarInt(1)]);
+	const frameIndex = w.range(t);
 	const valid = w.node("Less", [frameIndex, phoneLengths]);
 	const validFloat = w.node("Cast", [valid], { to: FLOAT });
 	const mask = {
