@@ -27,6 +27,7 @@ export const RunnerEnv = z.object({
 	RUNNER_CAPACITY: integer(1, 32).default(1),
 	RUNNER_ENGINES: commaList.default(["dsp"]),
 	RUNNER_CACHE_DIR: z.string().min(1).default(".runner-cache"),
+	RUNNER_ARTIFACT_CACHE_GB: z.coerce.number().min(1).max(1_000_000).default(20),
 	RUNNER_WORK_DIR: z.string().min(1).default(join(tmpdir(), "vc-runner")),
 	RUNNER_HEALTH_HOST: z.string().min(1).default("0.0.0.0"),
 	RUNNER_HEALTH_PORT: integer(0, 65535).default(8080),
@@ -45,6 +46,8 @@ export interface RunnerConfig {
 	capacity: number;
 	engines: (typeof ENGINE_NAMES)[number][];
 	cacheDir: string;
+	/** The artifact cache's size budget (least recently used artifacts no job holds are removed past it). */
+	artifactCacheBytes: number;
 	workDir: string;
 	healthHost: string;
 	healthPort: number;
@@ -85,6 +88,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): RunnerConfig {
 		capacity: e.RUNNER_CAPACITY,
 		engines: [...new Set(e.RUNNER_ENGINES)],
 		cacheDir: e.RUNNER_CACHE_DIR,
+		artifactCacheBytes: Math.round(e.RUNNER_ARTIFACT_CACHE_GB * 1e9),
 		workDir: e.RUNNER_WORK_DIR,
 		healthHost: e.RUNNER_HEALTH_HOST,
 		healthPort: e.RUNNER_HEALTH_PORT,

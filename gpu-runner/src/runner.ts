@@ -53,16 +53,27 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 
 	// Models of the voices converted before the last stop are loaded and warmed while health still says
 	// "starting", so the first lease does not pay for them.
-	const artifacts = new ArtifactCache(join(config.cacheDir, "artifacts"));
+	const affinity = new VoiceAffinity();
+	const artifacts = new ArtifactCache(join(config.cacheDir, "artifacts"), {
+		maxBytes: config.artifactCacheBytes,
+		logger,
+		onRemoved: (sha256) => affinity.forgetArtifact(sha256),
+	});
 	const recentVoices = new RecentVoices(config.cacheDir);
 	await warmRecentVoices(await recentVoices.load(), engines, artifacts, logger);
+	// A budget lowered since the last run applies at once (what is over it was used before this start).
+	const trimmed = await artifacts.trim();
+	logger.info("artifact cache", {
+		bytes: trimmed.bytesAfter,
+		max_bytes: config.artifactCacheBytes,
+		removed: trimmed.removed.length,
+	});
 
 	const tokens = new TokenProvider({
 		apiBaseUrl: config.apiBaseUrl,
 		clientId: config.clientId,
 		clientSecret: config.clientSecret,
 	});
-	const affinity = new VoiceAffinity();
 	// A runner that can run rvc voices also validates the ones accounts upload.
 	const rvc = engines.get("rvc")?.engine;
 	const api = new RunnerApiClient({ apiBaseUrl: config.apiBaseUrl, tokens });

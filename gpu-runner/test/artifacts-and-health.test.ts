@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -8,12 +8,15 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ArtifactCache } from "../src/artifacts/artifact-cache.ts";
 import { loadEngines } from "../src/engines/registry.ts";
 import { silentLogger } from "../src/logger.ts";
+import { VoiceAffinity } from "../src/loop/voice-affinity.ts";
 import { type RunnerState, startHealthServer } from "../src/observability/health-server.ts";
 import { RunnerMetrics } from "../src/observability/metrics.ts";
 
 describe("artifact cache", () => {
-	const payload = new Uint8Array(300_000).map((_, i) => (i * 17) % 256);
-	const sha256 = createHash("sha256").update(payload).digest("hex");
+	/** Three different files of `SIZE` bytes, served at `/<n>`; `/missing` answers 404. */
+	const SIZE = 300_000;
+	const payloads = [1, 2, 3].map((n) => new Uint8Array(SIZE).map((_, i) => (i * 17 + n * 31) % 256));
+	const sha256s = payloads.map((p) => createHash("sha256").update(p).digest("hex"));
 	let server: Server;
 	let base = "";
 	let downloads = 0;
@@ -23,9 +26,8 @@ describe("artifact cache", () => {
 		dir = mkdtempSync(join(tmpdir(), "artifacts-"));
 		server = createServer((request, response) => {
 			downloads++;
-			response
-				.writeHead(request.url?.startsWith("/missing") ? 404 : 200)
-				.end(request.url?.startsWith("/missing") ? "" : payload);
+			const payload = payloads[Number(request.url?.slice(1, 2)) - 1];
+			response.writeHead(payload ? 200 : 404).end(payload ?? "");
 		});
 		await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
 		base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -35,29 +37,42 @@ describe("artifact cache", () => {
 		rmSync(dir, { recursive: true, force: true });
 	});
 
-	const artifact = (overrides = {}) => ({
-		name: "synthesizer",
-		url: `${base}/model.onnx?sig=x`,
-		sha256,
-		size_bytes: payload.length,
+	const artifact = (n = 1, overrides = {}) => ({
+		name: `file${n}`,
+		url: `${base}/${n}?sig=x`,
+		sha256: sha256s[n - 1] as string,
+		size_bytes: SIZE,
 		...overrides,
 	});
+	const signal = new AbortController().signal;
+	/** Downloads (or finds) artifact `n` under a hold that ends at once, its last use set `minutesAgo`. */
+	const use = async (cache: ArtifactCache, n: number, minutesAgo: number) => {
+		const hold = cache.hold();
+		const path = (await hold.ensureAll([artifact(n)], signal)).get(`file${n}`) as string;
+		hold.release();
+		const then = new Date(Date.now() - minutesAgo * 60_000);
+		utimesSync(path, then, then);
+		return path;
+	};
 
 	it("downloads once, verifies the checksum and serves later jobs from disk", async () => {
 		const cache = new ArtifactCache(join(dir, "ok"));
-		const signal = new AbortController().signal;
-		const [a, b] = await Promise.all([cache.ensure(artifact(), signal), cache.ensure(artifact(), signal)]);
-		expect(a).toBe(b);
-		expect(downloads).toBe(1);
-		expect(new Uint8Array(readFileSync(a))).toEqual(payload);
-		const paths = await cache.ensureAll([artifact()], signal);
-		expect(paths.get("synthesizer")).toBe(a);
-		expect(downloads).toBe(1);
+		const before = downloads;
+		const [a, b] = await Promise.all([
+			cache.hold().ensureAll([artifact()], signal),
+			cache.hold().ensureAll([artifact()], signal),
+		]);
+		expect(a.get("file1")).toBe(b.get("file1"));
+		expect(downloads - before).toBe(1);
+		expect(new Uint8Array(readFileSync(a.get("file1") as string))).toEqual(payloads[0]);
+		const paths = await cache.hold().ensureAll([artifact()], signal);
+		expect(paths.get("file1")).toBe(a.get("file1"));
+		expect(downloads - before).toBe(1);
 	});
 
 	it("rejects a download whose checksum does not match and leaves nothing behind", async () => {
 		const cache = new ArtifactCache(join(dir, "bad"));
-		await expect(cache.ensure(artifact({ sha256: "0".repeat(64) }), new AbortController().signal)).rejects.toThrow(
+		await expect(cache.hold().ensureAll([artifact(1, { sha256: "0".repeat(64) })], signal)).rejects.toThrow(
 			/failed verification/,
 		);
 		expect(readdirSync(join(dir, "bad"))).toEqual([]);
@@ -65,9 +80,92 @@ describe("artifact cache", () => {
 
 	it("reports HTTP errors", async () => {
 		const cache = new ArtifactCache(join(dir, "missing"));
-		await expect(cache.ensure(artifact({ url: `${base}/missing` }), new AbortController().signal)).rejects.toThrow(
-			/HTTP 404/,
-		);
+		await expect(cache.hold().ensureAll([artifact(1, { url: `${base}/missing` })], signal)).rejects.toThrow(/HTTP 404/);
+	});
+
+	it("past its budget, removes the least recently used artifacts with what was built beside them", async () => {
+		const removed: string[] = [];
+		const folder = join(dir, "budget");
+		const cache = new ArtifactCache(folder, { maxBytes: 2.5 * SIZE, onRemoved: (sha) => removed.push(sha) });
+		const [sha1, sha2, sha3] = sha256s as [string, string, string];
+		await use(cache, 1, 60);
+		// What the engine builds from a checkpoint goes with it (synthesizer-file.ts names it by the checksum).
+		const built = join(folder, `${sha1}.synthesizer-v3.onnx`);
+		writeFileSync(built, new Uint8Array(1000));
+		const old = new Date(Date.now() - 60 * 60_000);
+		utimesSync(built, old, old);
+		await use(cache, 2, 30);
+		// The third download takes the folder over its budget; the one used longest ago goes.
+		await use(cache, 3, 0);
+		await cache.trim(); // after the trims the downloads started
+		expect(removed).toEqual([sha1]);
+		expect(readdirSync(folder).sort()).toEqual([`${sha2}.bin`, `${sha3}.bin`].sort());
+		// A removed artifact is downloaded again by the next job that needs it.
+		const before = downloads;
+		await use(cache, 1, 0);
+		expect(downloads - before).toBe(1);
+		expect((await cache.trim()).bytesAfter).toBeLessThanOrEqual(2.5 * SIZE);
+		expect(readdirSync(folder).sort()).toEqual([`${sha1}.bin`, `${sha3}.bin`].sort());
+	});
+
+	it("never removes what a job holds or what was used in the last ten minutes, and each use counts", async () => {
+		const folder = join(dir, "held");
+		const removed: string[] = [];
+		const cache = new ArtifactCache(folder, { maxBytes: 1, onRemoved: (sha) => removed.push(sha) });
+		const [sha1, sha2, sha3] = sha256s as [string, string, string];
+		await use(cache, 2, 60);
+		const job = cache.hold();
+		const held = (await job.ensureAll([artifact(1)], signal)).get("file1") as string;
+		const old = new Date(Date.now() - 90 * 60_000);
+		utimesSync(held, old, old);
+		await use(cache, 3, 0);
+
+		const report = await cache.trim();
+		expect(removed).toEqual([sha2]);
+		expect(report.bytesAfter).toBe(2 * SIZE); // over the budget: all that is left is held or recent
+		job.release();
+		expect((await cache.trim()).removed).toEqual([sha1]);
+
+		// Using an artifact makes it recent again.
+		const three = join(folder, `${sha3}.bin`);
+		utimesSync(three, old, old);
+		const hit = cache.hold();
+		await hit.ensureAll([artifact(3)], signal);
+		hit.release();
+		expect(statSync(three).mtimeMs).toBeGreaterThan(Date.now() - 60_000);
+		expect((await cache.trim()).removed).toEqual([]);
+		expect(readdirSync(folder)).toEqual([`${sha3}.bin`]);
+		expect(removed).toEqual([sha2, sha1]);
+		await expect(job.ensureAll([artifact(1)], signal)).rejects.toThrow(/after its release/);
+	});
+
+	it("holds an adopted file from before it is in place", async () => {
+		const folder = join(dir, "adopted");
+		const cache = new ArtifactCache(folder, { maxBytes: 1 });
+		const validation = cache.hold();
+		const file = await validation.adopt(`${base}/2`, "model", signal);
+		expect(file).toMatchObject({ sha256: sha256s[1], sizeBytes: SIZE });
+		const old = new Date(Date.now() - 60 * 60_000);
+		utimesSync(file.path, old, old);
+		expect((await cache.trim()).removed).toEqual([]);
+		validation.release();
+		expect((await cache.trim()).removed).toEqual([sha256s[1]]);
+	});
+});
+
+describe("voice affinity", () => {
+	it("forgets the voices whose artifact the cache removed", () => {
+		const affinity = new VoiceAffinity();
+		affinity.remember("v1", ["a", "shared"]);
+		affinity.remember("v2", ["b", "shared"]);
+		affinity.remember("v3", ["c"]);
+		expect(affinity.list()).toEqual(["v3", "v2", "v1"]);
+		affinity.forgetArtifact("a");
+		expect(affinity.list()).toEqual(["v3", "v2"]);
+		affinity.forgetArtifact("shared");
+		expect(affinity.list()).toEqual(["v3"]);
+		affinity.remember("v1", ["a"]);
+		expect(affinity.list()).toEqual(["v1", "v3"]);
 	});
 });
 

@@ -1,5 +1,9 @@
 import { createHash } from "node:crypto";
+import { existsSync, utimesSync } from "node:fs";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { ArtifactCache } from "../src/artifacts/artifact-cache.ts";
+import { DspEngine } from "../src/engines/dsp/dsp-engine.ts";
+import type { AudioBlock, EngineJob } from "../src/engines/engine.ts";
 import { FakeRunnerApi } from "./helpers/fake-runner-api.ts";
 import { readWavHeader, startTestRunner, wavJob } from "./helpers/runner-harness.ts";
 import { harmonicTone } from "./helpers/signals.ts";
@@ -12,6 +16,18 @@ let runner: ReturnType<typeof startTestRunner> | undefined;
 async function waitUntil(condition: () => boolean): Promise<void> {
 	await api.waitFor(condition);
 	await api.waitFor(() => runner?.loop.activeJobs === 0);
+}
+
+/** `text` served by the fake API as file `file`, described as a voice's synthesizer artifact. */
+function servedArtifact(file: string, text: string) {
+	const bytes = new TextEncoder().encode(text);
+	api.artifacts.set(file, bytes);
+	return {
+		name: "synthesizer",
+		url: `${api.baseUrl}/storage/artifact/${file}?sig=test`,
+		sha256: createHash("sha256").update(bytes).digest("hex"),
+		size_bytes: bytes.length,
+	};
 }
 
 beforeEach(async () => {
@@ -177,20 +193,45 @@ describe("lease loop against the runner API", () => {
 	});
 
 	it("downloads a voice's artifacts, verified, and then asks for that voice's jobs first", async () => {
-		const model = new TextEncoder().encode("pretend model weights");
-		api.artifacts.set("model.bin", model);
 		const voiceId = "33333333-3333-4333-8333-333333333333";
-		const artifact = {
-			name: "synthesizer",
-			url: `${api.baseUrl}/storage/artifact/model.bin?sig=test`,
-			sha256: createHash("sha256").update(model).digest("hex"),
-			size_bytes: model.length,
-		};
+		const artifact = servedArtifact("model.bin", "pretend model weights");
 		api.enqueue(wavJob(0.5, { voice: { id: voiceId, artifacts: [artifact] } }));
 		runner = startTestRunner(api);
 		await waitUntil(() => api.events.some((e) => e.type === "complete"));
 		await api.waitFor(() => (api.leaseRequests.at(-1)?.loaded_voice_ids ?? []).includes(voiceId));
 		expect(api.leaseRequests[0]?.loaded_voice_ids).toEqual([]);
+	});
+
+	it("keeps a job's artifacts while it runs; past the budget they go after, and the voice is no longer preferred", async () => {
+		const voiceId = "44444444-4444-4444-8444-444444444444";
+		const artifact = servedArtifact("held.bin", "pretend model weights, held by the job");
+		const seen: { during?: boolean; removedDuring?: string[] } = {};
+		let cache: ArtifactCache | undefined;
+		/** The real dsp engine; before converting, it ages the job's artifact and trims the cache. */
+		class TrimmingDsp extends DspEngine {
+			override async *convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal) {
+				const path = job.artifactPaths.get("synthesizer") as string;
+				const old = new Date(Date.now() - 60 * 60_000);
+				utimesSync(path, old, old);
+				seen.removedDuring = (await cache?.trim())?.removed;
+				seen.during = existsSync(path);
+				yield* super.convert(input, job, signal);
+			}
+		}
+		api.enqueue(wavJob(0.5, { voice: { id: voiceId, artifacts: [artifact] } }));
+		runner = startTestRunner(api, {
+			artifactBudgetBytes: 1,
+			engines: new Map([["dsp", { engine: new TrimmingDsp(), info: { name: "dsp", executionProvider: "cpu" } }]]),
+		});
+		cache = runner.artifacts;
+		await waitUntil(() => api.events.some((e) => e.type === "complete"));
+		expect(seen).toEqual({ during: true, removedDuring: [] });
+		await api.waitFor(() => (api.leaseRequests.at(-1)?.loaded_voice_ids ?? []).includes(voiceId));
+		expect((await runner.artifacts.trim()).removed).toEqual([artifact.sha256]);
+		expect(existsSync(runner.artifacts.pathFor(artifact))).toBe(false);
+		const requests = api.leaseRequests.length;
+		await api.waitFor(() => api.leaseRequests.length > requests + 1);
+		expect(api.leaseRequests.at(-1)?.loaded_voice_ids).toEqual([]);
 	});
 
 	it("fails transiently when an artifact does not match its checksum", async () => {

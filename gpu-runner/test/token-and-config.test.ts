@@ -75,7 +75,10 @@ describe("config", () => {
 			rvcContentvecInt8: false,
 			rvcFeatureArenas: false,
 			rvcModelThreads: undefined,
+			artifactCacheBytes: 20e9,
 		});
+		expect(loadConfig({ ...minimal, RUNNER_ARTIFACT_CACHE_GB: "2.5" }).artifactCacheBytes).toBe(2.5e9);
+		expect(() => loadConfig({ ...minimal, RUNNER_ARTIFACT_CACHE_GB: "0.5" })).toThrow(/RUNNER_ARTIFACT_CACHE_GB/);
 		expect(loadConfig({ ...minimal, RUNNER_RVC_MODEL_THREADS: "1" }).rvcModelThreads).toBe(1);
 		expect(() => loadConfig({ ...minimal, RUNNER_RVC_MODEL_THREADS: "0" })).toThrow(/RUNNER_RVC_MODEL_THREADS/);
 		expect(loadConfig({ ...minimal, RUNNER_RVC_CONTENTVEC_INT8: "1" }).rvcContentvecInt8).toBe(true);

@@ -3,14 +3,27 @@
  * file while hashing, is checked against the catalogue's checksum and size, and only then renamed into
  * place (rename is atomic on one filesystem), so a crash or a bad download never leaves a file that looks
  * valid. Concurrent jobs that need the same artifact share one download.
+ *
+ * The folder has a size budget (`maxBytes`). After each download, the least recently used artifacts are removed
+ * until the folder fits again, each with what was built from it beside it (a `.pth` checkpoint's synthesizer
+ * graph, `<sha256>.synthesizer-v*.onnx`: files that share the sha256 prefix go together). Never removed:
+ * - artifacts a job holds (`hold()`: from before their download until the job releases them), so a file is never
+ *   taken from under the job that is about to open it;
+ * - artifacts used in the last `RECENT_USE_MS`, by the file's mtime, which every use refreshes: another runner
+ *   sharing the folder may hold them, and its holds are not visible here.
+ * The folder can go over the budget while that is all it holds; the next download tries again.
  */
 import { createHash, randomUUID } from "node:crypto";
-import { createWriteStream } from "node:fs";
-import { mkdir, rename, rm, stat } from "node:fs/promises";
+import { createWriteStream, rmSync } from "node:fs";
+import { mkdir, readdir, rename, rm, stat, utimes } from "node:fs/promises";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ModelArtifact } from "../../../src/contracts/runner.ts";
+import { describeError, type Logger, silentLogger } from "../logger.ts";
+
+/** Artifacts used this recently are kept whatever the budget (see above). */
+export const RECENT_USE_MS = 10 * 60 * 1000;
 
 export class ArtifactError extends Error {
 	constructor(message: string, options?: { cause?: unknown }) {
@@ -19,27 +32,95 @@ export class ArtifactError extends Error {
 	}
 }
 
+export interface ArtifactCacheOptions {
+	/** The folder's size budget in bytes (default: no budget). */
+	maxBytes?: number;
+	fetch?: typeof fetch;
+	logger?: Logger;
+	/** Told the sha256 of each artifact removed for room. */
+	onRemoved?: (sha256: string) => void;
+}
+
+/** The artifacts one job uses: none of them is removed for room until `release()`. */
+export interface ArtifactHold {
+	/** Local paths of all artifacts, by artifact name, downloading what is missing. */
+	ensureAll(artifacts: readonly ModelArtifact[], signal: AbortSignal): Promise<Map<string, string>>;
+	/**
+	 * Downloads a file whose checksum is learnt on the way (an account's uploaded voice file, read for validation)
+	 * into the cache under that checksum, so the conversions that follow find it there.
+	 */
+	adopt(url: string, name: string, signal: AbortSignal): Promise<{ path: string; sha256: string; sizeBytes: number }>;
+	release(): void;
+}
+
+/** What a trim found and did. */
+export interface TrimReport {
+	bytesBefore: number;
+	bytesAfter: number;
+	removed: string[];
+}
+
 export class ArtifactCache {
 	readonly dir: string;
+	readonly maxBytes: number;
 	#fetch: typeof fetch;
+	#logger: Logger;
+	#onRemoved: (sha256: string) => void;
 	#inFlight = new Map<string, Promise<string>>();
+	/** Holds per sha256. */
+	#held = new Map<string, number>();
+	#trimming: Promise<unknown> = Promise.resolve();
 
-	constructor(dir: string, fetchImpl: typeof fetch = fetch) {
+	constructor(dir: string, options: ArtifactCacheOptions = {}) {
 		this.dir = dir;
-		this.#fetch = fetchImpl;
+		this.maxBytes = options.maxBytes ?? Number.POSITIVE_INFINITY;
+		this.#fetch = options.fetch ?? fetch;
+		this.#logger = options.logger ?? silentLogger;
+		this.#onRemoved = options.onRemoved ?? (() => {});
 	}
 
 	pathFor(artifact: ModelArtifact): string {
 		return join(this.dir, `${artifact.sha256}.bin`);
 	}
 
-	/** Local paths of all artifacts, by artifact name, downloading what is missing. */
-	async ensureAll(artifacts: readonly ModelArtifact[], signal: AbortSignal): Promise<Map<string, string>> {
-		const paths = await Promise.all(artifacts.map((a) => this.ensure(a, signal)));
-		return new Map(artifacts.map((a, i) => [a.name, paths[i] as string]));
+	hold(): ArtifactHold {
+		const held: string[] = [];
+		let released = false;
+		const pin = (sha256: string) => {
+			if (released) throw new Error("artifact hold used after its release");
+			held.push(sha256);
+			this.#held.set(sha256, (this.#held.get(sha256) ?? 0) + 1);
+		};
+		return {
+			ensureAll: async (artifacts, signal) => {
+				for (const artifact of artifacts) pin(artifact.sha256);
+				const paths = await Promise.all(artifacts.map((a) => this.#ensureShared(a, signal)));
+				return new Map(artifacts.map((a, i) => [a.name, paths[i] as string]));
+			},
+			adopt: (url, name, signal) => this.#adopt(url, name, signal, pin),
+			release: () => {
+				if (released) return;
+				released = true;
+				for (const sha256 of held) {
+					const count = (this.#held.get(sha256) ?? 1) - 1;
+					if (count > 0) this.#held.set(sha256, count);
+					else this.#held.delete(sha256);
+				}
+			},
+		};
 	}
 
-	ensure(artifact: ModelArtifact, signal: AbortSignal): Promise<string> {
+	/**
+	 * Removes the least recently used artifacts that are neither held nor recently used until the folder fits its
+	 * budget. Trims run one at a time; each download starts one without waiting for it.
+	 */
+	trim(): Promise<TrimReport> {
+		const run = this.#trimming.then(() => this.#trim());
+		this.#trimming = run.catch(() => {});
+		return run;
+	}
+
+	#ensureShared(artifact: ModelArtifact, signal: AbortSignal): Promise<string> {
 		let pending = this.#inFlight.get(artifact.sha256);
 		if (!pending) {
 			pending = this.#ensure(artifact, signal).finally(() => this.#inFlight.delete(artifact.sha256));
@@ -52,7 +133,10 @@ export class ArtifactCache {
 		const target = this.pathFor(artifact);
 		const existing = await stat(target).catch(() => undefined);
 		// The name is the verified checksum; the size check catches a file truncated behind our back.
-		if (existing?.isFile() && existing.size === artifact.size_bytes) return target;
+		if (existing?.isFile() && existing.size === artifact.size_bytes) {
+			await touch(target);
+			return target;
+		}
 
 		await mkdir(this.dir, { recursive: true });
 		const temporary = join(this.dir, `.download-${randomUUID()}`);
@@ -64,31 +148,79 @@ export class ArtifactCache {
 				);
 			}
 			await rename(temporary, target);
+			this.#trimLater();
 			return target;
 		} finally {
 			await rm(temporary, { force: true });
 		}
 	}
 
-	/**
-	 * Downloads a file whose checksum is learnt on the way (an account's uploaded voice file, read for validation)
-	 * into the cache under that checksum, so the conversions that follow find it there.
-	 */
-	async adopt(
+	async #adopt(
 		url: string,
 		name: string,
 		signal: AbortSignal,
+		pin: (sha256: string) => void,
 	): Promise<{ path: string; sha256: string; sizeBytes: number }> {
 		await mkdir(this.dir, { recursive: true });
 		const temporary = join(this.dir, `.download-${randomUUID()}`);
 		try {
 			const file = await this.#download(url, name, temporary, signal);
 			const path = join(this.dir, `${file.sha256}.bin`);
+			pin(file.sha256); // before it is in place, so no trim can see it unheld
 			await rename(temporary, path);
+			this.#trimLater();
 			return { path, ...file };
 		} finally {
 			await rm(temporary, { force: true });
 		}
+	}
+
+	#trimLater(): void {
+		if (this.maxBytes === Number.POSITIVE_INFINITY) return;
+		this.trim().catch((error: unknown) =>
+			this.#logger.warn("artifact cache trim failed", { error: describeError(error) }),
+		);
+	}
+
+	async #trim(): Promise<TrimReport> {
+		const groups = new Map<string, { files: string[]; bytes: number; lastUsed: number }>();
+		let bytes = 0;
+		for (const name of await readdir(this.dir).catch(() => [] as string[])) {
+			if (name.startsWith(".")) continue; // a download or a build in progress
+			const info = await stat(join(this.dir, name)).catch(() => undefined);
+			if (!info?.isFile()) continue;
+			const key = name.slice(0, name.indexOf(".") === -1 ? name.length : name.indexOf("."));
+			const group = groups.get(key) ?? { files: [], bytes: 0, lastUsed: 0 };
+			group.files.push(name);
+			group.bytes += info.size;
+			group.lastUsed = Math.max(group.lastUsed, info.mtimeMs);
+			groups.set(key, group);
+			bytes += info.size;
+		}
+		const report: TrimReport = { bytesBefore: bytes, bytesAfter: bytes, removed: [] };
+		if (bytes <= this.maxBytes) return report;
+		const recent = Date.now() - RECENT_USE_MS;
+		const candidates = [...groups]
+			.filter(([key, group]) => !this.#held.has(key) && group.lastUsed < recent)
+			.sort(([, a], [, b]) => a.lastUsed - b.lastUsed);
+		for (const [key, group] of candidates) {
+			if (report.bytesAfter <= this.maxBytes) break;
+			// Checked and removed in one turn of the event loop: a job holds its artifacts before it looks for them,
+			// so it either stops this removal or finds the files gone and downloads them again.
+			if (this.#held.has(key)) continue;
+			for (const name of group.files) rmSync(join(this.dir, name), { force: true });
+			report.bytesAfter -= group.bytes;
+			report.removed.push(key);
+			this.#onRemoved(key);
+			this.#logger.info("artifact removed for room", { sha256: key, bytes: group.bytes });
+		}
+		if (report.bytesAfter > this.maxBytes) {
+			this.#logger.warn("artifact cache over its budget: the rest is held by jobs or recently used", {
+				bytes: report.bytesAfter,
+				max_bytes: this.maxBytes,
+			});
+		}
+		return report;
 	}
 
 	/** Streams `url` into `temporary` while hashing it. */
@@ -117,4 +249,10 @@ export class ArtifactCache {
 		);
 		return { sha256: hash.digest("hex"), sizeBytes: size };
 	}
+}
+
+/** Marks a file as used now (its mtime orders the least recently used). */
+async function touch(path: string): Promise<void> {
+	const now = new Date();
+	await utimes(path, now, now).catch(() => {});
 }

@@ -69,31 +69,40 @@ export function createJobProcessor(options: {
 	uploads?: OutputUploads;
 }): JobProcessor {
 	return async (lease, { engine, signal, onProgress }) => {
-		const artifactPaths = await options.artifacts.ensureAll(lease.voice.artifacts, signal);
-		if (lease.voice.artifacts.length > 0) {
-			options.affinity?.remember(lease.voice.id);
-			void options.recentVoices?.remember(lease.voice);
+		// The voice's files stay in the cache until the job is over (the engine may open them at any point).
+		const artifacts = options.artifacts.hold();
+		try {
+			const artifactPaths = await artifacts.ensureAll(lease.voice.artifacts, signal);
+			if (lease.voice.artifacts.length > 0) {
+				options.affinity?.remember(
+					lease.voice.id,
+					lease.voice.artifacts.map((a) => a.sha256),
+				);
+				void options.recentVoices?.remember(lease.voice);
+			}
+			await mkdir(options.workDir, { recursive: true });
+			const previewSeconds = lease.use_preview ? lease.preview_seconds : undefined;
+			const expectedSeconds = Math.min(lease.source.duration_seconds, previewSeconds ?? Number.POSITIVE_INFINITY);
+			const pitch = await settlePitch(lease, engine, signal);
+			const result = await convertSource({
+				sourceUrl: lease.source.url,
+				outputUrl: lease.output.url,
+				uploadOutput: (path, sizeBytes, uploadSignal) =>
+					uploadOutput({ lease, uploads: options.uploads }, path, sizeBytes, uploadSignal),
+				engine,
+				voice: lease.voice,
+				semitones: pitch.semitones,
+				...(lease.voice_settings ? { voiceSettings: lease.voice_settings } : {}),
+				sourceSeconds: lease.source.duration_seconds,
+				previewSeconds,
+				artifactPaths,
+				workDir: options.workDir,
+				signal,
+				onSourceSeconds: (seconds) => onProgress(expectedSeconds > 0 ? Math.min(1, seconds / expectedSeconds) : 0),
+			});
+			return pitch.applied ? { ...result, pitchShiftApplied: pitch.applied } : result;
+		} finally {
+			artifacts.release();
 		}
-		await mkdir(options.workDir, { recursive: true });
-		const previewSeconds = lease.use_preview ? lease.preview_seconds : undefined;
-		const expectedSeconds = Math.min(lease.source.duration_seconds, previewSeconds ?? Number.POSITIVE_INFINITY);
-		const pitch = await settlePitch(lease, engine, signal);
-		const result = await convertSource({
-			sourceUrl: lease.source.url,
-			outputUrl: lease.output.url,
-			uploadOutput: (path, sizeBytes, uploadSignal) =>
-				uploadOutput({ lease, uploads: options.uploads }, path, sizeBytes, uploadSignal),
-			engine,
-			voice: lease.voice,
-			semitones: pitch.semitones,
-			...(lease.voice_settings ? { voiceSettings: lease.voice_settings } : {}),
-			sourceSeconds: lease.source.duration_seconds,
-			previewSeconds,
-			artifactPaths,
-			workDir: options.workDir,
-			signal,
-			onSourceSeconds: (seconds) => onProgress(expectedSeconds > 0 ? Math.min(1, seconds / expectedSeconds) : 0),
-		});
-		return pitch.applied ? { ...result, pitchShiftApplied: pitch.applied } : result;
 	};
 }

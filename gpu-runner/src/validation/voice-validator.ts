@@ -148,11 +148,13 @@ async function measureSample(url: string, signal: AbortSignal) {
 
 export function createVoiceValidator(options: { artifacts: ArtifactCache; engine: Engine }): VoiceValidator {
 	return async (lease, signal) => {
+		// The voice's files and the base models stay in the cache until validation is over.
+		const held = options.artifacts.hold();
 		try {
 			const stored = new Map<string, { path: string; sha256: string; sizeBytes: number }>();
 			for (const file of lease.files) {
 				if (file.role === "sample") continue;
-				stored.set(file.role, await options.artifacts.adopt(file.url, file.role, signal));
+				stored.set(file.role, await held.adopt(file.url, file.role, signal));
 			}
 			const model = stored.get("model") ?? refuse("missing_model", "The voice has no model file");
 			const facts = await readModel(model.path);
@@ -164,7 +166,7 @@ export function createVoiceValidator(options: { artifacts: ArtifactCache; engine
 				// The deployment's fault, not the voice's: thrown, so the job is retried once an operator sets it.
 				throw new Error("this deployment has no ContentVec base model (admin base-model set contentvec)");
 			}
-			const paths = await options.artifacts.ensureAll(lease.base_models, signal);
+			const paths = await held.ensureAll(lease.base_models, signal);
 			paths.set("synthesizer", await synthesizerOnnxPath(model.path));
 			if (index) paths.set("index", index.path);
 			const voice: VoiceDescriptor = {
@@ -191,6 +193,8 @@ export function createVoiceValidator(options: { artifacts: ArtifactCache; engine
 		} catch (error) {
 			if (error instanceof FileProblem) return { outcome: "failed", problem: error.problem, message: error.message };
 			throw error;
+		} finally {
+			held.release();
 		}
 	};
 }

@@ -21,11 +21,20 @@ import { makeWav } from "./wav-files.ts";
 
 export function startTestRunner(
 	api: FakeRunnerApi,
-	options: { capacity?: number; engines?: ReadonlyMap<EngineName, LoadedEngine> } = {},
+	options: {
+		capacity?: number;
+		engines?: ReadonlyMap<EngineName, LoadedEngine>;
+		/** The artifact cache's budget, wired to the affinity as the runner does (default: none). */
+		artifactBudgetBytes?: number;
+	} = {},
 ) {
 	const dir = mkdtempSync(join(tmpdir(), "runner-test-"));
 	const metrics = new RunnerMetrics();
 	const affinity = new VoiceAffinity();
+	const artifacts = new ArtifactCache(join(dir, "artifacts"), {
+		...(options.artifactBudgetBytes !== undefined ? { maxBytes: options.artifactBudgetBytes } : {}),
+		onRemoved: (sha256) => affinity.forgetArtifact(sha256),
+	});
 	const tokens = new TokenProvider({ apiBaseUrl: api.baseUrl, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET });
 	const engines =
 		options.engines ??
@@ -43,7 +52,7 @@ export function startTestRunner(
 			api: new RunnerApiClient({ apiBaseUrl: api.baseUrl, tokens }),
 			engines,
 			processJob: createJobProcessor({
-				artifacts: new ArtifactCache(join(dir, "artifacts")),
+				artifacts,
 				workDir: join(dir, "work"),
 				affinity,
 			}),
@@ -56,6 +65,7 @@ export function startTestRunner(
 	return {
 		loop,
 		metrics,
+		artifacts,
 		done,
 		/** Count of finished jobs by outcome, read from the Prometheus counter. */
 		async outcomes(): Promise<Record<string, number>> {
