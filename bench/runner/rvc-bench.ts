@@ -56,7 +56,11 @@ const { values } = parseArgs({
 const IN_RATE = 16000;
 const OUT_RATE = 40000;
 
-/** Figures before the speed work (issue 14), for the ratios: 2-core AMD EPYC, CPU provider, 2 threads, quiet. */
+/**
+ * Figures before the speed work (issue 14), for the ratios: 2-core AMD EPYC, CPU provider, 2 threads, quiet. The
+ * bench's ContentVec then wrote GELU in a form onnxruntime does not fuse (`rvc-models.ts` now writes it as
+ * `torch.onnx.export` does, which it fuses), so ContentVec's ratio and the total's include that change.
+ */
 interface Baseline {
 	rtf: number;
 	synthesizer: number;

@@ -103,12 +103,11 @@ class Layers {
 		});
 	}
 
+	/** GELU as `torch.onnx.export` writes `F.gelu` (torch 1.13, opsets 11-17): ((erf(x / sqrt 2) + 1) x) 0.5. */
 	gelu(x: string): string {
-		const erf = this.g.node("Erf", [this.g.node("Mul", [x, this.g.scalar("inv_sqrt2", Math.SQRT1_2)])]);
-		return this.g.node("Mul", [
-			this.g.node("Mul", [x, this.g.scalar("half", 0.5)]),
-			this.g.node("Add", [erf, this.g.scalar("one", 1)]),
-		]);
+		const erf = this.g.node("Erf", [this.g.node("Div", [x, this.g.scalar("sqrt2", Math.SQRT2)])]);
+		const scaled = this.g.node("Mul", [x, this.g.node("Add", [erf, this.g.scalar("one", 1)])]);
+		return this.g.node("Mul", [scaled, this.g.scalar("half", 0.5)]);
 	}
 
 	transpose(x: string, perm: number[]): string {
