@@ -8,7 +8,8 @@
  *     --jobs 8 [--job-seconds 10] [--capacity 2]        # throughput of 8 jobs at capacity 1 and 2
  *     --memory-minutes 1,10  (or --long: 1,10,60)       # peak RSS converting that much audio
  *     --contentvec-int8                                 # ContentVec with int8 matrix products
- *     --feature-arenas                                  # ContentVec and RMVPE keep CPU arenas (RUNNER_RVC_FEATURE_ARENAS)
+ *     --feature-arenas / --no-feature-arenas            # ContentVec and RMVPE keep CPU arenas or not (RUNNER_RVC_FEATURE_ARENAS;
+ *                                                       #   default: the engine's, on where model threads share them)
  *     --decode-pieces N                                 # pieces per decoded span (default: one per session thread; 1: off)
  *     --rms-mix-rate 1                                  # the voice's rms_mix_rate (default RVC's 0.25)
  *     --reference-graph                                 # the synthesizer as built before: 1-D decoder, whole window decoded
@@ -43,6 +44,7 @@ const { values } = parseArgs({
 		long: { type: "boolean", default: false },
 		"contentvec-int8": { type: "boolean", default: false },
 		"feature-arenas": { type: "boolean", default: false },
+		"no-feature-arenas": { type: "boolean", default: false },
 		"decode-pieces": { type: "string" },
 		"rms-mix-rate": { type: "string" },
 		"reference-graph": { type: "boolean", default: false },
@@ -90,7 +92,8 @@ interface CaseSpec {
 	threads?: number;
 	chunkSeconds?: number;
 	contentvecInt8: boolean;
-	featureArenas: boolean;
+	/** Unset: the engine's default. */
+	featureArenas?: boolean;
 	decodePieces?: number;
 	rmsMixRate?: number;
 	/** Seconds of audio per job, one entry per job; `concurrency` at a time. */
@@ -108,6 +111,8 @@ interface CaseResult {
 	provider: string;
 	/** Pieces per decoded span the engine chose (`decode-pieces.ts`). */
 	decodePieces: number;
+	/** Whether ContentVec and RMVPE kept arenas (the flag, or the engine's default). */
+	featureArenas: boolean;
 	startup: { init: number; prepare: number };
 	firstJob: { wall: number; again: number };
 	jobs: JobResult[];
@@ -167,7 +172,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 		executionProviders: spec.providers as ("cuda" | "webgpu" | "cpu")[],
 		noiseSeed: 1,
 		contentvecInt8: spec.contentvecInt8,
-		featureArenas: spec.featureArenas,
+		...(spec.featureArenas !== undefined ? { featureArenas: spec.featureArenas } : {}),
 		...(spec.decodePieces !== undefined ? { decodePieces: spec.decodePieces } : {}),
 		onChunk: (s) => {
 			if (recording) chunks.push(s);
@@ -246,6 +251,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 	return {
 		provider: info.executionProvider,
 		decodePieces: Number(info.details?.decode_pieces ?? 1),
+		featureArenas: info.details?.feature_arenas === true,
 		startup: { init, prepare },
 		firstJob,
 		jobs,
@@ -312,7 +318,9 @@ const threads = values.threads === undefined ? undefined : Number(values.threads
 const chunkSeconds = values["chunk-seconds"] === undefined ? undefined : Number(values["chunk-seconds"]);
 const providers = (values.providers ?? "").split(",");
 const contentvecInt8 = values["contentvec-int8"] ?? false;
-const featureArenas = values["feature-arenas"] ?? false;
+if (values["feature-arenas"] && values["no-feature-arenas"])
+	throw new Error("--feature-arenas and --no-feature-arenas contradict each other");
+const featureArenas = values["feature-arenas"] ? true : values["no-feature-arenas"] ? false : undefined;
 const decodePieces = values["decode-pieces"] === undefined ? undefined : Number(values["decode-pieces"]);
 if (decodePieces !== undefined && !(Number.isInteger(decodePieces) && decodePieces >= 1))
 	throw new Error(`--decode-pieces takes a whole number of pieces, 1 or more (got ${values["decode-pieces"]})`);
@@ -321,7 +329,7 @@ const base = {
 	dir,
 	providers,
 	contentvecInt8,
-	featureArenas,
+	...(featureArenas !== undefined ? { featureArenas } : {}),
 	...(decodePieces !== undefined ? { decodePieces } : {}),
 	...(threads !== undefined ? { threads } : {}),
 	...(chunkSeconds !== undefined ? { chunkSeconds } : {}),
@@ -333,7 +341,7 @@ const graphOptions = {
 };
 try {
 	console.log(
-		`rvc engine benchmark: ${seconds} s of 16 kHz audio -> 40 kHz, ${cpus()[0]?.model ?? "cpu"} x ${availableParallelism()}, threads ${threads ?? "default"}${contentvecInt8 ? ", ContentVec int8" : ""}${featureArenas ? ", feature arenas" : ""}${decodePieces !== undefined ? `, decode pieces ${decodePieces}` : ""}`,
+		`rvc engine benchmark: ${seconds} s of 16 kHz audio -> 40 kHz, ${cpus()[0]?.model ?? "cpu"} x ${availableParallelism()}, threads ${threads ?? "default"}${contentvecInt8 ? ", ContentVec int8" : ""}${featureArenas === undefined ? "" : featureArenas ? ", feature arenas" : ", no feature arenas"}${decodePieces !== undefined ? `, decode pieces ${decodePieces}` : ""}`,
 	);
 	console.log("\nmodels (random weights, built now):");
 	for (const build of [buildContentVec, buildRmvpe, () => buildSynthesizer40k(graphOptions)]) {
@@ -420,7 +428,7 @@ try {
 			const slowest = Math.max(...r.jobs.map((j) => j.wall));
 			const mean = r.jobs.reduce((sum, j) => sum + j.wall, 0) / r.jobs.length;
 			console.log(
-				`  ${label.padEnd(11)} ${fmt((jobCount * jobSeconds) / r.wall)} audio s per wall s, ${fmt(r.cpuSeconds / (jobCount * jobSeconds))} CPU-s per audio s; slowest job ${fmt(slowest)} s = ${fmt(slowest / meanAlone)}x a job alone (${fmt(meanAlone)} s), mean ${fmt(mean / meanAlone)}x; load ${fmt(r.load[0])} -> ${fmt(r.load[1])}; peak RSS ${fmt(r.peakRssMiB, 0)} MiB${r.gpuMemoryMiB !== undefined ? `; GPU memory ${r.gpuMemoryMiB} MiB` : ""}`,
+				`  ${label.padEnd(11)} ${fmt((jobCount * jobSeconds) / r.wall)} audio s per wall s, ${fmt(r.cpuSeconds / (jobCount * jobSeconds))} CPU-s per audio s; slowest job ${fmt(slowest)} s = ${fmt(slowest / meanAlone)}x a job alone (${fmt(meanAlone)} s), mean ${fmt(mean / meanAlone)}x; load ${fmt(r.load[0])} -> ${fmt(r.load[1])}; peak RSS ${fmt(r.peakRssMiB, 0)} MiB${r.featureArenas ? "; feature arenas" : ""}${r.gpuMemoryMiB !== undefined ? `; GPU memory ${r.gpuMemoryMiB} MiB` : ""}`,
 			);
 		}
 	}
@@ -450,7 +458,7 @@ try {
 			first_job_overhead_seconds: firstOverhead,
 			...(main.gpuMemoryMiB !== undefined ? { gpu_memory_mib: main.gpuMemoryMiB } : {}),
 			contentvec_int8: contentvecInt8,
-			feature_arenas: featureArenas,
+			feature_arenas: main.featureArenas,
 			decode_pieces: main.decodePieces,
 		}),
 	);

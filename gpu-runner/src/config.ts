@@ -34,7 +34,7 @@ export const RunnerEnv = z.object({
 	RUNNER_SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3600).default(60),
 	RUNNER_LEASE_WAIT_SECONDS: z.coerce.number().min(0).max(25).default(20),
 	RUNNER_RVC_CONTENTVEC_INT8: z.enum(["0", "1", "false", "true"]).default("0"),
-	RUNNER_RVC_FEATURE_ARENAS: z.enum(["0", "1", "false", "true"]).default("0"),
+	RUNNER_RVC_FEATURE_ARENAS: z.enum(["0", "1", "false", "true"]).optional(),
 	RUNNER_RVC_MODEL_THREADS: integer(1, 32).optional(),
 });
 
@@ -55,8 +55,11 @@ export interface RunnerConfig {
 	leaseWaitSeconds: number;
 	/** The rvc engine runs ContentVec's matrix products in int8 (less memory, a small feature error). */
 	rvcContentvecInt8: boolean;
-	/** On the CPU, ContentVec and RMVPE keep their activations between runs (faster, more memory). */
-	rvcFeatureArenas: boolean;
+	/**
+	 * On the CPU, ContentVec and RMVPE keep their activations between runs (faster, more memory); unset: the
+	 * engine's default (on where several model threads share them).
+	 */
+	rvcFeatureArenas: boolean | undefined;
 	/** The rvc engine's model threads on the CPU, each with a synthesizer of its own (default: see the engine). */
 	rvcModelThreads: number | undefined;
 }
@@ -95,7 +98,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): RunnerConfig {
 		shutdownGraceSeconds: e.RUNNER_SHUTDOWN_GRACE_SECONDS,
 		leaseWaitSeconds: e.RUNNER_LEASE_WAIT_SECONDS,
 		rvcContentvecInt8: e.RUNNER_RVC_CONTENTVEC_INT8 === "1" || e.RUNNER_RVC_CONTENTVEC_INT8 === "true",
-		rvcFeatureArenas: e.RUNNER_RVC_FEATURE_ARENAS === "1" || e.RUNNER_RVC_FEATURE_ARENAS === "true",
+		rvcFeatureArenas:
+			e.RUNNER_RVC_FEATURE_ARENAS === undefined
+				? undefined
+				: e.RUNNER_RVC_FEATURE_ARENAS === "1" || e.RUNNER_RVC_FEATURE_ARENAS === "true",
 		rvcModelThreads: e.RUNNER_RVC_MODEL_THREADS,
 	};
 }

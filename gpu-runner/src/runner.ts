@@ -44,7 +44,7 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 		capacity: config.capacity,
 		...(config.rvcModelThreads !== undefined ? { modelThreads: config.rvcModelThreads } : {}),
 		contentvecInt8: config.rvcContentvecInt8,
-		featureArenas: config.rvcFeatureArenas,
+		...(config.rvcFeatureArenas !== undefined ? { featureArenas: config.rvcFeatureArenas } : {}),
 	});
 	for (const [name, { info }] of engines) {
 		engineProviders[name] = { execution_provider: info.executionProvider };

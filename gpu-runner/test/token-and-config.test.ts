@@ -73,7 +73,7 @@ describe("config", () => {
 			healthPort: 8080,
 			shutdownGraceSeconds: 60,
 			rvcContentvecInt8: false,
-			rvcFeatureArenas: false,
+			rvcFeatureArenas: undefined,
 			rvcModelThreads: undefined,
 			artifactCacheBytes: 20e9,
 		});
@@ -84,6 +84,7 @@ describe("config", () => {
 		expect(loadConfig({ ...minimal, RUNNER_RVC_CONTENTVEC_INT8: "1" }).rvcContentvecInt8).toBe(true);
 		expect(() => loadConfig({ ...minimal, RUNNER_RVC_CONTENTVEC_INT8: "yes" })).toThrow(/RUNNER_RVC_CONTENTVEC_INT8/);
 		expect(loadConfig({ ...minimal, RUNNER_RVC_FEATURE_ARENAS: "true" }).rvcFeatureArenas).toBe(true);
+		expect(loadConfig({ ...minimal, RUNNER_RVC_FEATURE_ARENAS: "0" }).rvcFeatureArenas).toBe(false);
 		expect(() => loadConfig({ ...minimal, RUNNER_RVC_FEATURE_ARENAS: "on" })).toThrow(/RUNNER_RVC_FEATURE_ARENAS/);
 	});
 

@@ -16,7 +16,7 @@ export interface EngineOptions {
 	modelThreads?: number;
 	/** rvc: ContentVec's matrix products in int8 (`RUNNER_RVC_CONTENTVEC_INT8`). */
 	contentvecInt8?: boolean;
-	/** rvc: ContentVec and RMVPE keep memory arenas on the CPU (`RUNNER_RVC_FEATURE_ARENAS`). */
+	/** rvc: ContentVec and RMVPE keep memory arenas on the CPU (`RUNNER_RVC_FEATURE_ARENAS`; unset: the engine's default). */
 	featureArenas?: boolean;
 }
 

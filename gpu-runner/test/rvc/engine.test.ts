@@ -408,9 +408,12 @@ describe("rvc engine with tiny models", () => {
 		const signal = new AbortController().signal;
 		const plain = createRvcEngine({ noiseSeed: 7, intraOpNumThreads: 1 });
 		const arenas = createRvcEngine({ noiseSeed: 7, intraOpNumThreads: 1, featureArenas: true });
+		// Shared by two model threads they keep arenas by default (next test), and an explicit off still holds.
+		const sharedOff = createRvcEngine({ noiseSeed: 7, intraOpNumThreads: 1, capacity: 2, featureArenas: false });
 		try {
-			const infos = await Promise.all([plain.init(), arenas.init()]);
-			expect(infos.map((info) => info.details?.feature_arenas)).toEqual([false, true]);
+			const infos = await Promise.all([plain.init(), arenas.init(), sharedOff.init()]);
+			expect(infos.map((info) => info.details?.feature_arenas)).toEqual([false, true, false]);
+			expect(infos[2]?.details?.shared_feature_models).toBe(true);
 			// Twice each: the second run of a session with an arena reuses the first run's memory.
 			for (let i = 0; i < 2; i++) {
 				const [a, b] = [
@@ -420,7 +423,7 @@ describe("rvc engine with tiny models", () => {
 				expect(b.samples).toEqual(a.samples);
 			}
 		} finally {
-			await Promise.all([plain.dispose(), arenas.dispose()]);
+			await Promise.all([plain.dispose(), arenas.dispose(), sharedOff.dispose()]);
 		}
 	});
 
@@ -437,6 +440,8 @@ describe("rvc engine with tiny models", () => {
 			expect(infos.map((info) => info.details?.model_threads)).toEqual([1, 2, 1]);
 			// Two model threads share one copy of ContentVec and RMVPE, on a thread of their own.
 			expect(infos.map((info) => info.details?.shared_feature_models)).toEqual([false, true, false]);
+			// Shared, they keep arenas unless told not to.
+			expect(infos.map((info) => info.details?.feature_arenas)).toEqual([false, true, false]);
 			await together.prepare?.(voice(), artifactPaths);
 			const expected: Float32Array[] = [];
 			for (const [i, input] of inputs().entries()) {

@@ -108,7 +108,9 @@ export interface RvcEngineOptions {
 	contentvecInt8?: boolean;
 	/**
 	 * On the CPU, ContentVec and RMVPE keep their activations in arenas between runs, as the synthesizer does
-	 * (`memoryArenaFor` in `models.ts`): 10-15 % faster, for 150-230 MiB more with the full-size models.
+	 * (`memoryArenaFor` in `models.ts`): 10-15 % faster, for 120-230 MiB more with the full-size models. Default:
+	 * on where several model threads share one copy of them (their runs are what the jobs queue for, and one
+	 * arena serves every job), off with one model thread.
 	 */
 	featureArenas?: boolean;
 	/**
@@ -479,7 +481,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				provider: selection.provider,
 				...(intraOpNumThreads !== undefined ? { intraOpNumThreads } : {}),
 				contentvecInt8: options.contentvecInt8 ?? false,
-				featureArenas: options.featureArenas ?? false,
+				featureArenas: options.featureArenas ?? threads > 1,
 			};
 			// With several model threads, ContentVec and RMVPE are loaded once, on a thread of their own that the
 			// jobs share, and each model thread holds only its job's synthesizer: the feature models are most of
@@ -487,6 +489,8 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			// all the cores the model threads divide among them (measured, 8 jobs at capacity 2 on 2 cores: 2.41
 			// audio s per wall s, slowest job 1.69x alone, peak RSS 1793 MiB, against 2.30, 1.76x and 2622 MiB
 			// with a copy per thread; on one core each, the jobs waited on each other's turns: 1.98 and 2.19x).
+			// Shared, they keep arenas by default (`featureArenas`): the jobs queue for their runs, so those runs'
+			// speed is every job's, and their arenas are paid once (README, "Several jobs").
 			features =
 				threads > 1
 					? new ModelCache(
