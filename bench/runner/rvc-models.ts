@@ -103,7 +103,7 @@ class Layers {
 		});
 	}
 
-	/** GELU as `torch.onnx.export` writes `F.gelu` (torch 1.13, opsets 11-17): ((erf(x / sqrt 2) + 1) x) 0.5. */
+	/** GELU as `torch.onnx.export` writes `F.gelu` (torch 1.13 at opsets 11, 14 and 17): ((erf(x / sqrt 2) + 1) x) 0.5. */
 	gelu(x: string): string {
 		const erf = this.g.node("Erf", [this.g.node("Div", [x, this.g.scalar("sqrt2", Math.SQRT2)])]);
 		const scaled = this.g.node("Mul", [x, this.g.node("Add", [erf, this.g.scalar("one", 1)])]);
