@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { existsSync, utimesSync } from "node:fs";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ArtifactCache } from "../src/artifacts/artifact-cache.ts";
@@ -16,18 +15,6 @@ let runner: ReturnType<typeof startTestRunner> | undefined;
 async function waitUntil(condition: () => boolean): Promise<void> {
 	await api.waitFor(condition);
 	await api.waitFor(() => runner?.loop.activeJobs === 0);
-}
-
-/** `text` served by the fake API as file `file`, described as a voice's synthesizer artifact. */
-function servedArtifact(file: string, text: string) {
-	const bytes = new TextEncoder().encode(text);
-	api.artifacts.set(file, bytes);
-	return {
-		name: "synthesizer",
-		url: `${api.baseUrl}/storage/artifact/${file}?sig=test`,
-		sha256: createHash("sha256").update(bytes).digest("hex"),
-		size_bytes: bytes.length,
-	};
 }
 
 beforeEach(async () => {
@@ -194,7 +181,7 @@ describe("lease loop against the runner API", () => {
 
 	it("downloads a voice's artifacts, verified, and then asks for that voice's jobs first", async () => {
 		const voiceId = "33333333-3333-4333-8333-333333333333";
-		const artifact = servedArtifact("model.bin", "pretend model weights");
+		const artifact = api.serveArtifact("synthesizer", new TextEncoder().encode("pretend model weights"));
 		api.enqueue(wavJob(0.5, { voice: { id: voiceId, artifacts: [artifact] } }));
 		runner = startTestRunner(api);
 		await waitUntil(() => api.events.some((e) => e.type === "complete"));
@@ -204,7 +191,10 @@ describe("lease loop against the runner API", () => {
 
 	it("keeps a job's artifacts while it runs; past the budget they go after, and the voice is no longer preferred", async () => {
 		const voiceId = "44444444-4444-4444-8444-444444444444";
-		const artifact = servedArtifact("held.bin", "pretend model weights, held by the job");
+		const artifact = api.serveArtifact(
+			"synthesizer",
+			new TextEncoder().encode("pretend model weights, held by the job"),
+		);
 		const seen: { during?: boolean; removedDuring?: string[] } = {};
 		let cache: ArtifactCache | undefined;
 		/** The real dsp engine; before converting, it ages the job's artifact and trims the cache. */

@@ -264,6 +264,7 @@ export async function shiftBrokerClock(offsetMs: number): Promise<void> {
  * left queued or processing are failed first, straight in D1: they would come back into the emptied broker, since
  * the API's own dispatch message (tests hand jobs over with `deliverJobs`) reaches the real queue consumer up to a
  * second later, and the safety net re-sends what the broker does not hold. Both leave a failed conversion alone.
+ * A plain UPDATE rather than `failConversion`, which would add events and webhook deliveries to a later test's.
  */
 export async function resetBroker(): Promise<void> {
 	const at = new Date().toISOString();

@@ -23,7 +23,7 @@ import type { ModelArtifact } from "../../../src/contracts/runner.ts";
 import { describeError, type Logger, silentLogger } from "../logger.ts";
 
 /** Artifacts used this recently are kept whatever the budget (see above). */
-export const RECENT_USE_MS = 10 * 60 * 1000;
+const RECENT_USE_MS = 10 * 60 * 1000;
 
 export class ArtifactError extends Error {
 	constructor(message: string, options?: { cause?: unknown }) {
@@ -53,16 +53,17 @@ export interface ArtifactHold {
 	release(): void;
 }
 
-/** What a trim found and did. */
+/** What a trim left and removed. */
 export interface TrimReport {
-	bytesBefore: number;
+	/** Bytes in the folder after it. */
 	bytesAfter: number;
+	/** The sha256 of each artifact it removed. */
 	removed: string[];
 }
 
 export class ArtifactCache {
 	readonly dir: string;
-	readonly maxBytes: number;
+	readonly #maxBytes: number;
 	#fetch: typeof fetch;
 	#logger: Logger;
 	#onRemoved: (sha256: string) => void;
@@ -73,7 +74,7 @@ export class ArtifactCache {
 
 	constructor(dir: string, options: ArtifactCacheOptions = {}) {
 		this.dir = dir;
-		this.maxBytes = options.maxBytes ?? Number.POSITIVE_INFINITY;
+		this.#maxBytes = options.maxBytes ?? Number.POSITIVE_INFINITY;
 		this.#fetch = options.fetch ?? fetch;
 		this.#logger = options.logger ?? silentLogger;
 		this.#onRemoved = options.onRemoved ?? (() => {});
@@ -176,7 +177,7 @@ export class ArtifactCache {
 	}
 
 	#trimLater(): void {
-		if (this.maxBytes === Number.POSITIVE_INFINITY) return;
+		if (this.#maxBytes === Number.POSITIVE_INFINITY) return;
 		this.trim().catch((error: unknown) =>
 			this.#logger.warn("artifact cache trim failed", { error: describeError(error) }),
 		);
@@ -197,14 +198,14 @@ export class ArtifactCache {
 			groups.set(key, group);
 			bytes += info.size;
 		}
-		const report: TrimReport = { bytesBefore: bytes, bytesAfter: bytes, removed: [] };
-		if (bytes <= this.maxBytes) return report;
+		const report: TrimReport = { bytesAfter: bytes, removed: [] };
+		if (bytes <= this.#maxBytes) return report;
 		const recent = Date.now() - RECENT_USE_MS;
 		const candidates = [...groups]
 			.filter(([key, group]) => !this.#held.has(key) && group.lastUsed < recent)
 			.sort(([, a], [, b]) => a.lastUsed - b.lastUsed);
 		for (const [key, group] of candidates) {
-			if (report.bytesAfter <= this.maxBytes) break;
+			if (report.bytesAfter <= this.#maxBytes) break;
 			// Checked and removed in one turn of the event loop: a job holds its artifacts before it looks for them,
 			// so it either stops this removal or finds the files gone and downloads them again.
 			if (this.#held.has(key)) continue;
@@ -214,10 +215,10 @@ export class ArtifactCache {
 			this.#onRemoved(key);
 			this.#logger.info("artifact removed for room", { sha256: key, bytes: group.bytes });
 		}
-		if (report.bytesAfter > this.maxBytes) {
+		if (report.bytesAfter > this.#maxBytes) {
 			this.#logger.warn("artifact cache over its budget: the rest is held by jobs or recently used", {
 				bytes: report.bytesAfter,
-				max_bytes: this.maxBytes,
+				max_bytes: this.#maxBytes,
 			});
 		}
 		return report;

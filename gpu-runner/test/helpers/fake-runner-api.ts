@@ -3,7 +3,7 @@
  * served by a real HTTP server on 127.0.0.1 so the runner's own HTTP client, token handling and streaming
  * are exercised. Requests are validated with the contract's zod schemas, as the Worker will.
  */
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
@@ -12,6 +12,7 @@ import {
 	HeartbeatRequest,
 	type Lease,
 	LeaseRequest,
+	type ModelArtifact,
 	ReleaseRequest,
 	RUNNER_SCOPE,
 	type VoiceDescriptor,
@@ -85,6 +86,14 @@ export class FakeRunnerApi {
 				response.end(JSON.stringify({ success: false, message: String(error), code: "internal" }));
 			});
 		});
+	}
+
+	/** Serves `bytes` at `/storage/artifact/<file>` and describes them as artifact `name`, with their true checksum. */
+	serveArtifact(name: string, bytes: Uint8Array): ModelArtifact {
+		const sha256 = createHash("sha256").update(bytes).digest("hex");
+		const file = `${name}-${sha256.slice(0, 12)}`;
+		this.artifacts.set(file, bytes);
+		return { name, url: `${this.baseUrl}/storage/artifact/${file}?sig=test`, sha256, size_bytes: bytes.length };
 	}
 
 	async start(): Promise<this> {

@@ -3,7 +3,6 @@
  * model or index that cannot be read, fails the job for good at once; only errors a retry could cure are
  * transient), and heartbeats that keep their interval while a model runs.
  */
-import { createHash } from "node:crypto";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { ModelArtifact } from "../../../src/contracts/runner.ts";
 import type { Engine } from "../../src/engines/engine.ts";
@@ -30,18 +29,6 @@ afterEach(async () => {
 	await api.close();
 });
 
-/** Serves `bytes` as the voice's artifact `name`, with its true checksum. */
-function artifact(name: string, bytes: Uint8Array): ModelArtifact {
-	const file = `${name}-${createHash("sha256").update(bytes).digest("hex").slice(0, 12)}`;
-	api.artifacts.set(file, bytes);
-	return {
-		name,
-		url: `${api.baseUrl}/storage/artifact/${file}`,
-		sha256: createHash("sha256").update(bytes).digest("hex"),
-		size_bytes: bytes.length,
-	};
-}
-
 async function failureOf(artifacts: ModelArtifact[]) {
 	api.enqueue(wavJob(0.5, { voice: { engine: "rvc", params: { sample_rate: 16_000, f0_method: "yin" }, artifacts } }));
 	runner = startTestRunner(api, {
@@ -56,8 +43,8 @@ async function failureOf(artifacts: ModelArtifact[]) {
 describe("rvc engine errors in the lease loop", () => {
 	it("fails a voice whose synthesizer is not a model permanently, instead of retrying it", async () => {
 		const { body, outcomes } = await failureOf([
-			artifact("contentvec", buildTinyContentVec()),
-			artifact("synthesizer", new TextEncoder().encode("these bytes are no ONNX model")),
+			api.serveArtifact("contentvec", buildTinyContentVec()),
+			api.serveArtifact("synthesizer", new TextEncoder().encode("these bytes are no ONNX model")),
 		]);
 		expect(body).toMatchObject({ kind: "permanent", reason: "internal" });
 		expect(body?.message).toMatch(/synthesizer/);
@@ -65,7 +52,7 @@ describe("rvc engine errors in the lease loop", () => {
 	});
 
 	it("fails a voice that lacks a model file permanently", async () => {
-		const { body, outcomes } = await failureOf([artifact("contentvec", buildTinyContentVec())]);
+		const { body, outcomes } = await failureOf([api.serveArtifact("contentvec", buildTinyContentVec())]);
 		expect(body).toMatchObject({ kind: "permanent", reason: "internal" });
 		expect(body?.message).toMatch(/synthesizer/);
 		expect(outcomes).toEqual({ failed_permanent: 1 });
@@ -83,8 +70,8 @@ describe("rvc model runs and the lease", () => {
 					artifacts: [
 						// Slow enough on a fast core too: 128 layers took 1.7 s on a Zen 5 with AVX-512 one day and under
 						// 1 s (the job's whole span) on another, which the bound below needs; 256 keep a margin.
-						artifact("contentvec", buildTinyContentVec({ slowLayers: 256 })),
-						artifact("synthesizer", buildTinySynthesizer({ sampleRate: 16_000 })),
+						api.serveArtifact("contentvec", buildTinyContentVec({ slowLayers: 256 })),
+						api.serveArtifact("synthesizer", buildTinySynthesizer({ sampleRate: 16_000 })),
 					],
 				},
 			}),

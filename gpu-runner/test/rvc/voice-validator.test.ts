@@ -34,13 +34,6 @@ function serve(name: string, bytes: Uint8Array): string {
 	return `${api.baseUrl}/storage/artifact/${file}`;
 }
 
-const base = (name: string, bytes: Uint8Array): ModelArtifact => ({
-	name,
-	url: serve(name, bytes),
-	sha256: sha256(bytes),
-	size_bytes: bytes.length,
-});
-
 /** A sung-like sample: a 196 Hz tone gliding up to 262 Hz over two seconds. */
 function sample(): Uint8Array {
 	const rate = 16_000;
@@ -77,7 +70,10 @@ beforeAll(async () => {
 	api = await new FakeRunnerApi().start();
 	cache = new ArtifactCache(mkdtempSync(join(tmpdir(), "voice-validation-")));
 	validate = createVoiceValidator({ artifacts: cache, engine });
-	bases = [base("contentvec", buildTinyContentVec()), base("rmvpe", buildTinyRmvpe({ pitchBin: 168 }))];
+	bases = [
+		api.serveArtifact("contentvec", buildTinyContentVec()),
+		api.serveArtifact("rmvpe", buildTinyRmvpe({ pitchBin: 168 })),
+	];
 });
 afterAll(async () => {
 	await api.close();

@@ -324,15 +324,15 @@ export class SynthesizerModel {
 	}
 
 	/**
-	 * Audio samples for the frames; at least `frames x samplesPerFrame` of them. With `span` (only where
-	 * `decodesSpan`), the decoder runs on those frames alone and the samples are theirs, `span.frames x
+	 * Audio samples for the frames; at least `frames x samplesPerFrame` of them. With `decode` (only where
+	 * `decodesSpan`), the decoder runs on its span's frames alone and the samples are theirs, `decode.frames x
 	 * samplesPerFrame` of them; a layout of several pieces (only where `decodesPieces`) decodes them piece by
 	 * piece as rows of one run, with the same samples (`decode-pieces.ts`).
 	 */
-	async synthesize(inputs: SynthesizerInputs, samplesPerFrame: number, span?: DecodeLayout): Promise<Float32Array> {
+	async synthesize(inputs: SynthesizerInputs, samplesPerFrame: number, decode?: DecodeLayout): Promise<Float32Array> {
 		const { frames } = inputs;
 		const dim = inputs.phone.length / frames;
-		const layout = span !== undefined && this.decodesSpan ? span : undefined;
+		const layout = this.decodesSpan ? decode : undefined;
 		if (layout !== undefined && layout.starts.length > 1 && !this.decodesPieces)
 			throw this.model.fail("takes one decode_start, not one per piece (lay the span out with `layout`)");
 		const result = await this.model.run({

@@ -422,14 +422,11 @@ function decoder(
 ): string {
 	const { config } = spec;
 	const planar = layout === "2d";
-	const lift = (t: string): string =>
-		frames.pieces
-			? planar
-				? t
-				: w.node("Squeeze", [w.node("Transpose", [t], { perm: [2, 1, 0, 3] }), w.ints([2])])
-			: planar
-				? w.node("Unsqueeze", [t, w.ints([2])])
-				: t;
+	// Into the layout's shape: planar `[1, C, rows, T]`, 1-D `[batch, C, T]` (pieces are rows, or the batch).
+	const lift = (t: string): string => {
+		if (planar) return frames.pieces ? t : w.node("Unsqueeze", [t, w.ints([2])]);
+		return frames.pieces ? w.node("Squeeze", [w.node("Transpose", [t], { perm: [2, 1, 0, 3] }), w.ints([2])]) : t;
+	};
 	const z = lift(frames.z);
 	const speaker = planar ? w.node("Unsqueeze", [frames.speaker, w.ints([2])]) : frames.speaker;
 	const harmonic = frames.harmonic === undefined ? undefined : lift(frames.harmonic);
