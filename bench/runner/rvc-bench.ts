@@ -11,6 +11,8 @@
  *     --feature-arenas / --no-feature-arenas            # ContentVec and RMVPE keep CPU arenas or not (RUNNER_RVC_FEATURE_ARENAS;
  *                                                       #   default: the engine's, on where model threads share them)
  *     --decode-pieces N                                 # pieces per decoded span (default: one per session thread; 1: off)
+ *     --lone-capacity 2                                 # the 40 s job alone on a runner of that capacity (default 1)
+ *     --no-lend-threads                                 # idle model threads do not decode parts of a job's spans
  *     --rms-mix-rate 1                                  # the voice's rms_mix_rate (default RVC's 0.25)
  *     --reference-graph                                 # the synthesizer as built before: 1-D decoder, whole window decoded
  *     --no-source-noise                                 # no Gaussian noise in the NSF source, for --compare-with
@@ -46,6 +48,8 @@ const { values } = parseArgs({
 		"feature-arenas": { type: "boolean", default: false },
 		"no-feature-arenas": { type: "boolean", default: false },
 		"decode-pieces": { type: "string" },
+		"lone-capacity": { type: "string", default: "1" },
+		"no-lend-threads": { type: "boolean", default: false },
 		"rms-mix-rate": { type: "string" },
 		"reference-graph": { type: "boolean", default: false },
 		"no-source-noise": { type: "boolean", default: false },
@@ -95,10 +99,14 @@ interface CaseSpec {
 	/** Unset: the engine's default. */
 	featureArenas?: boolean;
 	decodePieces?: number;
+	/** Idle model threads decode parts of a job's spans (the engine's default) or not. */
+	lendIdleThreads: boolean;
 	rmsMixRate?: number;
 	/** Seconds of audio per job, one entry per job; `concurrency` at a time. */
 	jobs: number[];
 	concurrency: number;
+	/** The runner's capacity (model threads, as `RUNNER_CAPACITY` gives them); default `concurrency`. */
+	capacity?: number;
 	saveOutput?: string;
 }
 
@@ -113,6 +121,11 @@ interface CaseResult {
 	decodePieces: number;
 	/** Whether ContentVec and RMVPE kept arenas (the flag, or the engine's default). */
 	featureArenas: boolean;
+	/** Whether idle model threads decoded parts of the jobs' spans, and on how many threads the spans were decoded. */
+	lendIdleThreads: boolean;
+	synthesizerThreads: number;
+	/** Windows whose span was decoded with lent threads. */
+	lentWindows: number;
 	startup: { init: number; prepare: number };
 	firstJob: { wall: number; again: number };
 	jobs: JobResult[];
@@ -167,6 +180,7 @@ const gpuMemoryMiB = (): number | undefined => {
 /** One measured case, in this (child) process. */
 async function runCase(spec: CaseSpec): Promise<CaseResult> {
 	const chunks: RvcChunkStats[] = [];
+	const capacity = spec.capacity ?? spec.concurrency;
 	let recording = false;
 	const engine = createRvcEngine({
 		executionProviders: spec.providers as ("cuda" | "webgpu" | "cpu")[],
@@ -174,13 +188,14 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 		contentvecInt8: spec.contentvecInt8,
 		...(spec.featureArenas !== undefined ? { featureArenas: spec.featureArenas } : {}),
 		...(spec.decodePieces !== undefined ? { decodePieces: spec.decodePieces } : {}),
+		lendIdleThreads: spec.lendIdleThreads,
 		onChunk: (s) => {
 			if (recording) chunks.push(s);
 		},
 		// As the runner does with RUNNER_CAPACITY: one model thread per job, the threads divided among them.
-		capacity: spec.concurrency,
+		capacity,
 		...(spec.threads !== undefined
-			? { intraOpNumThreads: Math.max(1, Math.floor(spec.threads / Math.min(spec.concurrency, spec.threads))) }
+			? { intraOpNumThreads: Math.max(1, Math.floor(spec.threads / Math.min(capacity, spec.threads))) }
 			: {}),
 	});
 	const artifactPaths = new Map(
@@ -252,6 +267,9 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 		provider: info.executionProvider,
 		decodePieces: Number(info.details?.decode_pieces ?? 1),
 		featureArenas: info.details?.feature_arenas === true,
+		lendIdleThreads: info.details?.lend_idle_threads === true,
+		synthesizerThreads: chunks.reduce((most, c) => Math.max(most, c.synthesizerThreads), 1),
+		lentWindows: chunks.filter((c) => c.synthesizerThreads > 1).length,
 		startup: { init, prepare },
 		firstJob,
 		jobs,
@@ -324,6 +342,10 @@ const featureArenas = values["feature-arenas"] ? true : values["no-feature-arena
 const decodePieces = values["decode-pieces"] === undefined ? undefined : Number(values["decode-pieces"]);
 if (decodePieces !== undefined && !(Number.isInteger(decodePieces) && decodePieces >= 1))
 	throw new Error(`--decode-pieces takes a whole number of pieces, 1 or more (got ${values["decode-pieces"]})`);
+const loneCapacity = Number(values["lone-capacity"]);
+if (!(Number.isInteger(loneCapacity) && loneCapacity >= 1))
+	throw new Error(`--lone-capacity takes a whole number of jobs, 1 or more (got ${values["lone-capacity"]})`);
+const lendIdleThreads = !values["no-lend-threads"];
 const dir = mkdtempSync(join(tmpdir(), "rvc-bench-"));
 const base = {
 	dir,
@@ -331,6 +353,7 @@ const base = {
 	contentvecInt8,
 	...(featureArenas !== undefined ? { featureArenas } : {}),
 	...(decodePieces !== undefined ? { decodePieces } : {}),
+	lendIdleThreads,
 	...(threads !== undefined ? { threads } : {}),
 	...(chunkSeconds !== undefined ? { chunkSeconds } : {}),
 	...(values["rms-mix-rate"] !== undefined ? { rmsMixRate: Number(values["rms-mix-rate"]) } : {}),
@@ -341,7 +364,7 @@ const graphOptions = {
 };
 try {
 	console.log(
-		`rvc engine benchmark: ${seconds} s of 16 kHz audio -> 40 kHz, ${cpus()[0]?.model ?? "cpu"} x ${availableParallelism()}, threads ${threads ?? "default"}${contentvecInt8 ? ", ContentVec int8" : ""}${featureArenas === undefined ? "" : featureArenas ? ", feature arenas" : ", no feature arenas"}${decodePieces !== undefined ? `, decode pieces ${decodePieces}` : ""}`,
+		`rvc engine benchmark: ${seconds} s of 16 kHz audio -> 40 kHz, ${cpus()[0]?.model ?? "cpu"} x ${availableParallelism()}, threads ${threads ?? "default"}${contentvecInt8 ? ", ContentVec int8" : ""}${featureArenas === undefined ? "" : featureArenas ? ", feature arenas" : ", no feature arenas"}${decodePieces !== undefined ? `, decode pieces ${decodePieces}` : ""}${loneCapacity > 1 ? `, the 40 s job alone at capacity ${loneCapacity}` : ""}${lendIdleThreads ? "" : ", no lent threads"}`,
 	);
 	console.log("\nmodels (random weights, built now):");
 	for (const build of [buildContentVec, buildRmvpe, () => buildSynthesizer40k(graphOptions)]) {
@@ -363,6 +386,7 @@ try {
 		...base,
 		jobs: [seconds],
 		concurrency: 1,
+		capacity: loneCapacity,
 		...(values["save-output"] ? { saveOutput: values["save-output"] } : {}),
 	});
 	const was = main.provider === "cuda" ? BASELINE.cuda : main.provider === "cpu" ? BASELINE.cpu : undefined;
@@ -394,6 +418,10 @@ try {
 		`\nCPU time ${fmt(main.cpuSeconds)} s = ${fmt(main.cpuSeconds / seconds)} CPU-seconds per audio second; load average ${fmt(main.load[0])} -> ${fmt(main.load[1])} on ${availableParallelism()} cores`,
 	);
 	console.log(`peak RSS ${versus(main.peakRssMiB, was?.rss, 0)} MiB`);
+	if (loneCapacity > 1)
+		console.log(
+			`a runner of capacity ${loneCapacity}: spans decoded on up to ${main.synthesizerThreads} model thread(s)${main.lendIdleThreads ? " (idle threads lent)" : ""}`,
+		);
 	if (main.gpuMemoryMiB !== undefined) console.log(`GPU memory in use (nvidia-smi) ${main.gpuMemoryMiB} MiB`);
 
 	if (values["compare-with"] !== undefined && values["save-output"] !== undefined) {
@@ -428,7 +456,7 @@ try {
 			const slowest = Math.max(...r.jobs.map((j) => j.wall));
 			const mean = r.jobs.reduce((sum, j) => sum + j.wall, 0) / r.jobs.length;
 			console.log(
-				`  ${label.padEnd(11)} ${fmt((jobCount * jobSeconds) / r.wall)} audio s per wall s, ${fmt(r.cpuSeconds / (jobCount * jobSeconds))} CPU-s per audio s; slowest job ${fmt(slowest)} s = ${fmt(slowest / meanAlone)}x a job alone (${fmt(meanAlone)} s), mean ${fmt(mean / meanAlone)}x; load ${fmt(r.load[0])} -> ${fmt(r.load[1])}; peak RSS ${fmt(r.peakRssMiB, 0)} MiB${r.featureArenas ? "; feature arenas" : ""}${r.gpuMemoryMiB !== undefined ? `; GPU memory ${r.gpuMemoryMiB} MiB` : ""}`,
+				`  ${label.padEnd(11)} ${fmt((jobCount * jobSeconds) / r.wall)} audio s per wall s, ${fmt(r.cpuSeconds / (jobCount * jobSeconds))} CPU-s per audio s; slowest job ${fmt(slowest)} s = ${fmt(slowest / meanAlone)}x a job alone (${fmt(meanAlone)} s), mean ${fmt(mean / meanAlone)}x; load ${fmt(r.load[0])} -> ${fmt(r.load[1])}; peak RSS ${fmt(r.peakRssMiB, 0)} MiB${r.featureArenas ? "; feature arenas" : ""}${r.lendIdleThreads ? `; ${r.lentWindows} of ${r.chunks} windows with lent threads` : ""}${r.gpuMemoryMiB !== undefined ? `; GPU memory ${r.gpuMemoryMiB} MiB` : ""}`,
 			);
 		}
 	}
@@ -460,6 +488,8 @@ try {
 			contentvec_int8: contentvecInt8,
 			feature_arenas: main.featureArenas,
 			decode_pieces: main.decodePieces,
+			runner_capacity: loneCapacity,
+			lend_idle_threads: main.lendIdleThreads,
 		}),
 	);
 } finally {

@@ -3,7 +3,7 @@
  * the whole span gives it (`decode-pieces.ts`), for every span and piece count; the samples are put back in order.
  */
 import { describe, expect, it } from "vitest";
-import { decodedFrames, decodeLayout, joinPieces } from "../../src/engines/rvc/decode-pieces.ts";
+import { decodedFrames, decodeLayout, joinPieces, splitLayout } from "../../src/engines/rvc/decode-pieces.ts";
 
 const MARGIN = 16;
 
@@ -62,5 +62,37 @@ describe("decodeLayout", () => {
 		const joined = joinPieces(layout, audio, hop);
 		expect(joined.length).toBe(300 * hop);
 		expect(Array.from(joined, (_, i) => joined[i] === 10 + Math.floor(i / hop)).every(Boolean)).toBe(true);
+	});
+
+	it("splits the pieces into runs whose samples, one after the other, are the span's", () => {
+		const hop = 2;
+		for (const [frames, pieces, runs] of [
+			[300, 2, 2],
+			[300, 4, 2],
+			[500, 6, 3],
+			[500, 3, 2],
+			[100, 2, 2], // too short to cut: one run
+		] as const) {
+			const layout = decodeLayout({ start: 10, frames }, pieces, MARGIN);
+			const split = splitLayout(layout, runs);
+			expect(split).toHaveLength(Math.min(runs, layout.starts.length));
+			expect(split.flatMap((run) => run.starts)).toEqual(layout.starts);
+			expect(split.reduce((n, run) => n + decodedFrames(run), 0)).toBe(decodedFrames(layout));
+			// Each run decoded on its own: pieces hold their frame numbers, as a decoder would place them.
+			const joined = split.flatMap((run) => {
+				const audio = new Float32Array(decodedFrames(run) * hop);
+				run.starts.forEach((a, k) => {
+					for (let f = 0; f < run.length; f++)
+						audio.fill(a + f, (k * run.length + f) * hop, (k * run.length + f + 1) * hop);
+				});
+				const out = joinPieces(run, audio, hop);
+				expect(out.length).toBe(run.frames * hop);
+				return Array.from(out);
+			});
+			expect(joined).toHaveLength(frames * hop);
+			expect(joined.every((v, i) => v === 10 + Math.floor(i / hop))).toBe(true);
+		}
+		const one = decodeLayout({ start: 0, frames: 300 }, 2, MARGIN);
+		for (const odd of [1, 0, Number.NaN]) expect(splitLayout(one, odd)).toEqual([one]);
 	});
 });

@@ -82,6 +82,32 @@ describe("model cache", () => {
 		expect([...hostOf.values()].map((hosts) => hosts.length)).toEqual([1, 1]);
 	});
 
+	it("lends a synthesizer it has loaded, held until given back, and never loads one to lend", async () => {
+		const cache = new ModelCache({ provider: "cpu" }, 3);
+		const first = voice(40000);
+		const second = voice(48000);
+		expect(cache.holdsSynthesizer(first.synthesizer)).toBe(false);
+		expect(cache.lendSynthesizer(first.synthesizer)).toBeUndefined();
+		expect(cache.size).toBe(0);
+		const a = await cache.acquire(first);
+		a.release();
+		expect(cache.holdsSynthesizer(first.synthesizer)).toBe(true);
+		const lent = cache.lendSynthesizer(first.synthesizer);
+		expect(lent?.synthesizer.model).toBe(a.models.synthesizer.model);
+		// Lent, it is in use: another voice over capacity evicts an idle feature model, not the lent synthesizer.
+		const b = await cache.acquire(second);
+		b.release();
+		expect(cache.holdsSynthesizer(first.synthesizer)).toBe(true);
+		lent?.release();
+		lent?.release(); // once only
+		const c = await cache.acquire(second);
+		c.release();
+		expect(cache.holdsSynthesizer(first.synthesizer)).toBe(false);
+		expect(cache.size).toBe(3);
+		await cache.dispose();
+		expect(cache.lendSynthesizer(second.synthesizer)).toBeUndefined();
+	});
+
 	it("forgets a model that failed to load, so a fixed file can be retried", async () => {
 		const cache = new ModelCache({ provider: "cpu" }, 3);
 		const broken = {

@@ -58,6 +58,34 @@ describe("slot pool", () => {
 		expect((await waiting).item).toBe("b");
 	});
 
+	it("lends a free item that fits at once, or none, and never one a waiting job is owed", async () => {
+		const pool = new SlotPool(["a", "b", "c"]);
+		const first = await pool.acquire();
+		expect(first.item).toBe("a");
+		// Only what `accept` takes, and only what is free.
+		expect(pool.tryAcquire((item) => item === "a")).toBeUndefined();
+		const c = pool.tryAcquire((item) => item === "c");
+		expect(c?.item).toBe("c");
+		const b = pool.tryAcquire();
+		expect(b?.item).toBe("b");
+		expect(pool.tryAcquire()).toBeUndefined();
+		// A job waits; what is released goes to it, not to a later tryAcquire.
+		let waited: string | undefined;
+		const waiting = pool.acquire().then((l) => {
+			waited = l.item;
+			return l;
+		});
+		c?.release();
+		c?.release();
+		expect(pool.tryAcquire()).toBeUndefined();
+		expect((await waiting).item).toBe("c");
+		expect(waited).toBe("c");
+		// Once nobody waits, a released item is free again, once.
+		b?.release();
+		expect(pool.tryAcquire()?.item).toBe("b");
+		expect(pool.tryAcquire()).toBeUndefined();
+	});
+
 	it("refuses a pool without items or holders", () => {
 		expect(() => new SlotPool([])).toThrow(/at least one item/);
 		expect(() => new SlotPool(["a"], 0)).toThrow(/at least one holder/);

@@ -175,6 +175,62 @@ describe("synthesizer graph speed options", () => {
 		expect(sum(d2)).toBeGreaterThan(sum(d1));
 		expect(sum(d3)).toBeGreaterThan(sum(d2));
 	});
+
+	it("lends idle model threads parts of a lone job's spans, with the same output to the bit, and never loads for it", async () => {
+		const paths = engineModels();
+		const params = { chunk_seconds: 2.5, rms_mix_rate: 0.25 };
+		const threadsUsed = (stats: RvcChunkStats[]) => stats.map((chunk) => chunk.synthesizerThreads);
+		const engines = [false, true].map((lendIdleThreads) => {
+			const stats: RvcChunkStats[] = [];
+			const engine = createRvcEngine({
+				noiseSeed: 3,
+				capacity: 2,
+				intraOpNumThreads: 1,
+				lendIdleThreads,
+				onChunk: (chunk) => stats.push(chunk),
+			});
+			return { engine, stats };
+		});
+		const [own, lending] = engines as [(typeof engines)[0], (typeof engines)[0]];
+		try {
+			const infos = await Promise.all(engines.map(({ engine }) => engine.init()));
+			expect(infos.map((info) => info.details?.lend_idle_threads)).toEqual([false, true]);
+			expect(infos.map((info) => info.details?.model_threads)).toEqual([2, 2]);
+			// Nothing is lent before the other thread holds the synthesizer: lending never loads one.
+			const first = await convertTone(lending.engine, paths, "spans", params);
+			expect(threadsUsed(lending.stats).every((threads) => threads === 1)).toBe(true);
+
+			const artifactPaths = new Map(paths).set("synthesizer", paths.get("spans") as string);
+			const voice = {
+				id: "5d0c7a3e-1f2b-4c6d-8e9f-0a1b2c3d4e5f",
+				name: "spans",
+				engine: "rvc" as const,
+				artifacts: [],
+			};
+			for (const { engine } of engines)
+				await engine.prepare?.({ ...voice, params: { sample_rate: checkpoint.config.sampleRate } }, artifactPaths);
+			for (const { stats } of engines) stats.length = 0;
+			const alone = await convertTone(own.engine, paths, "spans", params);
+			const lent = await convertTone(lending.engine, paths, "spans", params);
+			expect(threadsUsed(own.stats).every((threads) => threads === 1)).toBe(true);
+			expect(threadsUsed(lending.stats).every((threads) => threads === 2)).toBe(true);
+			expect(lent.length).toBe(4 * checkpoint.config.sampleRate);
+			expect(maxAbsDifference(lent, alone)).toBe(0);
+			expect(maxAbsDifference(first, alone)).toBe(0);
+
+			// Two jobs at once hold both threads; each converts as it does alone, lent or not.
+			lending.stats.length = 0;
+			const [a, b] = await Promise.all([
+				convertTone(lending.engine, paths, "spans", params),
+				convertTone(lending.engine, paths, "spans", params),
+			]);
+			expect(maxAbsDifference(a as Float32Array, alone)).toBe(0);
+			expect(maxAbsDifference(b as Float32Array, alone)).toBe(0);
+			expect(lending.stats.length).toBeGreaterThanOrEqual(4);
+		} finally {
+			await Promise.all(engines.map(({ engine }) => engine.dispose()));
+		}
+	});
 });
 
 /** The tiny feature models and the fixture's synthesizer built whole and with span inputs. */

@@ -58,7 +58,7 @@ export function decodedFrames(layout: DecodeLayout): number {
  * other), each piece giving its kept frames.
  */
 export function joinPieces(layout: DecodeLayout, audio: Float32Array, samplesPerFrame: number): Float32Array {
-	if (layout.starts.length === 1) return audio;
+	if (layout.starts.length === 1 && layout.starts[0] === layout.start && layout.length === layout.frames) return audio;
 	const out = new Float32Array(layout.frames * samplesPerFrame);
 	const end = layout.start + layout.frames;
 	layout.starts.forEach((pieceStart, k) => {
@@ -68,4 +68,30 @@ export function joinPieces(layout: DecodeLayout, audio: Float32Array, samplesPer
 		out.set(audio.subarray(offset, offset + (to - from) * samplesPerFrame), (from - layout.start) * samplesPerFrame);
 	});
 	return out;
+}
+
+/**
+ * The layout's pieces in up to `groups` runs of consecutive pieces, each a layout of its own over the frames its
+ * pieces keep, in the span's order: one run per synthesizer session when idle model threads decode parts of a
+ * job's span beside its own (`rvc-engine.ts`). Their samples, one after the other, are the span's, and each
+ * piece keeps what it kept in the whole layout, so the samples are the same.
+ */
+export function splitLayout(layout: DecodeLayout, groups: number): DecodeLayout[] {
+	const count = layout.starts.length;
+	const runs = Math.max(1, Math.min(count, Number.isFinite(groups) ? Math.floor(groups) : 1));
+	if (runs === 1) return [layout];
+	const end = layout.start + layout.frames;
+	return Array.from({ length: runs }, (_, g) => {
+		const first = Math.floor((g * count) / runs);
+		const next = Math.floor(((g + 1) * count) / runs);
+		const start = layout.keepFrom[first] as number;
+		const stop = layout.keepFrom[next] ?? end;
+		return {
+			start,
+			frames: stop - start,
+			starts: layout.starts.slice(first, next),
+			length: layout.length,
+			keepFrom: layout.keepFrom.slice(first, next),
+		};
+	});
 }

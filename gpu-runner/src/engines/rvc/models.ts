@@ -318,9 +318,12 @@ export class SynthesizerModel {
 		this.noiseChannels = typeof noise === "number" ? noise : 192;
 	}
 
-	/** The span in up to `pieces` pieces (`decode-pieces.ts`), in one where this graph takes a single start. */
-	layout(span: { start: number; frames: number }, pieces: number): DecodeLayout {
-		return decodeLayout(span, this.decodesPieces ? pieces : 1, DECODE_SPAN_MARGIN_FRAMES);
+	/**
+	 * The span in up to `pieces` pieces for each of `runs` runs (`decode-pieces.ts`; `splitLayout` gives each run
+	 * its own), one piece a run where this graph takes a single start.
+	 */
+	layout(span: { start: number; frames: number }, pieces: number, runs = 1): DecodeLayout {
+		return decodeLayout(span, runs * (this.decodesPieces ? pieces : 1), DECODE_SPAN_MARGIN_FRAMES);
 	}
 
 	/**
@@ -381,6 +384,8 @@ interface CacheEntry {
 	role: ModelRole;
 	path: string;
 	model: Promise<OnnxModel>;
+	/** The model once loaded. */
+	loaded?: OnnxModel;
 	users: number;
 	lastUsed: number;
 }
@@ -439,9 +444,14 @@ export class ModelCache {
 			const model = OnnxModel.load(role, path, this.#settings, host);
 			const created: CacheEntry = { role, path, model, users: 0, lastUsed: 0 };
 			this.#entries.set(key, created);
-			model.catch(() => {
-				if (this.#entries.get(key) === created) this.#entries.delete(key);
-			});
+			model.then(
+				(loaded) => {
+					created.loaded = loaded;
+				},
+				() => {
+					if (this.#entries.get(key) === created) this.#entries.delete(key);
+				},
+			);
 			entry = created;
 		}
 		entry.users++;
@@ -523,6 +533,39 @@ export class ModelCache {
 			release();
 			throw error;
 		}
+	}
+
+	/**
+	 * The synthesizer from `path`, for one more user, where this cache has it loaded already, else nothing: an
+	 * idle model thread is lent to another job's run only where that costs no load and no memory (`rvc-engine.ts`).
+	 * `release` when done.
+	 */
+	lendSynthesizer(path: string): { synthesizer: SynthesizerModel; release: () => void } | undefined {
+		const entry = this.#loadedSynthesizer(path);
+		if (entry?.loaded === undefined) return undefined;
+		const synthesizer = new SynthesizerModel(entry.loaded);
+		entry.users++;
+		entry.lastUsed = ++this.#clock;
+		let released = false;
+		return {
+			synthesizer,
+			release: () => {
+				if (released) return;
+				released = true;
+				this.#releaseUse(entry);
+			},
+		};
+	}
+
+	/** Whether `lendSynthesizer(path)` would lend it. */
+	holdsSynthesizer(path: string): boolean {
+		return this.#loadedSynthesizer(path) !== undefined;
+	}
+
+	#loadedSynthesizer(path: string): CacheEntry | undefined {
+		if (this.#disposed || this.#host.stopped) return undefined;
+		const entry = this.#entries.get(`synthesizer\u0000${path}`);
+		return entry?.loaded === undefined ? undefined : entry;
 	}
 
 	async dispose(): Promise<void> {

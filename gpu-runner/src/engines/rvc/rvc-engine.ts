@@ -28,7 +28,7 @@ import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
 import { PermanentJobError } from "../../job-errors.ts";
 import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
 import { type ChunkPlan, type ChunkWindow, convertInChunks, makeChunkPlan } from "./chunker.ts";
-import { decodedFrames } from "./decode-pieces.ts";
+import { decodedFrames, splitLayout } from "./decode-pieces.ts";
 import { RvcEngineError } from "./errors.ts";
 import {
 	EXECUTION_PROVIDERS,
@@ -43,7 +43,7 @@ import { IndexCache } from "./index-cache.ts";
 import type { IndexThread } from "./index-thread.ts";
 import { StreamingLoudnessMix } from "./loudness-mix.ts";
 import { LogMelSpectrogram, RMVPE_HOP, RMVPE_SAMPLE_RATE } from "./mel.ts";
-import { type LoadedModels, ModelCache, type ModelPaths } from "./models.ts";
+import { type LoadedModels, ModelCache, type ModelPaths, type SynthesizerModel } from "./models.ts";
 import { applyVoiceSettings, parseRvcParams, type RvcParams } from "./params.ts";
 import { decodeSalience, shiftAndQuantise } from "./pitch.ts";
 import { NormalNoise } from "./random.ts";
@@ -63,6 +63,8 @@ export interface RvcChunkStats {
 	frames: number;
 	/** Frames the synthesizer's decoder ran on: all of them, or the kept span (`decodedSpan`) with its pieces' overlaps. */
 	decodedFrames: number;
+	/** Model threads whose synthesizers decoded the span: this job's, and idle ones lent to it (`lendIdleThreads`). */
+	synthesizerThreads: number;
 	voicedFrames: number;
 	milliseconds: {
 		contentvec: number;
@@ -119,6 +121,13 @@ export interface RvcEngineOptions {
 	 * same). Default: the synthesizer session's threads; 1 turns it off.
 	 */
 	decodePieces?: number;
+	/**
+	 * On the CPU with several model threads, a window's decoded span is shared with the model threads that are idle
+	 * at that moment and hold the same synthesizer, each decoding a part of it beside the job's own (default on;
+	 * the output is the same): a job alone on a runner of capacity 2 then has both cores for its synthesizer
+	 * instead of one. A lent thread goes back after that run, so a job that comes meanwhile waits at most for one.
+	 */
+	lendIdleThreads?: boolean;
 	/** Called after each chunk, for metrics and the benchmark. */
 	onChunk?: (stats: RvcChunkStats) => void;
 }
@@ -263,6 +272,58 @@ function decodedSpan(
 	return { start, frames: end - start };
 }
 
+/** A synthesizer on an idle model thread, lent to a job for one run (`RvcEngineOptions.lendIdleThreads`). */
+interface LentSynthesizer {
+	synthesizer: SynthesizerModel;
+	release: () => void;
+}
+
+/**
+ * The span's samples from the job's synthesizer and any lent ones, each decoding consecutive pieces of the span
+ * at the same time (`splitLayout`); every piece keeps what it keeps when one run decodes them all, so the samples
+ * are the same. Lent synthesizers go back when their run is over (all of them by the time this returns).
+ */
+async function decodeSpread(
+	own: SynthesizerModel,
+	lent: LentSynthesizer[],
+	inputs: Parameters<SynthesizerModel["synthesize"]>[0],
+	samplesPerFrame: number,
+	span: { start: number; frames: number },
+	pieces: number,
+): Promise<{ audio: Float32Array; decodedFrames: number; threads: number }> {
+	try {
+		const layout = own.layout(span, pieces, 1 + lent.length);
+		const runs = splitLayout(layout, 1 + lent.length);
+		// A span too short for a piece per thread leaves some unused.
+		for (const unused of lent.slice(runs.length - 1)) unused.release();
+		const synthesizers = [own, ...lent.map((l) => l.synthesizer)];
+		const parts = await Promise.allSettled(
+			runs.map(async (run, i) => {
+				try {
+					return await (synthesizers[i] as SynthesizerModel).synthesize(inputs, samplesPerFrame, run);
+				} finally {
+					lent[i - 1]?.release();
+				}
+			}),
+		);
+		const failed = parts.find((p) => p.status === "rejected");
+		if (failed !== undefined) throw failed.reason;
+		const audio = parts.map((p) => (p as PromiseFulfilledResult<Float32Array>).value);
+		if (audio.length === 1)
+			return { audio: audio[0] as Float32Array, decodedFrames: decodedFrames(layout), threads: 1 };
+		const joined = new Float32Array(span.frames * samplesPerFrame);
+		let offset = 0;
+		audio.forEach((part, i) => {
+			const samples = (runs[i] as { frames: number }).frames * samplesPerFrame;
+			joined.set(part.subarray(0, samples), offset);
+			offset += samples;
+		});
+		return { audio: joined, decodedFrames: decodedFrames(layout), threads: runs.length };
+	} finally {
+		for (const l of lent) l.release();
+	}
+}
+
 /** Converts one chunk window, as RVC's `Pipeline.vc` converts one of its segments. */
 async function convertWindow(
 	window: ChunkWindow,
@@ -279,6 +340,8 @@ async function convertWindow(
 		spans: boolean;
 		/** Pieces a decoded span is cut into, as rows of one run (`decode-pieces.ts`); 1 for none. */
 		decodePieces: number;
+		/** Idle model threads holding this synthesizer (file path), lent for one run each; none where not wanted. */
+		lendThreads?: (synthesizerPath: string) => LentSynthesizer[];
 	},
 ): Promise<Float32Array> {
 	const { semitones, mel, noise, onChunk } = job;
@@ -315,13 +378,18 @@ async function convertWindow(
 
 	started = performance.now();
 	const rnd = noise.fill(models.synthesizer.noiseChannels * frames, params.noiseScale);
-	const span = decodedSpan(window, frames, params, job.spans && models.synthesizer.decodesSpan);
-	const layout = models.synthesizer.layout(span, job.decodePieces);
-	const audio = await models.synthesizer.synthesize(
+	const spans = job.spans && models.synthesizer.decodesSpan;
+	const span = decodedSpan(window, frames, params, spans);
+	const lent = spans ? (job.lendThreads?.(models.synthesizer.model.path) ?? []) : [];
+	const decoded = await decodeSpread(
+		models.synthesizer,
+		lent,
 		{ phone, frames, ...shifted, speakerId: params.speakerId, rnd },
 		samplesPerFrame,
-		layout,
+		span,
+		job.decodePieces,
 	);
+	const audio = decoded.audio;
 	let output = audio.subarray(0, frames * samplesPerFrame);
 	if (span.frames < frames) {
 		// Outside the span is context that the chunker cuts away: left silent.
@@ -335,7 +403,8 @@ async function convertWindow(
 		segmentSamples: window.segmentEnd - window.segmentStart,
 		windowSamples: window.samples.length,
 		frames,
-		decodedFrames: decodedFrames(layout),
+		decodedFrames: decoded.decodedFrames,
+		synthesizerThreads: decoded.threads,
 		voicedFrames: f0 === undefined ? 0 : f0.reduce((n, v) => (v > 0 ? n + 1 : n), 0),
 		milliseconds: {
 			contentvec: timeContentvec,
@@ -357,6 +426,8 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	let indexes: IndexCache | undefined;
 	/** Pieces per decoded span (`RvcEngineOptions.decodePieces`), set by `init`. */
 	let decodePieces = 1;
+	/** Whether idle model threads decode parts of a job's spans (`RvcEngineOptions.lendIdleThreads`), set by `init`. */
+	let lendThreads = false;
 	const mel = new LogMelSpectrogram();
 
 	const chunkPlan = (params: RvcParams): ChunkPlan =>
@@ -411,6 +482,30 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 		} catch (error) {
 			slot.release();
 			throw error;
+		}
+	};
+
+	/**
+	 * The model threads that are free at this moment and hold this synthesizer already, each lent for one run
+	 * (`RvcEngineOptions.lendIdleThreads`). Never waits and never loads: a thread a job is waiting for is not free.
+	 */
+	const lendIdleThreads = (synthesizerPath: string): LentSynthesizer[] => {
+		const lent: LentSynthesizer[] = [];
+		for (;;) {
+			const slot = caches?.tryAcquire((cache) => cache.holdsSynthesizer(synthesizerPath));
+			if (slot === undefined) return lent;
+			const synthesizer = slot.item.lendSynthesizer(synthesizerPath);
+			if (synthesizer === undefined) {
+				slot.release();
+				return lent;
+			}
+			lent.push({
+				synthesizer: synthesizer.synthesizer,
+				release: () => {
+					synthesizer.release();
+					slot.release();
+				},
+			});
 		}
 	};
 
@@ -477,6 +572,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			// The decoder's narrow layers use one thread per row of pieces (`decode-pieces.ts`): one piece per thread.
 			const pieces = options.decodePieces ?? intraOpNumThreads ?? availableParallelism();
 			decodePieces = cpu && Number.isFinite(pieces) ? Math.max(1, Math.floor(pieces)) : 1;
+			lendThreads = cpu && threads > 1 && (options.lendIdleThreads ?? true);
 			const settings = {
 				provider: selection.provider,
 				...(intraOpNumThreads !== undefined ? { intraOpNumThreads } : {}),
@@ -520,6 +616,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					intra_op_threads: intraOpNumThreads ?? "provider default",
 					feature_arenas: settings.featureArenas,
 					decode_pieces: decodePieces,
+					lend_idle_threads: lendThreads,
 				},
 			};
 		},
@@ -609,6 +706,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 						onChunk: options.onChunk,
 						spans: selection?.provider !== "cuda",
 						decodePieces,
+						...(lendThreads ? { lendThreads: lendIdleThreads } : {}),
 					});
 				// rms_mix_rate over the whole stream, as RVC mixes its whole output (only the frames it needs are held).
 				const loudness = new StreamingLoudnessMix({

@@ -21,6 +21,21 @@ export class SlotPool<T> {
 	/** An item, as soon as one is free; `release` gives it back (once; later calls do nothing). */
 	async acquire(): Promise<{ item: T; release: () => void }> {
 		const item = this.#free.shift() ?? (await new Promise<T>((resolve) => this.#waiting.push(resolve)));
+		return this.#lend(item);
+	}
+
+	/**
+	 * A free item that `accept` takes, at once, or none: never waits, and never takes an item a waiting job could
+	 * have (a released item goes to the first in line before it is free). For work that can go without it.
+	 */
+	tryAcquire(accept: (item: T) => boolean = () => true): { item: T; release: () => void } | undefined {
+		const at = this.#free.findIndex(accept);
+		if (at < 0) return undefined;
+		const [item] = this.#free.splice(at, 1) as [T];
+		return this.#lend(item);
+	}
+
+	#lend(item: T): { item: T; release: () => void } {
 		let released = false;
 		return {
 			item,
