@@ -13,6 +13,8 @@
  *     --decode-pieces N                                 # pieces per decoded span (default: one per session thread; 1: off)
  *     --lone-capacity 2                                 # the 40 s job alone on a runner of that capacity (default 1)
  *     --no-lend-threads                                 # idle model threads do not decode parts of a job's spans
+ *     --voices 5 [--job-seconds 6] [--cached-voices N]  # jobs of 5 voices in turn (then the first again): time and
+ *                                                       #   peak RSS per job, the engine keeping N voices' synthesizers
  *     --rms-mix-rate 1                                  # the voice's rms_mix_rate (default RVC's 0.25)
  *     --reference-graph                                 # the synthesizer as built before: 1-D decoder, whole window decoded
  *     --no-source-noise                                 # no Gaussian noise in the NSF source, for --compare-with
@@ -50,6 +52,8 @@ const { values } = parseArgs({
 		"decode-pieces": { type: "string" },
 		"lone-capacity": { type: "string", default: "1" },
 		"no-lend-threads": { type: "boolean", default: false },
+		voices: { type: "string" },
+		"cached-voices": { type: "string" },
 		"rms-mix-rate": { type: "string" },
 		"reference-graph": { type: "boolean", default: false },
 		"no-source-noise": { type: "boolean", default: false },
@@ -107,12 +111,19 @@ interface CaseSpec {
 	concurrency: number;
 	/** The runner's capacity (model threads, as `RUNNER_CAPACITY` gives them); default `concurrency`. */
 	capacity?: number;
+	/** Job i converts with voice i mod `voices` (each its own copy of the synthesizer file); default 1. */
+	voices?: number;
+	/** Voices whose synthesizer each model thread keeps (`RUNNER_RVC_CACHED_VOICES`); unset: the engine's default. */
+	cachedVoices?: number;
 	saveOutput?: string;
 }
 
 interface JobResult {
 	seconds: number;
 	wall: number;
+	/** Resident memory when the job ended, and the process's peak so far. */
+	rssMiB: number;
+	peakRssMiB: number;
 }
 
 interface CaseResult {
@@ -189,6 +200,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 		...(spec.featureArenas !== undefined ? { featureArenas: spec.featureArenas } : {}),
 		...(spec.decodePieces !== undefined ? { decodePieces: spec.decodePieces } : {}),
 		lendIdleThreads: spec.lendIdleThreads,
+		...(spec.cachedVoices !== undefined ? { cachedVoices: spec.cachedVoices } : {}),
 		onChunk: (s) => {
 			if (recording) chunks.push(s);
 		},
@@ -201,6 +213,9 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 	const artifactPaths = new Map(
 		["contentvec", "rmvpe", "synthesizer"].map((name) => [name, join(spec.dir, `${name}.onnx`)]),
 	);
+	/** Voice k's files: its own copy of the synthesizer, which the engine loads as a voice of its own. */
+	const pathsOf = (k: number) =>
+		k === 0 ? artifactPaths : new Map(artifactPaths).set("synthesizer", join(spec.dir, `synthesizer-${k}.onnx`));
 	const voice: VoiceDescriptor = {
 		id: "0d7f6a55-6c3f-4c1e-9d2b-7f3e1c2a9b01",
 		name: "bench",
@@ -214,9 +229,9 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 		},
 		artifacts: [],
 	};
-	const convert = async (seconds: number, output?: Float32Array[]): Promise<number> => {
+	const convert = async (seconds: number, output?: Float32Array[], paths = artifactPaths): Promise<number> => {
 		const started = performance.now();
-		const job = { voice, semitones: 3, artifactPaths, input: { sampleRate: IN_RATE, channels: 1 } };
+		const job = { voice, semitones: 3, artifactPaths: paths, input: { sampleRate: IN_RATE, channels: 1 } };
 		const signal = new AbortController().signal;
 		for await (const block of engine.convert(asAsync(speechLike(seconds)), job, signal)) {
 			output?.push(block.channels[0] as Float32Array);
@@ -244,7 +259,14 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 		Array.from({ length: spec.concurrency }, async () => {
 			for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
 				const keep = next.i === 0 && spec.saveOutput !== undefined && spec.jobs.length === 1;
-				jobs.push({ seconds: next.seconds, wall: await convert(next.seconds, keep ? output : undefined) });
+				const paths = pathsOf(next.i % (spec.voices ?? 1));
+				const wall = await convert(next.seconds, keep ? output : undefined, paths);
+				jobs.push({
+					seconds: next.seconds,
+					wall,
+					rssMiB: process.memoryUsage().rss / 2 ** 20,
+					peakRssMiB: process.resourceUsage().maxRSS / 1024,
+				});
 			}
 		}),
 	);
@@ -346,6 +368,13 @@ const loneCapacity = Number(values["lone-capacity"]);
 if (!(Number.isInteger(loneCapacity) && loneCapacity >= 1))
 	throw new Error(`--lone-capacity takes a whole number of jobs, 1 or more (got ${values["lone-capacity"]})`);
 const lendIdleThreads = !values["no-lend-threads"];
+const voiceCount = values.voices === undefined ? 0 : Number(values.voices);
+const cachedVoices = values["cached-voices"] === undefined ? undefined : Number(values["cached-voices"]);
+for (const [flag, n] of [
+	["--voices", values.voices === undefined ? 1 : voiceCount],
+	["--cached-voices", cachedVoices ?? 1],
+] as const)
+	if (!(Number.isInteger(n) && n >= 1)) throw new Error(`${flag} takes a whole number, 1 or more (got ${n})`);
 const dir = mkdtempSync(join(tmpdir(), "rvc-bench-"));
 const base = {
 	dir,
@@ -371,6 +400,9 @@ try {
 		const started = performance.now();
 		const model: BuiltModel = build();
 		writeFileSync(join(dir, `${model.name}.onnx`), model.bytes);
+		// Other voices' synthesizers for --voices: copies, each a file (and so a session) of its own.
+		if (model.name === "synthesizer")
+			for (let k = 1; k < voiceCount; k++) writeFileSync(join(dir, `synthesizer-${k}.onnx`), model.bytes);
 		const parts = model.parts
 			? ` (${Object.entries(model.parts)
 					.map(([k, v]) => `${k} ${fmt(v / 1e6)}M`)
@@ -457,6 +489,25 @@ try {
 			const mean = r.jobs.reduce((sum, j) => sum + j.wall, 0) / r.jobs.length;
 			console.log(
 				`  ${label.padEnd(11)} ${fmt((jobCount * jobSeconds) / r.wall)} audio s per wall s, ${fmt(r.cpuSeconds / (jobCount * jobSeconds))} CPU-s per audio s; slowest job ${fmt(slowest)} s = ${fmt(slowest / meanAlone)}x a job alone (${fmt(meanAlone)} s), mean ${fmt(mean / meanAlone)}x; load ${fmt(r.load[0])} -> ${fmt(r.load[1])}; peak RSS ${fmt(r.peakRssMiB, 0)} MiB${r.featureArenas ? "; feature arenas" : ""}${r.lendIdleThreads ? `; ${r.lentWindows} of ${r.chunks} windows with lent threads` : ""}${r.gpuMemoryMiB !== undefined ? `; GPU memory ${r.gpuMemoryMiB} MiB` : ""}`,
+			);
+		}
+	}
+
+	if (voiceCount > 0) {
+		const jobSeconds = Number(values["job-seconds"]);
+		const r = await runChild({
+			...base,
+			jobs: Array(voiceCount + 1).fill(jobSeconds),
+			concurrency: 1,
+			voices: voiceCount,
+			...(cachedVoices !== undefined ? { cachedVoices } : {}),
+		});
+		console.log(
+			`\n${voiceCount} voices in turn, then the first again, ${jobSeconds} s each (${main.provider}, ${cachedVoices ?? "default"} voice(s) kept per model thread):`,
+		);
+		for (const [i, job] of r.jobs.entries()) {
+			console.log(
+				`  voice ${(i % voiceCount) + 1}: ${fmt(job.wall)} s, RSS ${fmt(job.rssMiB, 0)} MiB, peak ${fmt(job.peakRssMiB, 0)} MiB`,
 			);
 		}
 	}

@@ -36,6 +36,7 @@ export const RunnerEnv = z.object({
 	RUNNER_RVC_CONTENTVEC_INT8: z.enum(["0", "1", "false", "true"]).default("0"),
 	RUNNER_RVC_FEATURE_ARENAS: z.enum(["0", "1", "false", "true"]).optional(),
 	RUNNER_RVC_MODEL_THREADS: integer(1, 32).optional(),
+	RUNNER_RVC_CACHED_VOICES: integer(1, 16).optional(),
 });
 
 export interface RunnerConfig {
@@ -62,6 +63,8 @@ export interface RunnerConfig {
 	rvcFeatureArenas: boolean | undefined;
 	/** The rvc engine's model threads on the CPU, each with a synthesizer of its own (default: see the engine). */
 	rvcModelThreads: number | undefined;
+	/** Voices whose synthesizer each rvc model thread keeps loaded (`RvcEngineOptions.cachedVoices`); unset: the engine's default. */
+	rvcCachedVoices: number | undefined;
 }
 
 export class ConfigError extends Error {
@@ -103,5 +106,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): RunnerConfig {
 				? undefined
 				: e.RUNNER_RVC_FEATURE_ARENAS === "1" || e.RUNNER_RVC_FEATURE_ARENAS === "true",
 		rvcModelThreads: e.RUNNER_RVC_MODEL_THREADS,
+		rvcCachedVoices: e.RUNNER_RVC_CACHED_VOICES,
 	};
 }

@@ -43,6 +43,7 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 		logger,
 		capacity: config.capacity,
 		...(config.rvcModelThreads !== undefined ? { modelThreads: config.rvcModelThreads } : {}),
+		...(config.rvcCachedVoices !== undefined ? { cachedVoices: config.rvcCachedVoices } : {}),
 		contentvecInt8: config.rvcContentvecInt8,
 		...(config.rvcFeatureArenas !== undefined ? { featureArenas: config.rvcFeatureArenas } : {}),
 	});

@@ -76,7 +76,7 @@ describe("recent voices", () => {
 		expect(await new RecentVoices(dir).load()).toEqual([]);
 	});
 
-	it("prepares cached rvc voices at start and skips, with a warning, one whose artifacts are gone", async () => {
+	it("prepares cached rvc voices at start, the most recent last, and skips, with a warning, one whose artifacts are gone", async () => {
 		const cache = new ArtifactCache(join(dir, "artifacts"));
 		mkdirSync(cache.dir, { recursive: true });
 		const ready = cachedRvcVoice(cache, "6b1c2c8e-0000-4000-8000-0000000000aa");
@@ -99,5 +99,9 @@ describe("recent voices", () => {
 		const skipped = logger.lines.find((l) => l.message === "voice not warmed");
 		expect(skipped?.fields.voice_id).toBe(gone.id);
 		expect(String(skipped?.fields.error)).toMatch(/not in the cache/);
+		// The older voice first, so an engine that keeps one voice keeps the most recent.
+		expect(logger.lines.indexOf(skipped as (typeof logger.lines)[number])).toBeLessThan(
+			logger.lines.indexOf(warmed as (typeof logger.lines)[number]),
+		);
 	});
 });

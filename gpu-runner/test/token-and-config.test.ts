@@ -75,12 +75,16 @@ describe("config", () => {
 			rvcContentvecInt8: false,
 			rvcFeatureArenas: undefined,
 			rvcModelThreads: undefined,
+			rvcCachedVoices: undefined,
 			artifactCacheBytes: 20e9,
 		});
 		expect(loadConfig({ ...minimal, RUNNER_ARTIFACT_CACHE_GB: "2.5" }).artifactCacheBytes).toBe(2.5e9);
 		expect(() => loadConfig({ ...minimal, RUNNER_ARTIFACT_CACHE_GB: "0.5" })).toThrow(/RUNNER_ARTIFACT_CACHE_GB/);
 		expect(loadConfig({ ...minimal, RUNNER_RVC_MODEL_THREADS: "1" }).rvcModelThreads).toBe(1);
 		expect(() => loadConfig({ ...minimal, RUNNER_RVC_MODEL_THREADS: "0" })).toThrow(/RUNNER_RVC_MODEL_THREADS/);
+		expect(loadConfig({ ...minimal, RUNNER_RVC_CACHED_VOICES: "3" }).rvcCachedVoices).toBe(3);
+		for (const bad of ["0", "17", "1.5", "many"])
+			expect(() => loadConfig({ ...minimal, RUNNER_RVC_CACHED_VOICES: bad })).toThrow(/RUNNER_RVC_CACHED_VOICES/);
 		expect(loadConfig({ ...minimal, RUNNER_RVC_CONTENTVEC_INT8: "1" }).rvcContentvecInt8).toBe(true);
 		expect(() => loadConfig({ ...minimal, RUNNER_RVC_CONTENTVEC_INT8: "yes" })).toThrow(/RUNNER_RVC_CONTENTVEC_INT8/);
 		expect(loadConfig({ ...minimal, RUNNER_RVC_FEATURE_ARENAS: "true" }).rvcFeatureArenas).toBe(true);

@@ -21,7 +21,7 @@ export class RecentVoices {
 	#voices: VoiceDescriptor[] = [];
 	#writing: Promise<void> = Promise.resolve();
 
-	/** `limit`: voices kept, most recent first (the rvc engine keeps two voices' sessions by default). */
+	/** `limit`: voices kept, most recent first (an rvc engine on a GPU keeps four voices' sessions, on the CPU one). */
 	constructor(cacheDir: string, limit = 2) {
 		this.#path = join(cacheDir, FILE_NAME);
 		this.#limit = limit;
@@ -58,7 +58,9 @@ export class RecentVoices {
 
 /**
  * Prepares (loads and warms) each recent voice whose engine is loaded and can prepare, and whose artifacts are
- * all in the local cache. Failures are logged and skipped: warming is an optimisation, never a reason not to start.
+ * all in the local cache, the oldest first: an engine that keeps fewer voices loaded than were recent (the rvc
+ * engine keeps one per model thread on the CPU) then keeps the most recent. Failures are logged and skipped:
+ * warming is an optimisation, never a reason not to start.
  */
 export async function warmRecentVoices(
 	voices: readonly VoiceDescriptor[],
@@ -66,7 +68,7 @@ export async function warmRecentVoices(
 	artifacts: ArtifactCache,
 	logger: Logger,
 ): Promise<void> {
-	for (const voice of voices) {
+	for (const voice of [...voices].reverse()) {
 		const engine = engines.get(voice.engine)?.engine;
 		if (engine?.prepare === undefined) continue;
 		const started = performance.now();

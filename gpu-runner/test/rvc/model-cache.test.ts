@@ -47,10 +47,10 @@ describe("model cache", () => {
 			return host;
 		};
 		const featureHosts: SessionHost[] = [];
-		const features = new ModelCache({ provider: "cpu" }, 3, counted(featureHosts));
+		const features = new ModelCache({ provider: "cpu" }, 3, { newHost: counted(featureHosts) });
 		const threads = [0, 1].map(() => {
 			const hosts: SessionHost[] = [];
-			const cache = new ModelCache({ provider: "cpu" }, 3, counted(hosts), features);
+			const cache = new ModelCache({ provider: "cpu" }, 3, { newHost: counted(hosts), features });
 			hostOf.set(cache, hosts);
 			return cache;
 		});
@@ -108,6 +108,53 @@ describe("model cache", () => {
 		expect(cache.lendSynthesizer(second.synthesizer)).toBeUndefined();
 	});
 
+	it("keeps at most maxSynthesizers synthesizers, releasing an idle one before the next loads, never one in use", async () => {
+		const events: string[] = [];
+		const names = new Map<string, string>();
+		const newHost = () => {
+			const host = new SessionHost();
+			const create = host.create.bind(host);
+			host.create = async (source, options) => {
+				const name = names.get(String(source)) ?? "feature model";
+				events.push(`load ${name}`);
+				const session = await create(source, options);
+				return {
+					...session,
+					release: async () => {
+						events.push(`release ${name}`);
+						await session.release();
+					},
+				};
+			};
+			return host;
+		};
+		const cache = new ModelCache({ provider: "cpu" }, 6, { newHost, maxSynthesizers: 1 });
+		const [a, b, c] = [40000, 48000, 32000].map(voice) as [
+			ReturnType<typeof voice>,
+			ReturnType<typeof voice>,
+			ReturnType<typeof voice>,
+		];
+		names.set(a.synthesizer, "A").set(b.synthesizer, "B").set(c.synthesizer, "C");
+		(await cache.acquire(a)).release();
+		expect(cache.holdsSynthesizer(a.synthesizer)).toBe(true);
+		// Another voice: A, idle, goes before B loads, so the two are never in memory together.
+		const withB = await cache.acquire(b);
+		expect(events.slice(events.indexOf("load A") + 1)).toEqual(["release A", "load B"]);
+		expect([cache.holdsSynthesizer(a.synthesizer), cache.size]).toEqual([false, 3]);
+		// B in use stays while C loads beside it; once B is idle it goes, as the one beyond the limit.
+		const withC = await cache.acquire(c);
+		expect(cache.size).toBe(4);
+		withB.release();
+		expect([cache.holdsSynthesizer(b.synthesizer), cache.holdsSynthesizer(c.synthesizer), cache.size]).toEqual([
+			false,
+			true,
+			3,
+		]);
+		withC.release();
+		await cache.dispose();
+		expect(events.filter((e) => e === "load feature model")).toHaveLength(2);
+	});
+
 	it("forgets a model that failed to load, so a fixed file can be retried", async () => {
 		const cache = new ModelCache({ provider: "cpu" }, 3);
 		const broken = {
@@ -123,10 +170,12 @@ describe("model cache", () => {
 
 	it("fails the runs of a model thread that stopped as retryable, and loads again on a new thread", async () => {
 		const hosts: SessionHost[] = [];
-		const cache = new ModelCache({ provider: "cpu" }, 3, () => {
-			const host = new SessionHost();
-			hosts.push(host);
-			return host;
+		const cache = new ModelCache({ provider: "cpu" }, 3, {
+			newHost: () => {
+				const host = new SessionHost();
+				hosts.push(host);
+				return host;
+			},
 		});
 		const paths = voice(40000);
 		const first = await cache.acquire(paths);

@@ -196,6 +196,8 @@ describe("synthesizer graph speed options", () => {
 			const infos = await Promise.all(engines.map(({ engine }) => engine.init()));
 			expect(infos.map((info) => info.details?.lend_idle_threads)).toEqual([false, true]);
 			expect(infos.map((info) => info.details?.model_threads)).toEqual([2, 2]);
+			// One voice's synthesizer kept per model thread on the CPU, by default.
+			expect(infos.map((info) => info.details?.cached_voices)).toEqual([1, 1]);
 			// Nothing is lent before the other thread holds the synthesizer: lending never loads one.
 			const first = await convertTone(lending.engine, paths, "spans", params);
 			expect(threadsUsed(lending.stats).every((threads) => threads === 1)).toBe(true);

@@ -390,10 +390,26 @@ interface CacheEntry {
 	lastUsed: number;
 }
 
+/** Where a `ModelCache` runs its sessions, where it takes the feature models from, and how many voices it keeps. */
+export interface ModelCacheOptions {
+	/** Where the sessions run: a new `SessionHost` by default; tests pass their own. */
+	newHost?: () => SessionHost;
+	/** The cache ContentVec and RMVPE come from (not disposed with this one); by default this one. */
+	features?: ModelCache;
+	/**
+	 * Synthesizer sessions kept, in use or idle (default: no limit beyond `capacity`). On the CPU each one holds
+	 * its weights and an arena grown to its longest window, about 0.4 GB for the published 40 kHz model: the
+	 * engine keeps one per model thread there unless told otherwise (`RvcEngineOptions.cachedVoices`).
+	 */
+	maxSynthesizers?: number;
+}
+
 /**
  * Loaded sessions by role and file, shared by the jobs that use this cache (ContentVec and RMVPE are usually
  * the same files for every voice), all on one `SessionHost` thread of the cache's own, so their runs take turns.
- * Beyond `capacity`, the least recently used idle sessions are released. `dispose` stops the thread.
+ * Beyond `capacity` sessions, or `maxSynthesizers` synthesizers, the least recently used idle sessions are
+ * released, before a new one loads, so that its load and its first run do not stack on the memory of the one it
+ * replaces. `dispose` stops the thread.
  *
  * A cache given `features` takes ContentVec and RMVPE from that one instead and holds synthesizers only: several
  * model threads then share one copy of the two feature models (about 700 MB with the full-size ones), whose runs
@@ -403,22 +419,20 @@ export class ModelCache {
 	readonly #entries = new Map<string, CacheEntry>();
 	readonly #settings: SessionSettings;
 	readonly #capacity: number;
+	readonly #maxSynthesizers: number;
 	readonly #newHost: () => SessionHost;
 	readonly #features: ModelCache | undefined;
 	#host: SessionHost;
 	#clock = 0;
 	#disposed = false;
 
-	/**
-	 * `newHost`: where the sessions run (a new `SessionHost` by default; tests pass their own). `features`: the
-	 * cache ContentVec and RMVPE come from (not disposed with this one); by default this one.
-	 */
-	constructor(settings: SessionSettings, capacity: number, newHost = () => new SessionHost(), features?: ModelCache) {
+	constructor(settings: SessionSettings, capacity: number, options: ModelCacheOptions = {}) {
 		this.#settings = settings;
 		this.#capacity = capacity;
-		this.#newHost = newHost;
-		this.#features = features;
-		this.#host = newHost();
+		this.#maxSynthesizers = options.maxSynthesizers ?? Number.POSITIVE_INFINITY;
+		this.#newHost = options.newHost ?? (() => new SessionHost());
+		this.#features = options.features;
+		this.#host = this.#newHost();
 	}
 
 	/** A thread that stopped under its jobs took their sessions with it: start again on a new one. */
@@ -441,7 +455,9 @@ export class ModelCache {
 		const key = `${role}\u0000${path}`;
 		let entry = this.#entries.get(key);
 		if (entry === undefined) {
-			const model = OnnxModel.load(role, path, this.#settings, host);
+			// Room first: what this load replaces is released (on the same thread, in order) before it starts.
+			const released = this.#evict(role);
+			const model = Promise.all(released).then(() => OnnxModel.load(role, path, this.#settings, host));
 			const created: CacheEntry = { role, path, model, users: 0, lastUsed: 0 };
 			this.#entries.set(key, created);
 			model.then(
@@ -466,20 +482,30 @@ export class ModelCache {
 
 	#releaseUse(entry: CacheEntry): void {
 		entry.users--;
-		this.#evict();
+		void this.#evict();
 	}
 
-	#evict(): void {
+	/**
+	 * Releases the least recently used idle sessions beyond the limits, counting one more of role `incoming` (about
+	 * to load); resolves when their sessions are released.
+	 */
+	#evict(incoming?: ModelRole): Promise<void>[] {
 		const idle = [...this.#entries.entries()]
 			.filter(([, e]) => e.users === 0)
 			.sort(([, a], [, b]) => a.lastUsed - b.lastUsed);
-		let excess = this.#entries.size - this.#capacity;
+		const synthesizers = [...this.#entries.values()].filter((e) => e.role === "synthesizer").length;
+		let excess = this.#entries.size + (incoming === undefined ? 0 : 1) - this.#capacity;
+		let excessSynthesizers = synthesizers + (incoming === "synthesizer" ? 1 : 0) - this.#maxSynthesizers;
+		const released: Promise<void>[] = [];
 		for (const [key, entry] of idle) {
-			if (excess <= 0) break;
+			const synthesizer = entry.role === "synthesizer";
+			if (excess <= 0 && !(synthesizer && excessSynthesizers > 0)) continue;
 			this.#entries.delete(key);
-			void entry.model.then((m) => m.release()).catch(() => undefined);
+			released.push(entry.model.then((m) => m.release()).catch(() => undefined));
 			excess--;
+			if (synthesizer) excessSynthesizers--;
 		}
+		return released;
 	}
 
 	/** Loads (or reuses) the models and checks they fit together; call `release` when done with them. */

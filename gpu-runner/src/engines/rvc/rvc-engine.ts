@@ -97,8 +97,15 @@ export interface RvcEngineOptions {
 	 * model threads, at least one each).
 	 */
 	intraOpNumThreads?: number;
-	/** Loaded model sessions kept across jobs (default 6: two voices). */
+	/** Loaded model sessions kept across jobs, per model thread and for the shared feature models (default 6). */
 	maxCachedModels?: number;
+	/**
+	 * Voices whose synthesizer each model thread keeps loaded between jobs (`RUNNER_RVC_CACHED_VOICES`). Default:
+	 * 1 on the CPU, where each costs about 0.4 GB (its weights and an arena the size of its longest window: four
+	 * kept took a runner converting five voices in turn from 1.3 to 2.6 GB), so another voice's job loads its
+	 * synthesizer again (about 0.4 s); 4 on a GPU.
+	 */
+	cachedVoices?: number;
 	/** Feature indexes kept in memory across jobs (default 2; each costs about its file size). */
 	maxCachedIndexes?: number;
 	/** Seed for the synthesizer's noise; by default a random seed per job. Set it for reproducible output. */
@@ -426,6 +433,8 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	let indexes: IndexCache | undefined;
 	/** Pieces per decoded span (`RvcEngineOptions.decodePieces`), set by `init`. */
 	let decodePieces = 1;
+	/** Synthesizers each model thread keeps (`RvcEngineOptions.cachedVoices`), set by `init`. */
+	let cachedVoices = 1;
 	/** Whether idle model threads decode parts of a job's spans (`RvcEngineOptions.lendIdleThreads`), set by `init`. */
 	let lendThreads = false;
 	const mel = new LogMelSpectrogram();
@@ -594,10 +603,15 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 							options.maxCachedModels ?? 6,
 						)
 					: undefined;
+			cachedVoices = Math.max(1, Math.floor(options.cachedVoices ?? (cpu ? 1 : 4)));
 			caches = new SlotPool(
 				Array.from(
 					{ length: threads },
-					() => new ModelCache(settings, options.maxCachedModels ?? 6, undefined, features),
+					() =>
+						new ModelCache(settings, options.maxCachedModels ?? 6, {
+							maxSynthesizers: cachedVoices,
+							...(features !== undefined ? { features } : {}),
+						}),
 				),
 				cpu ? 1 : capacity,
 			);
@@ -617,6 +631,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					feature_arenas: settings.featureArenas,
 					decode_pieces: decodePieces,
 					lend_idle_threads: lendThreads,
+					cached_voices: cachedVoices,
 				},
 			};
 		},
