@@ -85,7 +85,8 @@ describe("recent voices", () => {
 			id: "6b1c2c8e-0000-4000-8000-0000000000bb",
 			artifacts: ready.artifacts.map((a) => ({ ...a, sha256: "b".repeat(64) })),
 		};
-		const engine = createRvcEngine();
+		// An engine that keeps two voices loaded warms two.
+		const engine = createRvcEngine({ cachedVoices: 2 });
 		const info = await engine.init();
 		const logger = recordingLogger();
 		try {
@@ -103,5 +104,22 @@ describe("recent voices", () => {
 		expect(logger.lines.indexOf(skipped as (typeof logger.lines)[number])).toBeLessThan(
 			logger.lines.indexOf(warmed as (typeof logger.lines)[number]),
 		);
+	});
+
+	it("warms only as many recent voices as the engine keeps loaded, the most recent", async () => {
+		const cache = new ArtifactCache(join(dir, "artifacts"));
+		mkdirSync(cache.dir, { recursive: true });
+		const newest = cachedRvcVoice(cache, "6b1c2c8e-0000-4000-8000-0000000000cc");
+		const older = { ...newest, id: "6b1c2c8e-0000-4000-8000-0000000000dd" };
+		const engine = createRvcEngine();
+		const info = await engine.init();
+		expect(info.details?.cached_voices).toBe(1);
+		const logger = recordingLogger();
+		try {
+			await warmRecentVoices([newest, older], new Map([["rvc", { engine, info }]]), cache, logger);
+		} finally {
+			await engine.dispose();
+		}
+		expect(logger.lines.map((l) => [l.message, l.fields.voice_id])).toEqual([["voice warmed", newest.id]]);
 	});
 });

@@ -57,10 +57,10 @@ export class RecentVoices {
 }
 
 /**
- * Prepares (loads and warms) each recent voice whose engine is loaded and can prepare, and whose artifacts are
- * all in the local cache, the oldest first: an engine that keeps fewer voices loaded than were recent (the rvc
- * engine keeps one per model thread on the CPU) then keeps the most recent. Failures are logged and skipped:
- * warming is an optimisation, never a reason not to start.
+ * Prepares (loads and warms) recent voices whose engine is loaded and can prepare, and whose artifacts are all in
+ * the local cache: for each engine the most recent as many as it keeps loaded (`details.cached_voices`, when it
+ * says; the rvc engine keeps one per model thread on the CPU), the oldest of them first, so the most recent is
+ * loaded last and kept. Failures are logged and skipped: warming is an optimisation, never a reason not to start.
  */
 export async function warmRecentVoices(
 	voices: readonly VoiceDescriptor[],
@@ -68,7 +68,14 @@ export async function warmRecentVoices(
 	artifacts: ArtifactCache,
 	logger: Logger,
 ): Promise<void> {
-	for (const voice of [...voices].reverse()) {
+	const kept = (name: VoiceDescriptor["engine"]): number => {
+		const count = engines.get(name)?.info.details?.cached_voices;
+		return typeof count === "number" && count >= 1 ? count : Number.POSITIVE_INFINITY;
+	};
+	const chosen = voices.filter(
+		(voice, i) => voices.slice(0, i).filter((v) => v.engine === voice.engine).length < kept(voice.engine),
+	);
+	for (const voice of chosen.reverse()) {
 		const engine = engines.get(voice.engine)?.engine;
 		if (engine?.prepare === undefined) continue;
 		const started = performance.now();
