@@ -37,6 +37,11 @@ export interface EngineJob {
 	 * the engine checks them and fails the job permanently on anything it cannot honour.
 	 */
 	voiceSettings?: Readonly<Record<string, unknown>>;
+	/**
+	 * A one-off job (a voice's validation self-test): what it loads is not kept after it, and loading it does not
+	 * evict what the runner's jobs use. Engines that keep nothing may ignore it.
+	 */
+	transient?: boolean;
 }
 
 export interface EngineInfo {

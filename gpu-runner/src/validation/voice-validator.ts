@@ -115,7 +115,9 @@ async function selfTest(engine: Engine, voice: VoiceDescriptor, paths: Map<strin
 	let frames = 0;
 	let outputRate = 0;
 	try {
-		const job = { voice, semitones: 0, artifactPaths: paths, input };
+		// Transient: the voice is not serving yet, so its models and index are not kept, nor do they evict the
+		// voices the runner's jobs use.
+		const job = { voice, semitones: 0, artifactPaths: paths, input, transient: true };
 		for await (const block of engine.convert(toneBlocks(input.sampleRate, input.channels), job, signal)) {
 			outputRate = block.sampleRate;
 			for (const channel of block.channels) {

@@ -2,6 +2,7 @@
  * The rvc engine end to end on tiny ONNX models built here with RVC's tensor names, types and shapes
  * (see support/tiny-models.ts), and its error messages for wrong inputs, params and models.
  */
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
@@ -424,6 +425,34 @@ describe("rvc engine with tiny models", () => {
 			}
 		} finally {
 			await Promise.all([plain.dispose(), arenas.dispose(), sharedOff.dispose()]);
+		}
+	});
+
+	it("keeps nothing a transient job (a voice's validation) loaded, and evicts nothing for it", async () => {
+		const files = writeModels({
+			contentvec: buildTinyContentVec(),
+			rmvpe: buildTinyRmvpe({ pitchBin: PITCH_BIN }),
+			synthesizer: buildTinySynthesizer({ sampleRate: OUT_RATE }),
+			validated: buildTinySynthesizer({ sampleRate: OUT_RATE }),
+		});
+		const kept = new Map([...files].filter(([name]) => name !== "validated"));
+		const validated = new Map(kept).set("synthesizer", files.get("validated") as string);
+		// One voice kept per model thread (the CPU's default).
+		const own = createRvcEngine({ noiseSeed: 5 });
+		expect((await own.init()).details?.cached_voices).toBe(1);
+		const signal = new AbortController().signal;
+		const convert = (paths: Map<string, string>, transient?: boolean) =>
+			collect(own.convert(speechLike(1), job({ artifactPaths: paths, ...(transient ? { transient } : {}) }), signal));
+		try {
+			const first = await convert(kept);
+			await convert(validated, true);
+			// Both files now unreadable as models: the kept voice converts from the session it still has, and the
+			// validated one must load again, and fails.
+			for (const paths of [kept, validated]) writeFileSync(paths.get("synthesizer") as string, "not a model");
+			expect((await convert(kept)).samples).toEqual(first.samples);
+			await expect(convert(validated)).rejects.toMatchObject({ code: "invalid_model" });
+		} finally {
+			await own.dispose();
 		}
 	});
 

@@ -54,6 +54,32 @@ describe("IndexCache", () => {
 		await expect(again.index.retrieve(features, 2, 0.5)).rejects.toMatchObject({ code: "model_thread_stopped" });
 	});
 
+	it("reads a transient use's index without dropping the kept one, and drops it after, unless a job took it", async () => {
+		const cache = new IndexCache(1, { intraOpNumThreads: 1 });
+		const kept = await cache.acquire(IVF);
+		kept.release();
+		// A validation's index: the idle kept one stays beside it, and it goes once the validation is done.
+		const validation = await cache.acquire(FLAT, { transient: true });
+		expect(cache.size).toBe(2);
+		validation.release();
+		expect(cache.size).toBe(1);
+		await new Promise(setImmediate);
+		await expect(validation.index.retrieve(features, 2, 0.5)).rejects.toMatchObject({ code: "model_thread_stopped" });
+		const again = await cache.acquire(IVF);
+		expect(again.index).toBe(kept.index);
+		again.release();
+		// A job that takes the transient index meanwhile makes it a kept one (and the idle IVF goes, past capacity).
+		const second = await cache.acquire(FLAT, { transient: true });
+		const job = await cache.acquire(FLAT);
+		second.release();
+		expect(cache.size).toBe(1);
+		job.release();
+		const later = await cache.acquire(FLAT);
+		expect(later.index).toBe(job.index);
+		later.release();
+		await cache.clear();
+	});
+
 	it("does not keep a file that fails to load, so a fixed one is read next time", async () => {
 		const dir = mkdtempSync(join(tmpdir(), "index-cache-test-"));
 		const path = join(dir, "voice.index");

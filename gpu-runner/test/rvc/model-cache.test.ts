@@ -155,6 +155,35 @@ describe("model cache", () => {
 		expect(events.filter((e) => e === "load feature model")).toHaveLength(2);
 	});
 
+	it("loads a transient use's synthesizer beside the kept one, evicting nothing, and drops it after", async () => {
+		const cache = new ModelCache({ provider: "cpu" }, 6, { maxSynthesizers: 1 });
+		const kept = voice(40000);
+		const validated = voice(48000);
+		(await cache.acquire(kept)).release();
+		const validation = await cache.acquire(validated, { transient: true });
+		expect([cache.holdsSynthesizer(kept.synthesizer), cache.holdsSynthesizer(validated.synthesizer)]).toEqual([
+			true,
+			true,
+		]);
+		validation.release();
+		expect([cache.holdsSynthesizer(kept.synthesizer), cache.holdsSynthesizer(validated.synthesizer)]).toEqual([
+			true,
+			false,
+		]);
+		// The feature models it shared with the kept voice stay.
+		expect(cache.size).toBe(3);
+		// Taken by a lasting use meanwhile, it is kept like any other (and the idle one beyond the limit goes).
+		const again = await cache.acquire(validated, { transient: true });
+		const job = await cache.acquire(validated);
+		again.release();
+		job.release();
+		expect([cache.holdsSynthesizer(kept.synthesizer), cache.holdsSynthesizer(validated.synthesizer)]).toEqual([
+			false,
+			true,
+		]);
+		await cache.dispose();
+	});
+
 	it("forgets a model that failed to load, so a fixed file can be retried", async () => {
 		const cache = new ModelCache({ provider: "cpu" }, 3);
 		const broken = {

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ModelArtifact, VoiceValidationLease } from "../../../src/contracts/runner.ts";
 import { ArtifactCache } from "../../src/artifacts/artifact-cache.ts";
-import type { Engine } from "../../src/engines/engine.ts";
+import type { Engine, EngineJob } from "../../src/engines/engine.ts";
 import { createRvcEngine } from "../../src/engines/rvc/index.ts";
 import { SYNTHESIZER_GRAPH_VERSION } from "../../src/engines/rvc/synthesizer-graph.ts";
 import { createVoiceValidator, type VoiceValidator } from "../../src/validation/voice-validator.ts";
@@ -27,6 +27,7 @@ let api: FakeRunnerApi;
 let cache: ArtifactCache;
 let validate: VoiceValidator;
 let bases: ModelArtifact[];
+const selfTestJobs: EngineJob[] = [];
 
 function serve(name: string, bytes: Uint8Array): string {
 	const file = `${name}-${sha256(bytes).slice(0, 12)}`;
@@ -69,7 +70,15 @@ beforeAll(async () => {
 	await engine.init();
 	api = await new FakeRunnerApi().start();
 	cache = new ArtifactCache(mkdtempSync(join(tmpdir(), "voice-validation-")));
-	validate = createVoiceValidator({ artifacts: cache, engine });
+	// The engine as the validator sees it, recording the jobs it is given.
+	const recording: Engine = {
+		...engine,
+		convert: (input, job, abort) => {
+			selfTestJobs.push(job);
+			return engine.convert(input, job, abort);
+		},
+	};
+	validate = createVoiceValidator({ artifacts: cache, engine: recording });
 	bases = [
 		api.serveArtifact("contentvec", buildTinyContentVec()),
 		api.serveArtifact("rmvpe", buildTinyRmvpe({ pitchBin: 168 })),
@@ -102,6 +111,9 @@ describe("voice validation", () => {
 		expect(report.pitch_range_hz?.low).toBeGreaterThan(190);
 		expect(report.pitch_range_hz?.high).toBeLessThan(270);
 		expect(report.pitch_range_hz?.high).toBeGreaterThan(report.pitch_range_hz?.low ?? Number.POSITIVE_INFINITY);
+		// The self-test is a transient job: the engine keeps none of this voice's models or index after it.
+		expect(selfTestJobs.length).toBeGreaterThan(0);
+		expect(selfTestJobs.every((job) => job.transient === true)).toBe(true);
 		// The checkpoint sits in the cache under its checksum, its synthesizer built beside it for later conversions.
 		expect(existsSync(join(cache.dir, `${sha256(model)}.bin`))).toBe(true);
 		expect(existsSync(join(cache.dir, `${sha256(model)}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`))).toBe(true);

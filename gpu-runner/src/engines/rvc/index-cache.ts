@@ -9,6 +9,8 @@ import { IndexThread } from "./index-thread.ts";
 
 interface Entry {
 	loaded: Promise<IndexThread>;
+	/** Read for a transient use only: dropped when its last user is done. */
+	transient: boolean;
 	users: number;
 	lastUsed: number;
 }
@@ -36,14 +38,20 @@ export class IndexCache {
 		return this.#entries.size;
 	}
 
-	/** The index in `path`, read once on its thread; call `release` when the job is done with it. */
-	async acquire(path: string): Promise<{ index: IndexThread; release: () => void }> {
+	/**
+	 * The index in `path`, read once on its thread; call `release` when the job is done with it. `transient` (a
+	 * voice's validation): reading it evicts nothing, and it is dropped after this use unless a job took it meanwhile.
+	 */
+	async acquire(
+		path: string,
+		{ transient = false }: { transient?: boolean } = {},
+	): Promise<{ index: IndexThread; release: () => void }> {
 		let entry = this.#entries.get(path);
 		if (entry === undefined) {
 			// Room first: an idle index past the capacity goes, its memory with its thread, before the new one is read.
-			const room = this.#evict(1);
+			const room = transient ? Promise.resolve() : this.#evict(1);
 			const loaded = room.then(() => IndexThread.open(path, this.#threadOptions));
-			const created: Entry = { loaded, users: 0, lastUsed: 0 };
+			const created: Entry = { loaded, transient, users: 0, lastUsed: 0 };
 			entry = created;
 			this.#entries.set(path, created);
 			loaded.catch(() => {
@@ -51,13 +59,20 @@ export class IndexCache {
 			});
 		}
 		entry.users++;
-		entry.lastUsed = ++this.#clock;
+		if (!transient) {
+			entry.transient = false;
+			entry.lastUsed = ++this.#clock;
+		}
 		const current = entry;
 		let released = false;
 		const release = (): void => {
 			if (released) return;
 			released = true;
 			current.users--;
+			if (current.transient && current.users === 0 && this.#entries.get(path) === current) {
+				this.#entries.delete(path);
+				void unload(current);
+			}
 			void this.#evict();
 		};
 		try {
@@ -68,12 +83,16 @@ export class IndexCache {
 		}
 	}
 
-	/** Drops the least recently used idle indexes until `reserve` more fit within the capacity (or none is idle). */
+	/**
+	 * Drops the least recently used idle indexes until `reserve` more fit within the capacity (or none is idle).
+	 * Transient ones do not count: they go after their use.
+	 */
 	#evict(reserve = 0): Promise<void> {
 		const idle = [...this.#entries.entries()]
 			.filter(([, e]) => e.users === 0)
 			.sort(([, a], [, b]) => a.lastUsed - b.lastUsed);
-		let excess = this.#entries.size + reserve - this.#capacity;
+		const kept = [...this.#entries.values()].filter((e) => !e.transient).length;
+		let excess = kept + reserve - this.#capacity;
 		const unloading: Promise<void>[] = [];
 		for (const [path, entry] of idle) {
 			if (excess <= 0) break;

@@ -386,6 +386,8 @@ interface CacheEntry {
 	model: Promise<OnnxModel>;
 	/** The model once loaded. */
 	loaded?: OnnxModel;
+	/** Loaded for a transient use only (`acquire`'s `transient`): dropped when its last user is done. */
+	transient: boolean;
 	users: number;
 	lastUsed: number;
 }
@@ -448,17 +450,21 @@ export class ModelCache {
 		return this.#entries.size;
 	}
 
-	/** The entry for the file, loading it on first use, with one more user; `#releaseUse` takes the user back. */
-	async #acquire(role: ModelRole, path: string): Promise<{ entry: CacheEntry; model: OnnxModel }> {
+	/**
+	 * The entry for the file, loading it on first use, with one more user; `#releaseUse` takes the user back. A
+	 * transient use evicts nothing, does not count as a use for eviction order, and a model it loads is dropped
+	 * after it unless a lasting use took it meanwhile.
+	 */
+	async #acquire(role: ModelRole, path: string, transient: boolean): Promise<{ entry: CacheEntry; model: OnnxModel }> {
 		if (this.#disposed) throw new RvcEngineError("not_ready", "model cache used after dispose()");
 		const host = this.#liveHost();
 		const key = `${role}\u0000${path}`;
 		let entry = this.#entries.get(key);
 		if (entry === undefined) {
 			// Room first: what this load replaces is released (on the same thread, in order) before it starts.
-			const released = this.#evict(role);
+			const released = transient ? [] : this.#evict(role);
 			const model = Promise.all(released).then(() => OnnxModel.load(role, path, this.#settings, host));
-			const created: CacheEntry = { role, path, model, users: 0, lastUsed: 0 };
+			const created: CacheEntry = { role, path, model, transient, users: 0, lastUsed: 0 };
 			this.#entries.set(key, created);
 			model.then(
 				(loaded) => {
@@ -471,7 +477,10 @@ export class ModelCache {
 			entry = created;
 		}
 		entry.users++;
-		entry.lastUsed = ++this.#clock;
+		if (!transient) {
+			entry.transient = false;
+			entry.lastUsed = ++this.#clock;
+		}
 		try {
 			return { entry, model: await entry.model };
 		} catch (error) {
@@ -482,19 +491,25 @@ export class ModelCache {
 
 	#releaseUse(entry: CacheEntry): void {
 		entry.users--;
+		const key = `${entry.role}\u0000${entry.path}`;
+		if (entry.transient && entry.users === 0 && this.#entries.get(key) === entry) {
+			this.#entries.delete(key);
+			void entry.model.then((m) => m.release()).catch(() => undefined);
+		}
 		void this.#evict();
 	}
 
 	/**
 	 * Releases the least recently used idle sessions beyond the limits, counting one more of role `incoming` (about
-	 * to load); resolves when their sessions are released.
+	 * to load); resolves when their sessions are released. Transient ones do not count: they go after their use.
 	 */
 	#evict(incoming?: ModelRole): Promise<void>[] {
 		const idle = [...this.#entries.entries()]
 			.filter(([, e]) => e.users === 0)
 			.sort(([, a], [, b]) => a.lastUsed - b.lastUsed);
-		const synthesizers = [...this.#entries.values()].filter((e) => e.role === "synthesizer").length;
-		let excess = this.#entries.size + (incoming === undefined ? 0 : 1) - this.#capacity;
+		const kept = [...this.#entries.values()].filter((e) => !e.transient);
+		const synthesizers = kept.filter((e) => e.role === "synthesizer").length;
+		let excess = kept.length + (incoming === undefined ? 0 : 1) - this.#capacity;
 		let excessSynthesizers = synthesizers + (incoming === "synthesizer" ? 1 : 0) - this.#maxSynthesizers;
 		const released: Promise<void>[] = [];
 		for (const [key, entry] of idle) {
@@ -508,8 +523,14 @@ export class ModelCache {
 		return released;
 	}
 
-	/** Loads (or reuses) the models and checks they fit together; call `release` when done with them. */
-	async acquire(paths: ModelPaths): Promise<{ models: LoadedModels; release: () => void }> {
+	/**
+	 * Loads (or reuses) the models and checks they fit together; call `release` when done with them. `transient`
+	 * (a voice's validation): what this loads is not kept after it, and loading it evicts nothing jobs use.
+	 */
+	async acquire(
+		paths: ModelPaths,
+		{ transient = false }: { transient?: boolean } = {},
+	): Promise<{ models: LoadedModels; release: () => void }> {
 		const roles: ModelRole[] =
 			paths.rmvpe === undefined ? ["contentvec", "synthesizer"] : ["rmvpe", "contentvec", "synthesizer"];
 		// One at a time, RMVPE first: while a session loads, the file's weights and the session's copy are both
@@ -519,7 +540,7 @@ export class ModelCache {
 		for (const role of roles) {
 			const owner = role === "synthesizer" ? this : (this.#features ?? this);
 			settled.push(
-				await owner.#acquire(role, paths[role] as string).then(
+				await owner.#acquire(role, paths[role] as string, transient).then(
 					(value) => ({ status: "fulfilled", value: { owner, ...value } }) as const,
 					(reason: unknown) => ({ status: "rejected", reason }) as const,
 				),

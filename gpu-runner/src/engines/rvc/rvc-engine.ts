@@ -475,12 +475,12 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 		return { ...paths, synthesizer: await synthesizerOnnxPath(paths.synthesizer) };
 	};
 	/** The job's models, from a model cache (and its thread) lent to this job until `release`. */
-	const acquireModels = async (files: VoiceFiles, params: RvcParams) => {
+	const acquireModels = async (files: VoiceFiles, params: RvcParams, transient: boolean) => {
 		if (caches === undefined) throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
 		const paths = await modelFiles(files, params);
 		const slot = await caches.acquire();
 		try {
-			const { models, release } = await slot.item.acquire(paths);
+			const { models, release } = await slot.item.acquire(paths, { transient });
 			return {
 				models,
 				release: () => {
@@ -689,7 +689,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				);
 			}
 			const plan = chunkPlan(params);
-			const { models, release } = await acquireModels(job, params);
+			const { models, release } = await acquireModels(job, params, job.transient === true);
 			let releaseIndex = (): void => {};
 			try {
 				if (models.synthesizer.takesPitch && params.f0Method === "rmvpe" && models.rmvpe === undefined) {
@@ -701,7 +701,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				}
 				let retrieval: IndexThread | undefined;
 				if (indexPath !== undefined && params.indexRate > 0) {
-					const loaded = await indexes.acquire(indexPath);
+					const loaded = await indexes.acquire(indexPath, { transient: job.transient === true });
 					releaseIndex = loaded.release;
 					const width = models.synthesizer.declaredFeatureDim ?? models.contentvec.declaredFeatureDim;
 					if (width !== undefined && width !== loaded.index.facts.dim) {
