@@ -392,6 +392,9 @@ interface CacheEntry {
 	lastUsed: number;
 }
 
+/** A cache entry's key: one session per role and file. */
+const entryKey = (role: ModelRole, path: string): string => `${role}\u0000${path}`;
+
 /** Where a `ModelCache` runs its sessions, where it takes the feature models from, and how many voices it keeps. */
 export interface ModelCacheOptions {
 	/** Where the sessions run: a new `SessionHost` by default; tests pass their own. */
@@ -458,7 +461,7 @@ export class ModelCache {
 	async #acquire(role: ModelRole, path: string, transient: boolean): Promise<{ entry: CacheEntry; model: OnnxModel }> {
 		if (this.#disposed) throw new RvcEngineError("not_ready", "model cache used after dispose()");
 		const host = this.#liveHost();
-		const key = `${role}\u0000${path}`;
+		const key = entryKey(role, path);
 		let entry = this.#entries.get(key);
 		if (entry === undefined) {
 			// Room first: what this load replaces is released (on the same thread, in order) before it starts.
@@ -491,7 +494,7 @@ export class ModelCache {
 
 	#releaseUse(entry: CacheEntry): void {
 		entry.users--;
-		const key = `${entry.role}\u0000${entry.path}`;
+		const key = entryKey(entry.role, entry.path);
 		if (entry.transient && entry.users === 0 && this.#entries.get(key) === entry) {
 			this.#entries.delete(key);
 			void entry.model.then((m) => m.release()).catch(() => undefined);
@@ -501,7 +504,8 @@ export class ModelCache {
 
 	/**
 	 * Releases the least recently used idle sessions beyond the limits, counting one more of role `incoming` (about
-	 * to load); resolves when their sessions are released. Transient ones do not count: they go after their use.
+	 * to load); the promises settle when their sessions are released. Transient ones do not count: they go after
+	 * their use.
 	 */
 	#evict(incoming?: ModelRole): Promise<void>[] {
 		const idle = [...this.#entries.entries()]
@@ -611,7 +615,7 @@ export class ModelCache {
 
 	#loadedSynthesizer(path: string): CacheEntry | undefined {
 		if (this.#disposed || this.#host.stopped) return undefined;
-		const entry = this.#entries.get(`synthesizer\u0000${path}`);
+		const entry = this.#entries.get(entryKey("synthesizer", path));
 		return entry?.loaded === undefined ? undefined : entry;
 	}
 
