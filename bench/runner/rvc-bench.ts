@@ -115,6 +115,8 @@ interface CaseSpec {
 	voices?: number;
 	/** Voices whose synthesizer each model thread keeps (`RUNNER_RVC_CACHED_VOICES`); unset: the engine's default. */
 	cachedVoices?: number;
+	/** Jobs state their source's length, as the runner does for files whose header gives it (`EngineJob.inputFrames`). */
+	statedLength?: boolean;
 	saveOutput?: string;
 }
 
@@ -124,6 +126,8 @@ interface JobResult {
 	/** Resident memory when the job ended, and the process's peak so far. */
 	rssMiB: number;
 	peakRssMiB: number;
+	/** Windows of this job decoded with lent threads (jobs one at a time only). */
+	lentWindows?: number;
 }
 
 interface CaseResult {
@@ -231,7 +235,13 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 	};
 	const convert = async (seconds: number, output?: Float32Array[], paths = artifactPaths): Promise<number> => {
 		const started = performance.now();
-		const job = { voice, semitones: 3, artifactPaths: paths, input: { sampleRate: IN_RATE, channels: 1 } };
+		const job = {
+			voice,
+			semitones: 3,
+			artifactPaths: paths,
+			input: { sampleRate: IN_RATE, channels: 1 },
+			...(spec.statedLength ? { inputFrames: Math.round(seconds * IN_RATE) } : {}),
+		};
 		const signal = new AbortController().signal;
 		for await (const block of engine.convert(asAsync(speechLike(seconds)), job, signal)) {
 			output?.push(block.channels[0] as Float32Array);
@@ -260,12 +270,16 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 			for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
 				const keep = next.i === 0 && spec.saveOutput !== undefined && spec.jobs.length === 1;
 				const paths = pathsOf(next.i % (spec.voices ?? 1));
+				const before = chunks.length;
 				const wall = await convert(next.seconds, keep ? output : undefined, paths);
 				jobs.push({
 					seconds: next.seconds,
 					wall,
 					rssMiB: process.memoryUsage().rss / 2 ** 20,
 					peakRssMiB: process.resourceUsage().maxRSS / 1024,
+					...(spec.concurrency === 1
+						? { lentWindows: chunks.slice(before).filter((c) => c.synthesizerThreads > 1).length }
+						: {}),
 				});
 			}
 		}),
@@ -499,15 +513,17 @@ try {
 			...base,
 			jobs: Array(voiceCount + 1).fill(jobSeconds),
 			concurrency: 1,
+			capacity: loneCapacity,
+			statedLength: true,
 			voices: voiceCount,
 			...(cachedVoices !== undefined ? { cachedVoices } : {}),
 		});
 		console.log(
-			`\n${voiceCount} voices in turn, then the first again, ${jobSeconds} s each (${main.provider}, ${cachedVoices ?? "default"} voice(s) kept per model thread):`,
+			`\n${voiceCount} voices in turn, then the first again, ${jobSeconds} s each (${main.provider}, capacity ${loneCapacity}, ${cachedVoices ?? "default"} voice(s) kept per model thread):`,
 		);
 		for (const [i, job] of r.jobs.entries()) {
 			console.log(
-				`  voice ${(i % voiceCount) + 1}: ${fmt(job.wall)} s, RSS ${fmt(job.rssMiB, 0)} MiB, peak ${fmt(job.peakRssMiB, 0)} MiB`,
+				`  voice ${(i % voiceCount) + 1}: ${fmt(job.wall)} s, RSS ${fmt(job.rssMiB, 0)} MiB, peak ${fmt(job.peakRssMiB, 0)} MiB${job.lentWindows !== undefined ? `, ${job.lentWindows} window(s) with lent threads` : ""}`,
 			);
 		}
 	}

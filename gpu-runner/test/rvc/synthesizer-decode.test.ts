@@ -176,29 +176,19 @@ describe("synthesizer graph speed options", () => {
 		expect(sum(d3)).toBeGreaterThan(sum(d2));
 	});
 
-	it("lends idle model threads parts of a lone job's spans, with the same output to the bit, and never loads for it", async () => {
+	it("lends idle model threads parts of a lone job's spans, with the same output to the bit, loading nothing for a job of unknown length", async () => {
 		const paths = engineModels();
 		const params = { chunk_seconds: 2.5, rms_mix_rate: 0.25 };
 		const threadsUsed = (stats: RvcChunkStats[]) => stats.map((chunk) => chunk.synthesizerThreads);
-		const engines = [false, true].map((lendIdleThreads) => {
-			const stats: RvcChunkStats[] = [];
-			const engine = createRvcEngine({
-				noiseSeed: 3,
-				capacity: 2,
-				intraOpNumThreads: 1,
-				lendIdleThreads,
-				onChunk: (chunk) => stats.push(chunk),
-			});
-			return { engine, stats };
-		});
-		const [own, lending] = engines as [(typeof engines)[0], (typeof engines)[0]];
+		const engines = capacityTwoEngines();
+		const [own, lending] = engines;
 		try {
 			const infos = await Promise.all(engines.map(({ engine }) => engine.init()));
 			expect(infos.map((info) => info.details?.lend_idle_threads)).toEqual([false, true]);
 			expect(infos.map((info) => info.details?.model_threads)).toEqual([2, 2]);
 			// One voice's synthesizer kept per model thread on the CPU, by default.
 			expect(infos.map((info) => info.details?.cached_voices)).toEqual([1, 1]);
-			// Nothing is lent before the other thread holds the synthesizer: lending never loads one.
+			// Nothing is lent before the other thread holds the synthesizer: lending itself never loads one.
 			const first = await convertTone(lending.engine, paths, "spans", params);
 			expect(threadsUsed(lending.stats).every((threads) => threads === 1)).toBe(true);
 
@@ -233,7 +223,57 @@ describe("synthesizer graph speed options", () => {
 			await Promise.all(engines.map(({ engine }) => engine.dispose()));
 		}
 	});
+
+	it("loads a long job's synthesizer on an idle thread that holds another voice, and lends it every window", async () => {
+		const paths = engineModels();
+		paths.set("other", writeModels({ other: readFileSync(paths.get("spans") as string) }).get("other") as string);
+		const params = { chunk_seconds: 1.5, rms_mix_rate: 0.25 };
+		const engines = capacityTwoEngines();
+		const [own, lending] = engines;
+		try {
+			await Promise.all(engines.map(({ engine }) => engine.init()));
+			// Another voice's job leaves its synthesizer on one thread; the next job gets the other thread.
+			await convertTone(lending.engine, paths, "other", params);
+			lending.stats.length = 0;
+			const lent = await convertTone(lending.engine, paths, "spans", params, 64000);
+			expect(lending.stats.length).toBeGreaterThanOrEqual(3);
+			expect(lending.stats.every((chunk) => chunk.synthesizerThreads === 2)).toBe(true);
+			const alone = await convertTone(own.engine, paths, "spans", params, 64000);
+			expect(own.stats.every((chunk) => chunk.synthesizerThreads === 1)).toBe(true);
+			expect(maxAbsDifference(lent, alone)).toBe(0);
+			// Without the source's length the job is not known to be long: nothing is loaded for it.
+			await convertTone(lending.engine, paths, "other", params);
+			lending.stats.length = 0;
+			await convertTone(lending.engine, paths, "spans", params);
+			expect(lending.stats.every((chunk) => chunk.synthesizerThreads === 1)).toBe(true);
+		} finally {
+			await Promise.all(engines.map(({ engine }) => engine.dispose()));
+		}
+	});
 });
+
+/**
+ * Two engines of capacity 2 on one session thread per model thread, recording their windows: the first lends no
+ * idle thread, the second does (the default).
+ */
+function capacityTwoEngines(): [Recorded, Recorded] {
+	return [false, true].map((lendIdleThreads) => {
+		const stats: RvcChunkStats[] = [];
+		const engine = createRvcEngine({
+			noiseSeed: 3,
+			capacity: 2,
+			intraOpNumThreads: 1,
+			lendIdleThreads,
+			onChunk: (chunk) => stats.push(chunk),
+		});
+		return { engine, stats };
+	}) as [Recorded, Recorded];
+}
+
+interface Recorded {
+	engine: Engine;
+	stats: RvcChunkStats[];
+}
 
 /** The tiny feature models and the fixture's synthesizer built whole and with span inputs. */
 function engineModels(): Map<string, string> {
@@ -251,6 +291,8 @@ async function convertTone(
 	paths: Map<string, string>,
 	synthesizer: string,
 	params: { chunk_seconds: number; rms_mix_rate: number },
+	/** The source's length, as the runner passes it when the file states it. */
+	inputFrames?: number,
 ): Promise<Float32Array> {
 	const artifactPaths = new Map(paths).set("synthesizer", paths.get(synthesizer) as string);
 	const voice = {
@@ -266,7 +308,13 @@ async function convertTone(
 		artifacts: [],
 	};
 	const tone = Float32Array.from({ length: 64000 }, (_, i) => 0.3 * Math.sin((i * 2 * Math.PI * 150) / 16000));
-	const job = { voice, semitones: 0, artifactPaths, input: { sampleRate: 16000, channels: 1 } };
+	const job = {
+		voice,
+		semitones: 0,
+		artifactPaths,
+		input: { sampleRate: 16000, channels: 1 },
+		...(inputFrames !== undefined ? { inputFrames } : {}),
+	};
 	const { channels } = await collect(engine.convert(blocksOf([tone], 16000, 1600), job, new AbortController().signal));
 	return channels[0] as Float32Array;
 }

@@ -133,6 +133,8 @@ export interface RvcEngineOptions {
 	 * at that moment and hold the same synthesizer, each decoding a part of it beside the job's own (default on;
 	 * the output is the same): a job alone on a runner of capacity 2 then has both cores for its synthesizer
 	 * instead of one. A lent thread goes back after that run, so a job that comes meanwhile waits at most for one.
+	 * A job known to span several windows (`EngineJob.inputFrames`) first loads its synthesizer on idle threads that
+	 * hold another voice's, so that it can be lent them.
 	 */
 	lendIdleThreads?: boolean;
 	/** Called after each chunk, for metrics and the benchmark. */
@@ -348,7 +350,7 @@ async function convertWindow(
 		/** Pieces a decoded span is cut into, as rows of one run (`decode-pieces.ts`); 1 for none. */
 		decodePieces: number;
 		/** Idle model threads holding this synthesizer (file path), lent for one run each; none where not wanted. */
-		lendThreads?: (synthesizerPath: string) => LentSynthesizer[];
+		lendThreads?: (synthesizerPath: string) => Promise<LentSynthesizer[]>;
 	},
 ): Promise<Float32Array> {
 	const { semitones, mel, noise, onChunk } = job;
@@ -387,7 +389,7 @@ async function convertWindow(
 	const rnd = noise.fill(models.synthesizer.noiseChannels * frames, params.noiseScale);
 	const spans = job.spans && models.synthesizer.decodesSpan;
 	const span = decodedSpan(window, frames, params, spans);
-	const lent = spans ? (job.lendThreads?.(models.synthesizer.model.path) ?? []) : [];
+	const lent = spans ? ((await job.lendThreads?.(models.synthesizer.model.path)) ?? []) : [];
 	const decoded = await decodeSpread(
 		models.synthesizer,
 		lent,
@@ -483,6 +485,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			const { models, release } = await slot.item.acquire(paths, { transient });
 			return {
 				models,
+				paths,
 				release: () => {
 					release();
 					slot.release();
@@ -516,6 +519,26 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				},
 			});
 		}
+	};
+
+	/**
+	 * Loads the synthesizer on the model threads that are free at this moment and hold another voice's (evicting
+	 * it, idle), so that they can be lent to this job's later windows; resolves when they are loaded and free again.
+	 */
+	const loadOnIdleThreads = async (paths: ModelPaths): Promise<void> => {
+		const loads: Promise<void>[] = [];
+		for (;;) {
+			const slot = caches?.tryAcquire((cache) => !cache.holdsSynthesizer(paths.synthesizer));
+			if (slot === undefined) break;
+			loads.push(
+				slot.item
+					.acquire(paths)
+					.then(({ release }) => release())
+					.catch(() => undefined)
+					.finally(slot.release),
+			);
+		}
+		await Promise.all(loads);
 	};
 
 	/** Loads the voice's models on one model thread and runs each once (the runner's start-up self-test). */
@@ -689,7 +712,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				);
 			}
 			const plan = chunkPlan(params);
-			const { models, release } = await acquireModels(job, params, job.transient === true);
+			const { models, paths, release } = await acquireModels(job, params, job.transient === true);
 			let releaseIndex = (): void => {};
 			try {
 				if (models.synthesizer.takesPitch && params.f0Method === "rmvpe" && models.rmvpe === undefined) {
@@ -712,6 +735,15 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					}
 					retrieval = loaded.index;
 				}
+				// A job of more than one window, where idle threads hold another voice: its synthesizer is loaded there
+				// now, beside its first window's features, so the windows can be lent those threads (each waits for
+				// that load first). Only where the source's length is known, and not for a transient job.
+				const longer = (job.inputFrames ?? 0) > params.chunkSeconds * RMVPE_SAMPLE_RATE;
+				const preloaded = lendThreads && longer && job.transient !== true ? loadOnIdleThreads(paths) : undefined;
+				const lend = async (synthesizerPath: string): Promise<LentSynthesizer[]> => {
+					await preloaded;
+					return lendIdleThreads(synthesizerPath);
+				};
 				const noise = new NormalNoise(options.noiseSeed ?? randomInt(2 ** 31));
 				const convert = (window: ChunkWindow): Promise<Float32Array> =>
 					convertWindow(window, models, retrieval, params, {
@@ -721,7 +753,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 						onChunk: options.onChunk,
 						spans: selection?.provider !== "cuda",
 						decodePieces,
-						...(lendThreads ? { lendThreads: lendIdleThreads } : {}),
+						...(lendThreads ? { lendThreads: lend } : {}),
 					});
 				// rms_mix_rate over the whole stream, as RVC mixes its whole output (only the frames it needs are held).
 				const loudness = new StreamingLoudnessMix({
