@@ -188,6 +188,8 @@ describe("synthesizer graph speed options", () => {
 			expect(infos.map((info) => info.details?.model_threads)).toEqual([2, 2]);
 			// One voice's synthesizer kept per model thread on the CPU, by default.
 			expect(infos.map((info) => info.details?.cached_voices)).toEqual([1, 1]);
+			// And a feature index for each voice they keep.
+			expect(infos.map((info) => info.details?.cached_indexes)).toEqual([2, 2]);
 			// Nothing is lent before the other thread holds the synthesizer: lending itself never loads one.
 			const first = await convertTone(lending.engine, paths, "spans", params);
 			expect(threadsUsed(lending.stats).every((threads) => threads === 1)).toBe(true);

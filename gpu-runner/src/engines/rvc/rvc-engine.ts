@@ -106,7 +106,11 @@ export interface RvcEngineOptions {
 	 * synthesizer again (about 0.4 s); 4 on a GPU.
 	 */
 	cachedVoices?: number;
-	/** Feature indexes kept in memory across jobs (default 2; each costs about its file size). */
+	/**
+	 * Feature indexes kept in memory across jobs, each costing about its file size (up to the 1000 MB upload limit).
+	 * Default: on the CPU one per voice the model threads keep (`cachedVoices` each), so a runner's memory follows
+	 * the voices it holds; 2 on a GPU, whose host memory is larger.
+	 */
 	maxCachedIndexes?: number;
 	/** Seed for the synthesizer's noise; by default a random seed per job. Set it for reproducible output. */
 	noiseSeed?: number;
@@ -437,6 +441,8 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	let decodePieces = 1;
 	/** Synthesizers each model thread keeps (`RvcEngineOptions.cachedVoices`), set by `init`. */
 	let cachedVoices = 1;
+	/** Feature indexes kept (`RvcEngineOptions.maxCachedIndexes`), set by `init`. */
+	let cachedIndexes = 1;
 	/** Whether idle model threads decode parts of a job's spans (`RvcEngineOptions.lendIdleThreads`), set by `init`. */
 	let lendThreads = false;
 	const mel = new LogMelSpectrogram();
@@ -638,8 +644,9 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				),
 				cpu ? 1 : capacity,
 			);
+			cachedIndexes = Math.max(1, Math.floor(options.maxCachedIndexes ?? (cpu ? threads * cachedVoices : 2)));
 			indexes = new IndexCache(
-				options.maxCachedIndexes ?? 2,
+				cachedIndexes,
 				options.intraOpNumThreads !== undefined ? { intraOpNumThreads: options.intraOpNumThreads } : {},
 			);
 			return {
@@ -655,6 +662,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					decode_pieces: decodePieces,
 					lend_idle_threads: lendThreads,
 					cached_voices: cachedVoices,
+					cached_indexes: cachedIndexes,
 				},
 			};
 		},
