@@ -6,6 +6,7 @@
  * fixed file is read again next time.
  */
 import { IndexThread } from "./index-thread.ts";
+import { once } from "./once.ts";
 
 interface Entry {
 	loaded: Promise<IndexThread>;
@@ -64,17 +65,14 @@ export class IndexCache {
 			entry.lastUsed = ++this.#clock;
 		}
 		const current = entry;
-		let released = false;
-		const release = (): void => {
-			if (released) return;
-			released = true;
+		const release = once(() => {
 			current.users--;
 			if (current.transient && current.users === 0 && this.#entries.get(path) === current) {
 				this.#entries.delete(path);
 				void unload(current);
 			}
 			void this.#evict();
-		};
+		});
 		try {
 			return { index: await current.loaded, release };
 		} catch (error) {

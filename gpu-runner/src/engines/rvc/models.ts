@@ -19,6 +19,7 @@ import { RvcEngineError } from "./errors.ts";
 import { type ExecutionProviderName, sessionOptionsFor } from "./execution-provider.ts";
 import { quantizeMatMuls } from "./int8-matmul.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
+import { once } from "./once.ts";
 import { RMVPE_PITCH_BINS } from "./pitch.ts";
 import { type ModelSession, SessionHost } from "./session-host.ts";
 import { DECODE_SPAN_MARGIN_FRAMES } from "./synthesizer-graph.ts";
@@ -550,12 +551,9 @@ export class ModelCache {
 				),
 			);
 		}
-		let released = false;
-		const release = (): void => {
-			if (released) return;
-			released = true;
+		const release = once(() => {
 			for (const s of settled) if (s.status === "fulfilled") s.value.owner.#releaseUse(s.value.entry);
-		};
+		});
 		const failure = settled.find((s) => s.status === "rejected");
 		if (failure !== undefined) {
 			release();
@@ -597,15 +595,7 @@ export class ModelCache {
 		const synthesizer = new SynthesizerModel(entry.loaded);
 		entry.users++;
 		entry.lastUsed = ++this.#clock;
-		let released = false;
-		return {
-			synthesizer,
-			release: () => {
-				if (released) return;
-				released = true;
-				this.#releaseUse(entry);
-			},
-		};
+		return { synthesizer, release: once(() => this.#releaseUse(entry)) };
 	}
 
 	/** Whether `lendSynthesizer(path)` would lend it. */

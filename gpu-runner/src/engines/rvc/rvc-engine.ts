@@ -28,7 +28,7 @@ import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
 import { PermanentJobError } from "../../job-errors.ts";
 import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
 import { type ChunkPlan, type ChunkWindow, convertInChunks, makeChunkPlan } from "./chunker.ts";
-import { decodedFrames, splitLayout } from "./decode-pieces.ts";
+import { type DecodeLayout, decodedFrames, splitLayout } from "./decode-pieces.ts";
 import { RvcEngineError } from "./errors.ts";
 import {
 	EXECUTION_PROVIDERS,
@@ -327,7 +327,7 @@ async function decodeSpread(
 		const joined = new Float32Array(span.frames * samplesPerFrame);
 		let offset = 0;
 		audio.forEach((part, i) => {
-			const samples = (runs[i] as { frames: number }).frames * samplesPerFrame;
+			const samples = (runs[i] as DecodeLayout).frames * samplesPerFrame;
 			joined.set(part.subarray(0, samples), offset);
 			offset += samples;
 		});
@@ -720,7 +720,9 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				);
 			}
 			const plan = chunkPlan(params);
-			const { models, paths, release } = await acquireModels(job, params, job.transient === true);
+			// A transient job (a voice's validation) keeps nothing it loads and evicts nothing for it.
+			const transient = job.transient === true;
+			const { models, paths, release } = await acquireModels(job, params, transient);
 			let releaseIndex = (): void => {};
 			try {
 				if (models.synthesizer.takesPitch && params.f0Method === "rmvpe" && models.rmvpe === undefined) {
@@ -732,7 +734,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				}
 				let retrieval: IndexThread | undefined;
 				if (indexPath !== undefined && params.indexRate > 0) {
-					const loaded = await indexes.acquire(indexPath, { transient: job.transient === true });
+					const loaded = await indexes.acquire(indexPath, { transient });
 					releaseIndex = loaded.release;
 					const width = models.synthesizer.declaredFeatureDim ?? models.contentvec.declaredFeatureDim;
 					if (width !== undefined && width !== loaded.index.facts.dim) {
@@ -747,7 +749,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				// now, beside its first window's features, so the windows can be lent those threads (each waits for
 				// that load first). Only where the source's length is known, and not for a transient job.
 				const longer = (job.inputFrames ?? 0) > params.chunkSeconds * RMVPE_SAMPLE_RATE;
-				const preloaded = lendThreads && longer && job.transient !== true ? loadOnIdleThreads(paths) : undefined;
+				const preloaded = lendThreads && longer && !transient ? loadOnIdleThreads(paths) : undefined;
 				const lend = async (synthesizerPath: string): Promise<LentSynthesizer[]> => {
 					await preloaded;
 					return lendIdleThreads(synthesizerPath);

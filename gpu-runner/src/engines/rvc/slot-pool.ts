@@ -1,3 +1,5 @@
+import { once } from "./once.ts";
+
 /**
  * A fixed set of items, each lent to at most `holdersPerItem` jobs at a time, the jobs beyond waiting in arrival
  * order. The rvc engine lends its model caches this way: each has its own thread (`SessionHost`), so on the CPU
@@ -36,17 +38,14 @@ export class SlotPool<T> {
 	}
 
 	#lend(item: T): { item: T; release: () => void } {
-		let released = false;
 		return {
 			item,
-			release: () => {
-				if (released) return;
-				released = true;
+			release: once(() => {
 				// Hand it straight to the next in line, or put it back.
 				const next = this.#waiting.shift();
 				if (next !== undefined) next(item);
 				else this.#free.push(item);
-			},
+			}),
 		};
 	}
 }
