@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import type { Engine } from "../../src/engines/engine.ts";
 import { createRvcEngine, type RvcChunkStats } from "../../src/engines/rvc/index.ts";
 import { readRvcCheckpoint } from "../../src/engines/rvc/rvc-checkpoint.ts";
-import { samplesPerFrame } from "../../src/engines/rvc/synthesizer-config.ts";
+import { type SynthesizerConfig, samplesPerFrame } from "../../src/engines/rvc/synthesizer-config.ts";
 import {
 	buildSynthesizerGraph,
 	DECODE_SPAN_MARGIN_FRAMES,
@@ -80,6 +80,41 @@ describe("synthesizer graph speed options", () => {
 		expect(planar.length).toBe(FRAMES * samplesPerFrame(checkpoint.config));
 		expect(Math.max(...planar.map(Math.abs))).toBeGreaterThan(0.1);
 		expect(maxAbsDifference(planar, linear)).toBeLessThan(1e-5);
+	});
+
+	it("gives every published RVC decoder span inputs: they reach 11.2 to 14.5 frames, within the margin", () => {
+		// RVC's configs (rvc-formats.md): upsampling rates and kernels by version and rate; the blocks are shared.
+		const published: [string, number[], number[]][] = [
+			["v1 32k", [10, 4, 2, 2, 2], [16, 16, 4, 4, 4]],
+			["v1 40k / v2 40k", [10, 10, 2, 2], [16, 16, 4, 4]],
+			["v1 48k", [10, 6, 2, 2, 2], [16, 16, 4, 4, 4]],
+			["v2 32k", [10, 8, 2, 2], [20, 16, 4, 4]],
+			["v2 48k", [12, 10, 2, 2], [24, 20, 4, 4]],
+		];
+		const blocks: Pick<SynthesizerConfig, "resblock" | "resblockKernelSizes" | "resblockDilationSizes"> = {
+			resblock: "1",
+			resblockKernelSizes: [3, 7, 11],
+			resblockDilationSizes: [
+				[1, 3, 5],
+				[1, 3, 5],
+				[1, 3, 5],
+			],
+		};
+		const reach = Object.fromEntries(
+			published.map(([name, upsampleRates, upsampleKernelSizes]) => [
+				name,
+				Math.round(decoderReachFrames({ ...checkpoint.config, ...blocks, upsampleRates, upsampleKernelSizes }) * 100) /
+					100,
+			]),
+		);
+		expect(reach).toEqual({
+			"v1 32k": 14.46,
+			"v1 40k / v2 40k": 12.4,
+			"v1 48k": 13.37,
+			"v2 32k": 12.68,
+			"v2 48k": 11.17,
+		});
+		for (const frames of Object.values(reach)) expect(frames).toBeLessThanOrEqual(DECODE_SPAN_MARGIN_FRAMES);
 	});
 
 	it("decodes a span of frames exactly as decoding them all, beyond the margin from its ends", async () => {

@@ -52,7 +52,7 @@ export interface SynthesizerGraphOptions {
 	 * Adds the inputs `decode_start` (i64 `[pieces]`) and `decode_frames` (i64 `[1]`): the decoder then runs on
 	 * `decode_frames` frames from each start only (the text encoder, the flow and the harmonic source's phase
 	 * still see every frame), so context that is cut away afterwards is not decoded, and the output is the
-	 * pieces' samples one after the other. Frames further than the decoder's receptive field (about 12 frames
+	 * pieces' samples one after the other. Frames further than the decoder's receptive field (11.2 to 14.5 frames
 	 * for the published configs) from either end of a piece come out as decoding everything would give them.
 	 * Several pieces of one span let onnxruntime's CPU provider spread the narrow decoder layers over its
 	 * threads: its NCHWc convolution divides its work by rows and sets of 64 output channels, so a layer of 64
@@ -76,8 +76,8 @@ export interface BuiltSynthesizer {
 
 /**
  * Frames either side of a decoded span (`decodeSpan`) beyond which the output is exact: above the decoder's
- * receptive radius, which is about 12.3 frames for the published configs. Graphs whose decoder reaches
- * further are built without the span inputs.
+ * receptive radius, which is 11.2 to 14.5 frames for the published configs (12.4 at 40 kHz). Graphs whose
+ * decoder reaches further are built without the span inputs.
  */
 export const DECODE_SPAN_MARGIN_FRAMES = 16;
 
