@@ -6,6 +6,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
+import { AlignedPitchShifter } from "../../src/engines/dsp/signalsmith-stretch.ts";
 import type { AudioBlock, Engine, EngineJob } from "../../src/engines/engine.ts";
 import { ButterworthHighPass } from "../../src/engines/rvc/high-pass.ts";
 import { createRvcEngine, type RvcChunkStats } from "../../src/engines/rvc/index.ts";
@@ -357,7 +358,7 @@ describe("rvc engine with tiny models", () => {
 			});
 		});
 
-		it("runs a model without f0 with no pitch inputs and no rmvpe, ignoring the key shift", async () => {
+		it("runs a model without f0 with no pitch inputs and no rmvpe, and shifts its key after synthesis", async () => {
 			const paths = writeModels({ synthesizer: buildTinySynthesizer({ sampleRate: OUT_RATE, pitchInputs: false }) });
 			const noF0 = new Map([
 				["contentvec", artifactPaths.get("contentvec") as string],
@@ -368,8 +369,25 @@ describe("rvc engine with tiny models", () => {
 			expect(shifted.samples.length).toBe(2.5 * OUT_RATE);
 			expect(stats.every((s) => s.voicedFrames === 0 && s.milliseconds.rmvpe === 0)).toBe(true);
 			const plain = await collect(run(speechLike(2.5), job({ artifactPaths: noF0, semitones: 0 })));
-			expect(shifted.samples.every((v, i) => v === plain.samples[i])).toBe(true);
-			expect(shifted.samples.some((v) => v !== 0)).toBe(true);
+			expect(plain.samples.some((v) => v !== 0)).toBe(true);
+			// The synthesizer's own output, as unshifted, through the dsp engine's shifter block by block.
+			const shifter = await AlignedPitchShifter.create(1, OUT_RATE, {
+				semitones: 7,
+				formantSemitones: 0,
+				formantBaseHz: 0,
+				tonalityLimitHz: 8000,
+			});
+			const expected = [...plain.blocks.flatMap((b) => [...shifter.push(b.channels)]), ...shifter.flush()].flatMap(
+				([channel]) => [...(channel as Float32Array)],
+			);
+			expect(expected.length).toBe(shifted.samples.length);
+			expect(shifted.samples.every((v, i) => v === expected[i])).toBe(true);
+			expect(shifted.samples.some((v, i) => v !== plain.samples[i])).toBe(true);
+			// The voice's own transpose_semitones counts too, as it does for a model with f0.
+			const transposed = await collect(
+				run(speechLike(2.5), job({ artifactPaths: noF0, semitones: 0, voice: voice({ transpose_semitones: 7 }) })),
+			);
+			expect(transposed.samples.every((v, i) => v === shifted.samples[i])).toBe(true);
 		});
 
 		it("fails a job permanently on voice settings it cannot honour", async () => {

@@ -2,13 +2,13 @@
  * The `dsp` engine: the embedded default that needs no model files and no GPU. Pitch shift by the job's
  * semitones with formant compensation (Signalsmith Stretch), then the voice's timbre (formant shift,
  * brightness), loudness matched to the source and peak limited. Output keeps the source's sample rate and
- * channels, and exactly its length: the shifter's latency is trimmed at the start and flushed at the end.
+ * channels, and exactly its length (`AlignedPitchShifter`).
  */
 import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
 import { PermanentJobError } from "../../job-errors.ts";
 import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
 import { BrightnessShelf, LoudnessMatcher, PeakLimiter } from "./level-control.ts";
-import { PitchShifter } from "./signalsmith-stretch.ts";
+import { AlignedPitchShifter, PitchShifter } from "./signalsmith-stretch.ts";
 import { DspVoiceParams } from "./voice-params.ts";
 
 export function parseDspVoiceParams(voice: VoiceDescriptor): DspVoiceParams {
@@ -64,7 +64,7 @@ export class DspEngine implements Engine {
 	async *convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock> {
 		const params = applyDspVoiceSettings(parseDspVoiceParams(job.voice), job.voiceSettings);
 		const { sampleRate, channels } = job.input;
-		const shifter = await PitchShifter.create(channels, sampleRate, {
+		const shifter = await AlignedPitchShifter.create(channels, sampleRate, {
 			semitones: job.semitones,
 			formantSemitones: params.formant_shift,
 			formantBaseHz: params.formant_base_hz,
@@ -73,47 +73,22 @@ export class DspEngine implements Engine {
 		const brightness = new BrightnessShelf(sampleRate, channels, params.brightness);
 		const loudness = new LoudnessMatcher(sampleRate);
 		const limiter = new PeakLimiter(sampleRate);
-		let latencyLeft = shifter.latencyFrames;
-		let framesIn = 0;
-		let framesOut = 0;
-
-		const shift = (block: Float32Array[], frames: number): AudioBlock | undefined => {
-			let out = shifter.process(block, frames);
-			let length = frames;
-			if (latencyLeft > 0) {
-				const drop = Math.min(latencyLeft, frames);
-				latencyLeft -= drop;
-				length -= drop;
-				out = out.map((c) => c.subarray(drop));
-			}
-			length = Math.min(length, framesIn - framesOut); // the flush may overshoot the source length
-			if (length <= 0) return undefined;
-			out = out.map((c) => c.subarray(0, length));
+		const finish = (out: Float32Array[]): AudioBlock => {
+			const length = out[0]?.length ?? 0;
 			brightness.apply(out, length);
 			loudness.apply(out, length);
 			limiter.apply(out, length);
-			framesOut += length;
 			return { sampleRate, channels: out };
 		};
 
 		for await (const block of input) {
 			signal.throwIfAborted();
-			const total = block.channels[0]?.length ?? 0;
-			for (let start = 0; start < total; start += shifter.maxBlock) {
-				const frames = Math.min(shifter.maxBlock, total - start);
-				const slice = block.channels.map((c) => c.subarray(start, start + frames));
-				framesIn += frames;
-				loudness.observeSource(slice, frames);
-				const out = shift(slice, frames);
-				if (out) yield out;
-			}
+			loudness.observeSource(block.channels, block.channels[0]?.length ?? 0);
+			for (const out of shifter.push(block.channels)) yield finish(out);
 		}
-		// Flush: push silence through until every source frame has come out the other side.
-		const silence = Array.from({ length: channels }, () => new Float32Array(shifter.maxBlock));
-		while (framesOut < framesIn) {
+		for (const out of shifter.flush()) {
 			signal.throwIfAborted();
-			const out = shift(silence, shifter.maxBlock);
-			if (out) yield out;
+			yield finish(out);
 		}
 	}
 

@@ -139,3 +139,61 @@ export class PitchShifter {
 		return buffer as ArrayBuffer;
 	}
 }
+
+/**
+ * A pitch shifter whose output lines up with its input frame for frame: the shifter's latency is dropped from the
+ * start and pushed out with silence at the end (`flush`), so exactly as many frames come out as went in.
+ */
+export class AlignedPitchShifter {
+	readonly #shifter: PitchShifter;
+	#latencyLeft: number;
+	#framesIn = 0;
+	#framesOut = 0;
+
+	private constructor(shifter: PitchShifter) {
+		this.#shifter = shifter;
+		this.#latencyLeft = shifter.latencyFrames;
+	}
+
+	static async create(channels: number, sampleRate: number, settings: StretchSettings): Promise<AlignedPitchShifter> {
+		return new AlignedPitchShifter(await PitchShifter.create(channels, sampleRate, settings));
+	}
+
+	/** Shifts `block` (any length); yields, in order, the shifted frames it releases (none while the latency fills). */
+	*push(block: Float32Array[]): Generator<Float32Array[]> {
+		const total = block[0]?.length ?? 0;
+		const { maxBlock } = this.#shifter;
+		for (let start = 0; start < total; start += maxBlock) {
+			const frames = Math.min(maxBlock, total - start);
+			this.#framesIn += frames;
+			const out = this.#aligned(
+				this.#shifter.process(
+					block.map((c) => c.subarray(start, start + frames)),
+					frames,
+				),
+				frames,
+			);
+			if (out) yield out;
+		}
+	}
+
+	/** Yields the frames still inside the shifter, pushing silence through until every input frame has come out. */
+	*flush(): Generator<Float32Array[]> {
+		const { maxBlock } = this.#shifter;
+		const silence = [new Float32Array(maxBlock)];
+		while (this.#framesOut < this.#framesIn) {
+			const out = this.#aligned(this.#shifter.process(silence, maxBlock), maxBlock);
+			if (out) yield out;
+		}
+	}
+
+	#aligned(out: Float32Array[], frames: number): Float32Array[] | undefined {
+		const drop = Math.min(this.#latencyLeft, frames);
+		this.#latencyLeft -= drop;
+		// The flush may run past the input's length.
+		const length = Math.min(frames - drop, this.#framesIn - this.#framesOut);
+		if (length <= 0) return undefined;
+		this.#framesOut += length;
+		return out.map((c) => c.subarray(drop, drop + length));
+	}
+}

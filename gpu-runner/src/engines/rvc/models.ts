@@ -286,7 +286,7 @@ export class SynthesizerModel {
 	readonly declaredFeatureDim: number | undefined;
 	/** Channels of the `rnd` noise (192 in RVC's synthesizers). */
 	readonly noiseChannels: number;
-	/** False for RVC's f0 = 0 models (`_nono`): no `pitch` and `pitchf` inputs, so no f0 and no key shift. */
+	/** False for RVC's f0 = 0 models (`_nono`): no `pitch` and `pitchf` inputs, so no f0 (the engine shifts their output). */
 	readonly takesPitch: boolean;
 	/** Built with `decode_start` and `decode_frames` (`synthesizer-graph.ts`): can decode part of its frames. */
 	readonly decodesSpan: boolean;

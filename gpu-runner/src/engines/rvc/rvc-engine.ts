@@ -9,7 +9,8 @@
  * With an `index` artifact, each ContentVec frame is first blended with its nearest training vectors
  * (`feature-retrieval.ts`, `index_rate`), and unvoiced frames keep part of the original (`protect`); the output
  * takes part of the source's loudness envelope (`rms_mix_rate`, over the whole stream as RVC does). f0 comes from RMVPE or the built-in YIN
- * (`f0_method`); a synthesizer without pitch inputs (RVC's f0 = 0 models) gets no f0 and no key shift.
+ * (`f0_method`); a synthesizer without pitch inputs (RVC's f0 = 0 models) gets no f0, and its output is shifted
+ * by the key instead, formants kept (`keyShifterFor`).
  *
  * Long input is cut at quiet points and joined with crossfades (`chunker.ts`), so memory stays bounded.
  *
@@ -19,13 +20,14 @@
  * `voiceSettings` override some of them.
  *
  * Compared with RVC's pipeline (details in README.md): the 48 Hz input high-pass runs once, forwards (RVC's
- * filtfilt needs the whole file); not done is peak normalisation of the whole output (it needs the whole file;
- * the WAV encoder clips instead).
+ * filtfilt needs the whole file); the key shift also applies to f0 = 0 models (RVC ignores it there); not done
+ * is peak normalisation of the whole output (it needs the whole file; the WAV encoder clips instead).
  */
 import { randomInt } from "node:crypto";
 import { availableParallelism } from "node:os";
 import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
 import { PermanentJobError } from "../../job-errors.ts";
+import { AlignedPitchShifter } from "../dsp/signalsmith-stretch.ts";
 import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
 import { type ChunkPlan, type ChunkWindow, convertInChunks, makeChunkPlan } from "./chunker.ts";
 import { type DecodeLayout, decodedFrames, splitLayout } from "./decode-pieces.ts";
@@ -283,6 +285,31 @@ function decodedSpan(
 	const start = Math.max(0, (window.segmentStart - window.windowStart) / RMVPE_HOP - reach);
 	const end = Math.min(frames, (window.segmentEnd - window.windowStart) / RMVPE_HOP + reach);
 	return { start, frames: end - start };
+}
+
+/**
+ * Partials above this are treated as noise by the key shift of models without pitch input (the dsp engine's
+ * default `tonality_limit_hz`).
+ */
+const KEY_SHIFT_TONALITY_LIMIT_HZ = 8000;
+
+/**
+ * The key shift of a model without pitch input (RVC's f0 = 0 models, which RVC runs without any): the converted
+ * audio is shifted instead, after the synthesizer, with its formants kept (Signalsmith Stretch, as the dsp engine
+ * shifts), and keeps its length. None for a model that takes pitch (its f0 is shifted) or for no shift.
+ */
+async function keyShifterFor(
+	synthesizer: SynthesizerModel,
+	semitones: number,
+	params: RvcParams,
+): Promise<AlignedPitchShifter | undefined> {
+	if (synthesizer.takesPitch || semitones === 0) return undefined;
+	return AlignedPitchShifter.create(1, params.sampleRate, {
+		semitones,
+		formantSemitones: 0,
+		formantBaseHz: 0,
+		tonalityLimitHz: KEY_SHIFT_TONALITY_LIMIT_HZ,
+	});
 }
 
 /** A synthesizer on an idle model thread, lent to a job for one run (`RvcEngineOptions.lendIdleThreads`). */
@@ -732,6 +759,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 						'its synthesizer takes pitch and f0_method is "rmvpe"; add the rmvpe ONNX file or use f0_method "yin"',
 					);
 				}
+				const shifter = await keyShifterFor(models.synthesizer, job.semitones + params.transposeSemitones, params);
 				let retrieval: IndexThread | undefined;
 				if (indexPath !== undefined && params.indexRate > 0) {
 					const loaded = await indexes.acquire(indexPath, { transient });
@@ -773,12 +801,15 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					...(job.inputFrames !== undefined ? { expectedSourceLength: job.inputFrames } : {}),
 				});
 				const source = monoSamples(input, (samples) => loudness.addSource(samples));
+				const out = (samples: Float32Array): AudioBlock[] =>
+					(shifter === undefined ? [[samples]] : [...shifter.push([samples])])
+						.filter(([channel]) => channel !== undefined && channel.length > 0)
+						.map((channels) => ({ sampleRate: params.sampleRate, channels }));
 				for await (const samples of convertInChunks(source, plan, convert, signal)) {
-					const mixed = loudness.mix(samples);
-					if (mixed.length > 0) yield { sampleRate: params.sampleRate, channels: [mixed] };
+					yield* out(loudness.mix(samples));
 				}
-				const rest = loudness.end();
-				if (rest.length > 0) yield { sampleRate: params.sampleRate, channels: [rest] };
+				yield* out(loudness.end());
+				for (const channels of shifter?.flush() ?? []) yield { sampleRate: params.sampleRate, channels };
 			} finally {
 				releaseIndex();
 				release();
