@@ -21,7 +21,10 @@ export class RecentVoices {
 	#voices: VoiceDescriptor[] = [];
 	#writing: Promise<void> = Promise.resolve();
 
-	/** `limit`: voices kept, most recent first (an rvc engine on a GPU keeps four voices' sessions, on the CPU one). */
+	/**
+	 * `limit`: voices remembered, most recent first. Start-up warms at most these, and fewer for an engine that keeps
+	 * fewer loaded (`warmRecentVoices`: the rvc engine keeps one per model thread on the CPU, four on a GPU).
+	 */
 	constructor(cacheDir: string, limit = 2) {
 		this.#path = join(cacheDir, FILE_NAME);
 		this.#limit = limit;

@@ -393,6 +393,11 @@ interface CacheEntry {
 	lastUsed: number;
 }
 
+/** Releases a dropped entry's session once it has loaded; settles either way (a failed load has none). */
+function releaseSession(entry: CacheEntry): Promise<void> {
+	return entry.model.then((model) => model.release()).catch(() => undefined);
+}
+
 /** A cache entry's key: one session per role and file. */
 const entryKey = (role: ModelRole, path: string): string => `${role}\u0000${path}`;
 
@@ -498,7 +503,7 @@ export class ModelCache {
 		const key = entryKey(entry.role, entry.path);
 		if (entry.transient && entry.users === 0 && this.#entries.get(key) === entry) {
 			this.#entries.delete(key);
-			void entry.model.then((m) => m.release()).catch(() => undefined);
+			void releaseSession(entry);
 		}
 		void this.#evict();
 	}
@@ -521,7 +526,7 @@ export class ModelCache {
 			const synthesizer = entry.role === "synthesizer";
 			if (excess <= 0 && !(synthesizer && excessSynthesizers > 0)) continue;
 			this.#entries.delete(key);
-			released.push(entry.model.then((m) => m.release()).catch(() => undefined));
+			released.push(releaseSession(entry));
 			excess--;
 			if (synthesizer) excessSynthesizers--;
 		}
@@ -613,7 +618,7 @@ export class ModelCache {
 		this.#disposed = true;
 		const entries = [...this.#entries.values()];
 		this.#entries.clear();
-		await Promise.allSettled(entries.map(async (e) => (await e.model).release()));
+		await Promise.all(entries.map(releaseSession));
 		await this.#host.close();
 	}
 }

@@ -28,6 +28,7 @@ import { availableParallelism } from "node:os";
 import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
 import { PermanentJobError } from "../../job-errors.ts";
 import { AlignedPitchShifter } from "../dsp/signalsmith-stretch.ts";
+import { DspVoiceParams } from "../dsp/voice-params.ts";
 import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
 import { type ChunkPlan, type ChunkWindow, convertInChunks, makeChunkPlan } from "./chunker.ts";
 import { type DecodeLayout, decodedFrames, splitLayout } from "./decode-pieces.ts";
@@ -288,27 +289,23 @@ function decodedSpan(
 }
 
 /**
- * Partials above this are treated as noise by the key shift of models without pitch input (the dsp engine's
- * default `tonality_limit_hz`).
- */
-const KEY_SHIFT_TONALITY_LIMIT_HZ = 8000;
-
-/**
  * The key shift of a model without pitch input (RVC's f0 = 0 models, which RVC runs without any): the converted
- * audio is shifted instead, after the synthesizer, with its formants kept (Signalsmith Stretch, as the dsp engine
- * shifts), and keeps its length. None for a model that takes pitch (its f0 is shifted) or for no shift.
+ * audio is shifted instead, after the synthesizer, with its formants kept, as a dsp voice with default params
+ * shifts it (Signalsmith Stretch), and keeps its length. None for a model that takes pitch (its f0 is shifted)
+ * or for no shift.
  */
 async function keyShifterFor(
 	synthesizer: SynthesizerModel,
 	semitones: number,
-	params: RvcParams,
+	sampleRate: number,
 ): Promise<AlignedPitchShifter | undefined> {
 	if (synthesizer.takesPitch || semitones === 0) return undefined;
-	return AlignedPitchShifter.create(1, params.sampleRate, {
+	const dsp = DspVoiceParams.parse({});
+	return AlignedPitchShifter.create(1, sampleRate, {
 		semitones,
-		formantSemitones: 0,
-		formantBaseHz: 0,
-		tonalityLimitHz: KEY_SHIFT_TONALITY_LIMIT_HZ,
+		formantSemitones: dsp.formant_shift,
+		formantBaseHz: dsp.formant_base_hz,
+		tonalityLimitHz: dsp.tonality_limit_hz,
 	});
 }
 
@@ -759,7 +756,11 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 						'its synthesizer takes pitch and f0_method is "rmvpe"; add the rmvpe ONNX file or use f0_method "yin"',
 					);
 				}
-				const shifter = await keyShifterFor(models.synthesizer, job.semitones + params.transposeSemitones, params);
+				const shifter = await keyShifterFor(
+					models.synthesizer,
+					job.semitones + params.transposeSemitones,
+					params.sampleRate,
+				);
 				let retrieval: IndexThread | undefined;
 				if (indexPath !== undefined && params.indexRate > 0) {
 					const loaded = await indexes.acquire(indexPath, { transient });
