@@ -46,8 +46,9 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--remote [--e
 
 rvc voices: --model is the synthesizer (RVC's .pth checkpoint or an ONNX export), --index its feature index; both
 are recognised by their bytes. --params holds the voice's defaults: sample_rate, index_rate, protect,
-rms_mix_rate, f0_method, transpose_semitones. The pitch range (Hz, for pitch_shift "auto") is measured from
---sample unless --pitch-range gives it.
+rms_mix_rate, f0_method, transpose_semitones. Whether the model takes pitch (f0) is read from --model and kept
+with them (f0_method is refused for a model without pitch input). The pitch range (Hz, for pitch_shift "auto") is
+measured from --sample unless --pitch-range gives it.
 
 Local D1/R2 (the ones \`npm run dev\` uses) by default; --remote acts on the deployed ones through wrangler.`;
 
@@ -233,6 +234,7 @@ async function voiceFields(
 		throw new UsageError("--model and --index are for rvc voices: add --engine rvc");
 	}
 	let modelRate: number | null = null;
+	let modelF0: boolean | null = null;
 	if (options.model) {
 		const { bytes, inspection } = await inspectModel(
 			options.model,
@@ -242,6 +244,7 @@ async function voiceFields(
 		);
 		artifacts.push({ name: "synthesizer", bytes, sha256: sha256(bytes) });
 		modelRate = typeof inspection.sample_rate === "number" ? inspection.sample_rate : null;
+		modelF0 = inspection.f0 === 1 ? true : inspection.f0 === 0 ? false : null;
 	}
 	if (options.index) {
 		const { bytes } = await inspectModel(
@@ -253,18 +256,31 @@ async function voiceFields(
 		artifacts.push({ name: "index", bytes, sha256: sha256(bytes) });
 	}
 	if (engine === "rvc") {
-		const params = fields.params ?? current?.params ?? {};
+		if (fields.params !== undefined && "f0" in fields.params) {
+			throw new UsageError("--params cannot set f0: whether the model takes pitch is read from --model");
+		}
+		let params = fields.params ?? current?.params ?? {};
 		checkRvcParams(params);
 		if (modelRate !== null && params.sample_rate !== undefined && params.sample_rate !== modelRate) {
 			throw new UsageError(`--params sample_rate ${params.sample_rate} disagrees with the model's ${modelRate} Hz`);
 		}
 		// The model knows its rate (a checkpoint records it, an ONNX synthesizer shows it when run).
-		if (params.sample_rate === undefined && modelRate !== null) fields.params = { ...params, sample_rate: modelRate };
+		if (params.sample_rate === undefined && modelRate !== null) params = { ...params, sample_rate: modelRate };
 		else if (params.sample_rate === undefined) {
 			throw new UsageError(
 				"--params must give the synthesizer's sample_rate for an rvc voice, e.g. '{\"sample_rate\": 40000}'",
 			);
 		}
+		// Whether the model takes pitch, as validation records it for account voices: the API refuses f0_method
+		// for a voice without (voice-capabilities.ts). New --params keep what the current model recorded.
+		const f0 = modelF0 ?? (options.model === undefined ? current?.params.f0 : undefined);
+		if (typeof f0 === "boolean") params = { ...params, f0 };
+		if (f0 === false && params.f0_method !== undefined) {
+			throw new UsageError(
+				"--params f0_method does not apply: the model has no pitch input (f0 = 0), so it tracks no pitch",
+			);
+		}
+		if (params !== (fields.params ?? current?.params)) fields.params = params;
 		const names = new Set([...(current?.artifacts ?? []), ...artifacts].map((artifact) => artifact.name));
 		if (!names.has("synthesizer")) throw new UsageError("an rvc voice needs its model: --model FILE.pth or FILE.onnx");
 	}

@@ -33,7 +33,8 @@ async function rvcProblem(
 				? null
 				: `rvc voices cannot shift formants (the voice model fixes the timbre); only 0 is accepted`;
 		case "f0_method":
-			// Known for account voices (validation reads the model); an admin voice's model is not read here.
+			// Read from the model: by validation for account voices, by the admin tool for service voices (those
+			// it created before it recorded f0 have none, and are not refused here).
 			if (voice.engineParams.f0 === false) {
 				return `voice "${voice.name}" has a model without pitch input (f0 = 0): it tracks no pitch, so f0_method does not apply`;
 			}

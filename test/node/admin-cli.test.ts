@@ -249,10 +249,48 @@ describe("admin CLI", () => {
 		);
 		expect(listed).toMatchObject({
 			engine: "rvc",
-			engine_params: { sample_rate: 48_000 },
+			engine_params: { sample_rate: 48_000, f0: true },
 			pitch_range_hz: { low: 165, high: 330 },
 			artifacts: [{ name: "synthesizer" }, { name: "index" }],
 		});
+	});
+
+	it("records whether the model takes pitch, so the API can refuse f0_method for a model without", async () => {
+		const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
+		const engineParams = async (name: string) =>
+			((await admin("voice", "list")) as Record<string, unknown>[]).find((v) => v.name === name)?.engine_params;
+		await admin(
+			"voice",
+			"create",
+			"--name",
+			"No pitch",
+			"--engine",
+			"rvc",
+			"--model",
+			path.join(fixtures, "v2-nono-40k.pth"),
+		);
+		expect(await engineParams("No pitch")).toEqual({ sample_rate: 40_000, f0: false });
+
+		// New defaults (they replace the old) keep what the model recorded; f0 is the model's to say, and f0_method needs pitch.
+		await admin("voice", "update", "--name", "No pitch", "--params", '{"sample_rate":40000,"rms_mix_rate":0.5}');
+		expect(await engineParams("No pitch")).toEqual({ rms_mix_rate: 0.5, sample_rate: 40_000, f0: false });
+		await expect(
+			admin("voice", "update", "--name", "No pitch", "--params", '{"sample_rate":40000,"f0_method":"yin"}'),
+		).rejects.toThrow(/f0_method does not apply: the model has no pitch input/);
+		await expect(
+			admin("voice", "update", "--name", "No pitch", "--params", '{"sample_rate":40000,"f0":true}'),
+		).rejects.toThrow(/--params cannot set f0/);
+		expect(await engineParams("No pitch")).toEqual({ rms_mix_rate: 0.5, sample_rate: 40_000, f0: false });
+
+		// A new model with pitch input replaces the record, and then f0_method applies.
+		await admin("voice", "update", "--name", "No pitch", "--model", path.join(fixtures, "v2-f0-40k.pth"));
+		expect(await engineParams("No pitch")).toEqual({ rms_mix_rate: 0.5, sample_rate: 40_000, f0: true });
+		await admin("voice", "update", "--name", "No pitch", "--params", '{"sample_rate":40000,"f0_method":"yin"}');
+		expect(await engineParams("No pitch")).toEqual({ f0_method: "yin", sample_rate: 40_000, f0: true });
+		// ... and a model without it is refused while the defaults name an f0_method.
+		await expect(
+			admin("voice", "update", "--name", "No pitch", "--model", path.join(fixtures, "v2-nono-40k.pth")),
+		).rejects.toThrow(/f0_method does not apply/);
 	});
 
 	it("refuses rvc voice files and params it cannot use, and writes nothing", async () => {

@@ -128,7 +128,7 @@ describe("voice_settings on POST /api/v1/voice-conversions", () => {
 		expect(await refused(rvcWithoutIndex, { voice_settings: { f0_method: "rmvpe" } })).toEqual([
 			{ field: "voice_settings.f0_method", message: expect.stringMatching(/no RMVPE base model; use f0_method yin/) },
 		]);
-		// A model without pitch input (an account voice's validation found f0 = 0) tracks no pitch at all.
+		// A model without pitch input (f0 = 0, as validation or the admin tool read it) tracks no pitch at all.
 		const noPitch = await insertVoice({
 			name: "No pitch",
 			engine: "rvc",
