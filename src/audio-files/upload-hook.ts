@@ -1,8 +1,9 @@
 /**
  * What a signed PUT of an audio file does around the bytes. Before: refuse a second upload, an upload to a deleted
  * file or to one whose upload was refused, or one through an address that `regenerate-upload-url` has replaced, before
- * a byte is stored. After: mark the file uploaded (guarded, so two racing uploads cannot both win) and send
- * `audio-uploaded`, which starts preprocessing. Refused for its size: record the refusal on the file as its
+ * a byte is stored. After: the bytes are in an object of their own (`stagedUploadKey`); make it the file's object and
+ * mark the file uploaded (guarded, so of two racing uploads exactly one wins, and the other's object is deleted), and
+ * send `audio-uploaded`, which starts preprocessing. Refused for its size: record the refusal on the file as its
  * preprocessing outcome, so the conversions waiting on it fail at once with that reason.
  */
 import { and, eq, isNull } from "drizzle-orm";
@@ -10,7 +11,7 @@ import { database } from "../db/client.ts";
 import { audioFiles } from "../db/schema.ts";
 import { ApiError, conflict, forbidden } from "../http/errors.ts";
 import type { StorageGrant } from "../storage/signed-url.ts";
-import { audioFileIdFromKey } from "./limits.ts";
+import { audioFileIdFromKey, audioFileObjectKey } from "./limits.ts";
 import { notifyPreprocessingListeners, outcomeOf } from "./preprocessing-listeners.ts";
 import { sendAudioUploaded } from "./send-audio-uploaded.ts";
 
@@ -31,10 +32,12 @@ const refusedFile = (reason: string | null) =>
 		`This audio file's upload was refused (${reason ?? "see the audio file"}); register a new audio file to upload other audio.`,
 	);
 
+/** The file a signed upload key names (its key at registration; once uploaded, its object is another key). */
 async function rowForKey(env: Env, key: string) {
 	const id = audioFileIdFromKey(key);
 	if (!id) return undefined;
-	return database(env).query.audioFiles.findFirst({ where: and(eq(audioFiles.id, id), eq(audioFiles.objectKey, key)) });
+	const row = await database(env).query.audioFiles.findFirst({ where: eq(audioFiles.id, id) });
+	return row && audioFileObjectKey(row.accountId, row.id) === key ? row : undefined;
 }
 
 export async function beforeAudioUpload(env: Env, grant: StorageGrant): Promise<void> {
@@ -87,6 +90,7 @@ export async function afterAudioUpload(
 	const [marked] = await database(env)
 		.update(audioFiles)
 		.set({
+			objectKey: object.key,
 			uploadStatus: "uploaded",
 			uploadedAt: now.toISOString(),
 			sizeBytes: object.size,
@@ -104,14 +108,12 @@ export async function afterAudioUpload(
 		)
 		.returning({ id: audioFiles.id });
 	if (!marked) {
+		// Not the file's: these bytes go, whatever kept them out.
+		await env.BUCKET.delete(object.key);
 		const row = await rowForKey(env, key);
-		if (row?.deletedAt) {
-			// Deleted while the bytes were streaming in: do not keep them.
-			await env.BUCKET.delete(key);
-			throw deletedFile();
-		}
-		// Regenerated while these bytes streamed in. They are left in place: the newest address may be writing the
-		// same key right now, and its upload replaces them.
+		// Deleted while the bytes were streaming in.
+		if (row?.deletedAt) throw deletedFile();
+		// Regenerated while these bytes streamed in: the newest address uploads.
 		if (row?.uploadStatus === "awaiting_upload") throw supersededAddress();
 		// Another upload to the same address finished first; its bytes are the file's.
 		throw alreadyUploaded();

@@ -3,6 +3,12 @@
  * stored (`beforePut`, e.g. a second upload of the same audio file, or one through a superseded address),
  * reacts once the object is in R2 (`afterPut`, e.g. mark the file uploaded and start preprocessing), and hears of
  * a body refused for its size (`tooLarge`, e.g. fail the audio file). Keys under no prefix here have no hook.
+ *
+ * With an `afterPut`, each PUT streams into an object of its own (`stagedUploadKey` in `staged-uploads.ts`: the
+ * signed key and a suffix per request), and `afterPut` makes it the file's object in one guarded database update,
+ * or deletes it when the upload is refused. Two uploads through one address (racing, or one aborted beside one that
+ * finished) then never overwrite or delete each other's bytes: the one the database took is the file's, whichever
+ * finished last.
  */
 import { AUDIO_FILE_KEY_PREFIX } from "../audio-files/limits.ts";
 import { afterAudioUpload, beforeAudioUpload, refuseOversizedAudio } from "../audio-files/upload-hook.ts";
@@ -18,6 +24,10 @@ import type { StorageGrant } from "./signed-url.ts";
 export interface UploadHook {
 	prefix: string;
 	beforePut?(env: Env, grant: StorageGrant): Promise<void>;
+	/**
+	 * The body is stored, as `object` (under `stagedUploadKey(grant.key)`): make it the file's, or delete it and
+	 * throw the refusal. Once it is the file's, it must not be deleted whatever fails after.
+	 */
 	afterPut?(env: Env, grant: StorageGrant, object: R2Object): Promise<void>;
 	tooLarge?(env: Env, grant: StorageGrant, declaredBytes: number): Promise<void>;
 	/**

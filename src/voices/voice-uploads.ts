@@ -17,6 +17,7 @@ import { ApiError, conflict, forbidden } from "../http/errors.ts";
 import { storeWithLength } from "../http/request-body.ts";
 import { ok } from "../http/respond.ts";
 import { type StorageGrant, signStorageUrl } from "../storage/signed-url.ts";
+import { deleteObjectsUnder } from "../storage/staged-uploads.ts";
 import type { VoiceFileRow } from "./voice-store.ts";
 import { startValidation } from "./voice-validation.ts";
 
@@ -182,19 +183,20 @@ const unrecognised = (role: VoiceFileRole) =>
 	);
 
 /**
- * Checks the stored object's first bytes against the role and marks the file uploaded; the object goes if wrong.
- * With `generation` (a single PUT), only while that is still the file's generation.
+ * Checks the stored object's first bytes against the role and marks the file uploaded, with `object` as its bytes;
+ * the object goes if wrong. With `generation` (a single PUT, whose object is its own: `stagedUploadKey`), only while
+ * that is still the file's generation, and the object goes if another upload was taken first.
  */
 async function acceptStoredFile(env: Env, file: VoiceFileRow, object: R2Object, generation?: number): Promise<void> {
-	const head = await env.BUCKET.get(file.objectKey, { range: { offset: 0, length: VOICE_FILE_HEAD_BYTES } });
+	const head = await env.BUCKET.get(object.key, { range: { offset: 0, length: VOICE_FILE_HEAD_BYTES } });
 	const bytes = head ? new Uint8Array(await head.arrayBuffer()) : new Uint8Array(0);
 	const kind = voiceFileKindFor(file.role, bytes);
 	if (!kind) {
-		await env.BUCKET.delete(file.objectKey);
+		await env.BUCKET.delete(object.key);
 		throw unrecognised(file.role);
 	}
 	if (object.size > VOICE_LIMITS.maxBytes[file.role]) {
-		await env.BUCKET.delete(file.objectKey);
+		await env.BUCKET.delete(object.key);
 		throw new ApiError(
 			413,
 			"payload_too_large",
@@ -204,7 +206,7 @@ async function acceptStoredFile(env: Env, file: VoiceFileRow, object: R2Object, 
 	const now = nowIso();
 	const marked = await database(env)
 		.update(voiceFiles)
-		.set({ uploadStatus: "uploaded", kind, sizeBytes: object.size, uploadedAt: now })
+		.set({ objectKey: object.key, uploadStatus: "uploaded", kind, sizeBytes: object.size, uploadedAt: now })
 		.where(
 			and(
 				eq(voiceFiles.voiceId, file.voiceId),
@@ -215,8 +217,8 @@ async function acceptStoredFile(env: Env, file: VoiceFileRow, object: R2Object, 
 		)
 		.returning({ role: voiceFiles.role });
 	if (marked.length === 0) {
-		// Regenerated while these bytes streamed in. They are left in place: the newest address may be writing the
-		// same key right now, and its upload replaces them.
+		// A single PUT's own object, not taken: regenerated while these bytes streamed in, or another upload won.
+		if (object.key !== file.objectKey) await env.BUCKET.delete(object.key);
 		const current = await fileFor(env, file.voiceId, file.role);
 		if (generation !== undefined && current.uploadGeneration !== generation) throw supersededAddress();
 		throw conflict("already_uploaded", `The ${file.role} file of this voice is already uploaded`);
@@ -245,9 +247,16 @@ export async function beforeVoiceFileUpload(env: Env, grant: StorageGrant): Prom
 
 export async function afterVoiceFileUpload(env: Env, grant: StorageGrant, object: R2Object): Promise<void> {
 	const key = parseKey(grant.key, VOICE_FILE_KEY_PREFIX, false);
-	if (!key) return;
-	const file = await fileFor(env, key.voiceId, key.role);
-	requireCurrentAddress(file, grant);
+	let file: VoiceFileRow;
+	try {
+		if (!key) throw new ApiError(404, "not_found", "No voice file is registered for this upload address");
+		file = await fileFor(env, key.voiceId, key.role);
+		requireCurrentAddress(file, grant);
+	} catch (error) {
+		// Deleted, uploaded by another request, or regenerated while these bytes streamed in: they are not the file's.
+		await env.BUCKET.delete(object.key);
+		throw error;
+	}
 	await acceptStoredFile(env, file, object, file.uploadGeneration);
 }
 
@@ -319,7 +328,10 @@ function partsProblem(parts: { partNumber: number; sizeBytes: number }[], partSi
 	return null;
 }
 
-/** Removes every stored file of a voice (and abandons unfinished multipart uploads). */
+/**
+ * Removes every stored file of a voice (and abandons unfinished multipart uploads), with any upload the database
+ * never took (`deleteObjectsUnder`).
+ */
 export async function removeVoiceObjects(env: Env, files: readonly VoiceFileRow[]): Promise<void> {
 	for (const file of files) {
 		if (file.multipartUploadId && file.uploadStatus === "awaiting_upload") {
@@ -329,4 +341,7 @@ export async function removeVoiceObjects(env: Env, files: readonly VoiceFileRow[
 		}
 	}
 	await env.BUCKET.delete(files.map((file) => file.objectKey));
+	for (const voiceId of new Set(files.map((file) => file.voiceId))) {
+		await deleteObjectsUnder(env, `${VOICE_FILE_KEY_PREFIX}${voiceId}/`);
+	}
 }

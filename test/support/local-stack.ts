@@ -38,6 +38,7 @@ interface StackEnv {
 			options?: { httpMetadata?: { contentType?: string } },
 		): Promise<unknown>;
 		head(key: string): Promise<{ size: number; etag: string } | null>;
+		list(options: { prefix: string }): Promise<{ objects: { key: string }[] }>;
 		delete(key: string): Promise<void>;
 	};
 	WEBHOOK_EVENTS_QUEUE: {

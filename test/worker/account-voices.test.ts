@@ -8,8 +8,9 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { LeaseResponse, type VoiceValidationLease } from "../../src/contracts/runner.ts";
 import type { VoiceUpload } from "../../src/contracts/voices.ts";
 import { runSafetyNet } from "../../src/cron/safety-net.ts";
+import { heldBody } from "./audio-files-helpers.ts";
 import { deliverJobs, insertAudioFile, insertVoice, json, resetBroker, runner, user } from "./conversion-fixtures.ts";
-import { call } from "./helpers.ts";
+import { call, keysUnder } from "./helpers.ts";
 
 beforeEach(async () => {
 	await resetBroker();
@@ -259,6 +260,33 @@ describe("account voices", () => {
 		expect((await json<Problem>(response)).message).toContain(message);
 	});
 
+	it("keeps the upload it took when two go through one file's address at once, and nothing of the other", async () => {
+		const alice = await user();
+		const slow = MODEL.subarray(0, 3000);
+		const response = await createVoice(alice, { files: declare({ model: slow }) });
+		const voice = (await json<{ data: Voice }>(response)).data;
+		const address = (voice.uploads.model as VoiceUpload & { method: "PUT" }).upload_url;
+		const held = heldBody(slow, 1000);
+		const slowResponse = call(address, {
+			method: "PUT",
+			headers: { "Content-Length": String(slow.byteLength) },
+			body: held.stream,
+		});
+		await held.started;
+		const fast = MODEL.subarray(0, 2000);
+		expect((await upload(alice, voice.uploads.model as VoiceUpload, fast)).status).toBe(200);
+		held.release();
+		expect((await slowResponse).status).toBe(409);
+		const keys = await keysUnder(`account-voices/${voice.id}/`);
+		expect(keys).toHaveLength(1);
+		const stored = await env.BUCKET.get(keys[0] as string);
+		expect(new Uint8Array(await (stored as R2ObjectBody).arrayBuffer())).toEqual(fast);
+		const row = await env.DB.prepare("SELECT object_key, size_bytes FROM voice_files WHERE voice_id = ?")
+			.bind(voice.id)
+			.first();
+		expect(row).toEqual({ object_key: keys[0], size_bytes: fast.byteLength });
+	});
+
 	it("refuses wrong bytes at upload with 415, keeping nothing, and takes the right file after", async () => {
 		const alice = await user();
 		const text = new TextEncoder().encode("this is not a model at all, just some text in a file named model.pth");
@@ -277,7 +305,7 @@ describe("account voices", () => {
 				"The model file is not an RVC checkpoint (.pth) or an RVC synthesizer exported to ONNX",
 			),
 		});
-		expect(await env.BUCKET.head(`account-voices/${voice.id}/model`)).toBeNull();
+		expect(await keysUnder(`account-voices/${voice.id}/`)).toEqual([]);
 		// A PNG sent as the model is refused too: the role decides what is accepted.
 		expect((await upload(alice, voice.uploads.model as VoiceUpload, PNG)).status).toBe(415);
 		// Fresh addresses for what is still missing (the first ones last 30 minutes).
@@ -424,15 +452,14 @@ describe("account voices", () => {
 		expect((await alice.create({ audio_file_id: file.id, voice_model_id: voice.id })).status).toBe(404);
 		// Still running: the files stay for it, even through the safety net.
 		await runSafetyNet(env);
-		expect(await env.BUCKET.head(`account-voices/${voice.id}/model`)).not.toBeNull();
+		expect(await keysUnder(`account-voices/${voice.id}/model`)).toHaveLength(1);
 		expect((await call(lease.voice.artifacts[0]?.url ?? "")).status).toBe(200);
 
 		expect((await worker.finish(lease)).status).toBe(200);
 		expect((await alice.get(conversion.id)).status).toBe("completed");
 		const report = await runSafetyNet(env);
 		expect(report.voiceFilesRemoved).toBe(1);
-		expect(await env.BUCKET.head(`account-voices/${voice.id}/model`)).toBeNull();
-		expect(await env.BUCKET.head(`account-voices/${voice.id}/index`)).toBeNull();
+		expect(await keysUnder(`account-voices/${voice.id}/`)).toEqual([]);
 	});
 
 	it("gives validations only to runners that ask for them, and fails the voice when its job cannot run", async () => {

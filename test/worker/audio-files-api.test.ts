@@ -195,7 +195,7 @@ describe("DELETE /api/v1/audio-files/{id}", () => {
 		const response = await upload(file, wav);
 		expect(response.status).toBe(410);
 		expect(await response.json()).toMatchObject({ code: "audio_file_deleted" });
-		expect(await env.BUCKET.head(objectKeyOf(client.accountId, file.id))).toBeNull();
+		expect(await storedObject(client.accountId, file.id)).toBeNull();
 	});
 });
 

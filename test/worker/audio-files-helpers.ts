@@ -2,7 +2,7 @@
 import { env, exports } from "cloudflare:workers";
 import { expect } from "vitest";
 import type { AudioFile } from "../../src/contracts/audio-files.ts";
-import { runSql } from "./helpers.ts";
+import { keysUnder, runSql } from "./helpers.ts";
 
 export type Api = (path: string, init?: RequestInit) => Promise<Response>;
 
@@ -23,6 +23,43 @@ export async function registerFile(api: Api, fileName: string, mimeType: string)
 /** PUT to a signed address through the Worker, as a client would (no bearer token). */
 export function put(url: string, body: BodyInit | null, headers: Record<string, string>): Promise<Response> {
 	return exports.default.fetch(new Request(url, { method: "PUT", body, headers }));
+}
+
+/**
+ * A slow client's body: `bytes` up to `at` at once, the rest when `release` is called (or the stream fails with
+ * `abort`, as when the client goes away). `started` settles once the first bytes were taken (the upload was let in).
+ */
+export function heldBody(bytes: Uint8Array, at: number) {
+	let release = () => {};
+	let abort = (_reason: Error) => {};
+	const gate = new Promise<void>((resolve, reject) => {
+		release = resolve;
+		abort = reject;
+	});
+	let taken = () => {};
+	const started = new Promise<void>((resolve) => {
+		taken = resolve;
+	});
+	let first = true;
+	const stream = new ReadableStream<Uint8Array>({
+		async pull(controller) {
+			if (first) {
+				first = false;
+				controller.enqueue(bytes.slice(0, at));
+				taken();
+				return;
+			}
+			try {
+				await gate;
+			} catch (error) {
+				controller.error(error);
+				return;
+			}
+			controller.enqueue(bytes.slice(at));
+			controller.close();
+		},
+	});
+	return { stream, started, release: () => release(), abort: (reason: Error) => abort(reason) };
 }
 
 export const upload = (file: AudioFile, bytes: Uint8Array, contentType = file.mime_type) =>
@@ -47,8 +84,14 @@ export async function waitForPreprocessing(api: Api, id: string, timeoutMs = 15_
 
 export const objectKeyOf = (accountId: string, fileId: string) => `audio-files/${accountId}/${fileId}`;
 
+/**
+ * The one object kept for the file (an upload's bytes are under its signed key and a suffix of their own), or null;
+ * more than one is an error: a refused or lost upload must not leave its bytes behind.
+ */
 export async function storedObject(accountId: string, fileId: string) {
-	return env.BUCKET.head(objectKeyOf(accountId, fileId));
+	const keys = await keysUnder(objectKeyOf(accountId, fileId));
+	if (keys.length > 1) throw new Error(`${keys.length} objects kept for audio file ${fileId}: ${keys.join(", ")}`);
+	return keys[0] === undefined ? null : env.BUCKET.get(keys[0]);
 }
 
 /** A voice and a conversion of `fileId` in `status`, written directly (the conversion API is another issue's). */

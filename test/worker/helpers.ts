@@ -61,3 +61,15 @@ export async function signedInClient(kind: "api" | "runner" = "api") {
 }
 
 export { BASE_SCOPE, RUNNER_SCOPE };
+
+/** Keys of every object in the bucket under `prefix`: an upload keeps its bytes under the signed key and a suffix. */
+export async function keysUnder(prefix: string): Promise<string[]> {
+	const keys: string[] = [];
+	let cursor: string | undefined;
+	do {
+		const page = await env.BUCKET.list({ prefix, ...(cursor ? { cursor } : {}) });
+		keys.push(...page.objects.map((object) => object.key));
+		cursor = page.truncated ? page.cursor : undefined;
+	} while (cursor);
+	return keys;
+}

@@ -1,9 +1,11 @@
 import { deleteAudioFile } from "../../audio-files/audio-file-store.ts";
+import { audioFileObjectKey } from "../../audio-files/limits.ts";
 import { DeletedAudioFile } from "../../contracts/audio-files.ts";
 import { envelope, IdParams } from "../../contracts/common.ts";
 import { conflict, notFound } from "../../http/errors.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
+import { deleteObjectsUnder } from "../../storage/staged-uploads.ts";
 
 export const deleteAudioFileRoute = defineRoute({
 	method: "DELETE",
@@ -26,7 +28,8 @@ export const deleteAudioFileRoute = defineRoute({
 				"This audio file is used by a voice conversion that has not finished; delete it once the conversion is completed or failed",
 			);
 		}
-		await env.BUCKET.delete(result.deleted.objectKey);
+		// The file's object, and any upload the database never took (upload-hooks.ts).
+		await deleteObjectsUnder(env, audioFileObjectKey(auth.accountId, result.deleted.id));
 		return ok({ id: result.deleted.id, deleted: true });
 	},
 });

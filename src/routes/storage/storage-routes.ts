@@ -8,6 +8,7 @@ import { ApiError } from "../../http/errors.ts";
 import { declaredLength, mediaType, storeWithLength } from "../../http/request-body.ts";
 import { defineRoute } from "../../http/route.ts";
 import { STORAGE_PATH_PREFIX, type StorageGrant, verifyStorageUrl } from "../../storage/signed-url.ts";
+import { stagedUploadKey } from "../../storage/staged-uploads.ts";
 import { type UploadHook, uploadHookFor } from "../../storage/upload-hooks.ts";
 
 const StorageParams = z.object({ key: z.string().min(1) });
@@ -115,11 +116,13 @@ async function upload(request: Request, env: Env, url: URL): Promise<Response> {
 	await hook?.beforePut?.(env, grant);
 	if (hook?.store) return hook.store(env, grant, request, length);
 
+	// A hooked upload goes into an object of its own, which its hook makes the file's (upload-hooks.ts).
+	const key = hook?.afterPut ? stagedUploadKey(grant.key) : grant.key;
 	const stored = await storeWithLength(request, length, (body) =>
-		env.BUCKET.put(grant.key, body, { httpMetadata: { contentType: grant.contentType } }),
+		env.BUCKET.put(key, body, { httpMetadata: { contentType: grant.contentType } }),
 	);
 	if (!stored.ok || !stored.value) {
-		await env.BUCKET.delete(grant.key);
+		await env.BUCKET.delete(key);
 		throw new ApiError(
 			400,
 			"upload_incomplete",
