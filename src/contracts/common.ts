@@ -2,10 +2,11 @@
 import { z } from "zod";
 import { API_ERROR_CODES } from "./errors.ts";
 
-export const Id = z.uuid();
+/** A UUID, in lower case: one given in upper or mixed case (UUIDs are case-insensitive) names the same resource. */
+export const Id = z.uuid().toLowerCase();
 export const Timestamp = z.iso.datetime();
 
-export const IdParams = z.object({ id: z.uuid() });
+export const IdParams = z.object({ id: Id });
 
 export const ErrorBody = z.object({
 	success: z.literal(false),

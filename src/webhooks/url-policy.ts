@@ -57,6 +57,8 @@ export function checkWebhookUrl(raw: string, options: UrlPolicyOptions = {}): Ur
 	}
 	if (url.protocol !== "https:") return fail("must use https://");
 	if (host === "") return fail("must name a host");
+	// The parser keeps an explicit port 0 (it drops only the scheme's default): nothing can be reached on it.
+	if (url.port === "0") return fail("must be publicly reachable: port 0 cannot be connected to");
 
 	if (host.startsWith("[")) {
 		const groups = parseIpv6(host.slice(1, -1));

@@ -161,6 +161,24 @@ describe("POST /api/v1/voice-conversions", () => {
 	});
 });
 
+describe("ids in upper case", () => {
+	it("name the same resources as in lower case, in paths and in bodies", async () => {
+		const alice = await user();
+		const file = await insertAudioFile(alice.accountId, "pending");
+		const voiceId = await insertVoice();
+		const created = await alice.convert({
+			audio_file_id: file.id.toUpperCase(),
+			voice_model_id: voiceId.toUpperCase(),
+		});
+		expect(created).toMatchObject({ audio_file_id: file.id, voice_model_id: voiceId });
+		const got = await alice.api(`/api/v1/voice-conversions/${created.id.toUpperCase()}`);
+		expect(got.status).toBe(200);
+		expect((await json<{ data: { id: string } }>(got)).data.id).toBe(created.id);
+		expect((await alice.api(`/api/v1/audio-files/${file.id.toUpperCase()}`)).status).toBe(200);
+		expect((await alice.api(`/api/v1/voices/${voiceId.toUpperCase()}`)).status).toBe(200);
+	});
+});
+
 describe("GET /api/v1/voice-conversions/{id} and the list", () => {
 	it("hides another account's conversion behind a 404", async () => {
 		const alice = await user();

@@ -96,6 +96,9 @@ describe("webhook URL policy", () => {
 		["https://router.home.arpa/hook", /internal/],
 		["https://intranet/hook", /single-label/],
 		["https://metadata/hook", /single-label/],
+		// a port nothing listens on
+		["https://example.com:0/hook", /port 0/],
+		["https://93.184.216.34:00/hook", /port 0/],
 	])("rejects %s", (url, reason) => {
 		expect(rejected(url)).toMatch(reason);
 	});
