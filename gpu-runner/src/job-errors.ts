@@ -22,6 +22,11 @@ export function corruptedSource(message: string, cause?: unknown): PermanentJobE
 	return new PermanentJobError("corrupted_source", `corrupted source audio: ${message}`, { cause });
 }
 
+/** The output WAV would be larger than the output address takes (`MAX_OUTPUT_BYTES`): no attempt could upload it. */
+export function outputTooLarge(message: string): PermanentJobError {
+	return new PermanentJobError("output_too_large", `output too large: ${message}`);
+}
+
 export function unsupportedFormat(message: string): PermanentJobError {
 	return new PermanentJobError("unsupported_format", `unsupported format: ${message}`);
 }

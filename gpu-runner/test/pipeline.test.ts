@@ -57,7 +57,13 @@ afterAll(async () => {
 
 async function convert(
 	source: Uint8Array,
-	options: { engine?: Engine; previewSeconds?: number; sourceSeconds?: number; semitones?: number } = {},
+	options: {
+		engine?: Engine;
+		previewSeconds?: number;
+		sourceSeconds?: number;
+		semitones?: number;
+		maxOutputBytes?: number;
+	} = {},
 ) {
 	const job: FakeJob = {
 		conversionId: randomUUID(),
@@ -76,6 +82,7 @@ async function convert(
 		semitones: options.semitones ?? 0,
 		previewSeconds: options.previewSeconds,
 		...(options.sourceSeconds !== undefined ? { sourceSeconds: options.sourceSeconds } : {}),
+		...(options.maxOutputBytes !== undefined ? { maxOutputBytes: options.maxOutputBytes } : {}),
 		artifactPaths: new Map(),
 		workDir: dir,
 		signal: new AbortController().signal,
@@ -180,6 +187,27 @@ describe("conversion pipeline", () => {
 		} finally {
 			server.close();
 		}
+	});
+
+	it("fails the job for good, before converting, when the output WAV would be larger than its address takes", async () => {
+		const source = makeWav([sine(440, 2, 16_000)], 16_000, { kind: "pcm", bits: 16 });
+		const engine = new MonoSixteenKilohertzEngine();
+		let converted = false;
+		engine.convert = async function* (input: AsyncIterable<AudioBlock>) {
+			converted = true;
+			yield* input;
+		};
+		// 2 s of 16 kHz mono is 64 044 bytes as a WAV: the stated length decides before any conversion.
+		const refused = convert(source, { engine, sourceSeconds: 2, maxOutputBytes: 64_043 });
+		await expect(refused).rejects.toMatchObject({ name: "PermanentJobError", reason: "output_too_large" });
+		await expect(refused).rejects.toThrow(/64044 bytes or more \(at most 64043\)/);
+		expect(converted).toBe(false);
+		// Without a stated length, as soon as the output would pass it; exactly at the limit it is made.
+		await expect(convert(source, { engine, maxOutputBytes: 64_043 })).rejects.toMatchObject({
+			reason: "output_too_large",
+		});
+		const made = await convert(source, { engine, sourceSeconds: 2, maxOutputBytes: 64_044 });
+		expect(made.result.sizeBytes).toBe(64_044);
 	});
 
 	it("fails the job permanently before uploading anything when the source is corrupt", async () => {

@@ -219,7 +219,20 @@ export type CompleteRequest = z.infer<typeof CompleteRequest>;
  * Why a job failed. `permanent` failures fail the conversion at once; `transient` ones put the job back
  * (until the maximum attempts). The reason picks the client-facing `error_message`.
  */
-export const FAILURE_REASONS = ["corrupted_source", "unsupported_format", "too_large", "internal"] as const;
+export const FAILURE_REASONS = [
+	"corrupted_source",
+	"unsupported_format",
+	"too_large",
+	"output_too_large",
+	"internal",
+] as const;
+
+/**
+ * The largest output WAV a conversion may have (the output PUT refuses more): 2 GiB, so that readers taking the
+ * RIFF sizes as signed 32-bit numbers read it too. A runner refuses a job whose output would be larger before
+ * converting (`output_too_large`): 16-bit PCM at the output's rate and channels, about 3 h 22 min of 44.1 kHz stereo.
+ */
+export const MAX_OUTPUT_BYTES = 2 * 1024 ** 3;
 export const FailRequest = z.object({
 	kind: z.enum(["transient", "permanent"]),
 	reason: z.enum(FAILURE_REASONS),

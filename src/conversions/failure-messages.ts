@@ -1,10 +1,11 @@
 /**
  * Why a conversion failed, in words a client understands (spec section 7: corrupted source audio, unsupported
- * format, file over 100 MB, internal error). Runner and operator details are logged, never shown verbatim:
- * every `error_message` a client sees comes from this table.
+ * format, file over 100 MB, internal error; and, added, an output too large for one WAV). Runner and operator
+ * details are logged, never shown verbatim: every `error_message` a client sees comes from this table.
  */
 import type { PreprocessingErrorCode } from "../audio-files/probe/probe-failure.ts";
 import { MAX_ATTEMPTS } from "../contracts/broker.ts";
+import { MAX_OUTPUT_BYTES } from "../contracts/runner.ts";
 
 export const FAILURE_MESSAGES = {
 	corrupted_source:
@@ -12,6 +13,7 @@ export const FAILURE_MESSAGES = {
 	unsupported_format: "The source audio format is not supported. Accepted formats are WAV, MP3 and FLAC.",
 	too_large:
 		"The source audio file is over 100 MB. Files must be under 100 MB; upload a smaller file and create a new conversion.",
+	output_too_large: `The converted audio would be over ${MAX_OUTPUT_BYTES} bytes (2 GiB) as a WAV, the most one output can hold: about 3 hours 22 minutes of 44.1 kHz stereo. Split the recording into shorter files and create a conversion for each.`,
 	empty_file: "The source audio file is empty. Upload a file that contains audio and create a new conversion.",
 	source_missing:
 		"The uploaded source audio could not be found in storage. Register and upload the file again, then create a new conversion.",

@@ -1,7 +1,7 @@
 /** Where converted audio goes in R2, and how big it may be. */
 
 /** A WAV of 100 MB of compressed source can be large (about 10 minutes of 48 kHz stereo per 100 MB of WAV). */
-export const MAX_OUTPUT_BYTES = 2 * 1024 ** 3;
+export { MAX_OUTPUT_BYTES } from "../contracts/runner.ts";
 export const OUTPUT_CONTENT_TYPE = "audio/wav";
 
 /**

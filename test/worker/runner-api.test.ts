@@ -5,7 +5,7 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { LeaseResponse } from "../../src/contracts/runner.ts";
+import { FAILURE_REASONS, LeaseResponse } from "../../src/contracts/runner.ts";
 import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
 import { failConversion } from "../../src/conversions/state-machine.ts";
 import workerEntry from "../../src/index.ts";
@@ -187,8 +187,7 @@ describe("conversion lifecycle through the runner API", () => {
 		const alice = await user();
 		const worker = await runner();
 		const voiceId = await insertVoice();
-		const reasons = ["corrupted_source", "unsupported_format", "too_large", "internal"] as const;
-		for (const reason of reasons) {
+		for (const reason of FAILURE_REASONS) {
 			const file = await insertAudioFile(alice.accountId, "ready");
 			const created = await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId });
 			await deliverJobs([created.id]);

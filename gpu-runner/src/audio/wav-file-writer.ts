@@ -10,6 +10,9 @@ import { type AudioBlock, blockFrames } from "./pcm.ts";
 const HEADER_BYTES = 44;
 const BYTES_PER_SAMPLE = 2;
 
+/** The size of the WAV this writer makes of `frames` frames of `channels` channels. */
+export const wavFileBytes = (frames: number, channels: number) => HEADER_BYTES + frames * channels * BYTES_PER_SAMPLE;
+
 export interface WavFileInfo {
 	path: string;
 	sizeBytes: number;

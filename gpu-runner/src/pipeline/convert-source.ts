@@ -7,14 +7,14 @@
 import { randomUUID } from "node:crypto";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { SOURCE_AUDIO_LIMITS, type VoiceDescriptor } from "../../../src/contracts/runner.ts";
+import { MAX_OUTPUT_BYTES, SOURCE_AUDIO_LIMITS, type VoiceDescriptor } from "../../../src/contracts/runner.ts";
 import { decodeSource } from "../audio/decode-source.ts";
 import { convertToFormat } from "../audio/format-conversion.ts";
-import { type AudioBlock, countFrames, framesFor, type PcmFormat, takeFrames } from "../audio/pcm.ts";
+import { type AudioBlock, blockFrames, countFrames, framesFor, type PcmFormat, takeFrames } from "../audio/pcm.ts";
 import { replayThen } from "../audio/replay.ts";
-import { WavFileWriter } from "../audio/wav-file-writer.ts";
+import { WavFileWriter, wavFileBytes } from "../audio/wav-file-writer.ts";
 import type { Engine } from "../engines/engine.ts";
-import { corruptedSource, unsupportedFormat } from "../job-errors.ts";
+import { corruptedSource, outputTooLarge, unsupportedFormat } from "../job-errors.ts";
 import { downloadSource, uploadWav } from "../storage/transfer.ts";
 
 /**
@@ -47,6 +47,8 @@ export interface ConversionRequest {
 	signal: AbortSignal;
 	/** Called with the seconds of source read so far (for heartbeat progress). */
 	onSourceSeconds?: (seconds: number) => void;
+	/** The largest output WAV the output address takes; default `MAX_OUTPUT_BYTES`. */
+	maxOutputBytes?: number;
 }
 
 export interface ConversionResult {
@@ -85,10 +87,15 @@ export async function convertSource(request: ConversionRequest): Promise<Convers
 
 	const input = engine.inputFormat(source, voice);
 	const output = engine.outputFormat(source, voice);
+	const statedFrames = statedSourceFrames(request, source.sampleRate);
+	// Known from the stated length before anything is converted; without one, checked as the output grows.
+	const maxOutputBytes = request.maxOutputBytes ?? MAX_OUTPUT_BYTES;
+	if (statedFrames !== undefined) {
+		refuseLargeOutput(Math.round((statedFrames * output.sampleRate) / source.sampleRate), output, maxOutputBytes);
+	}
 	const path = join(request.workDir, `output-${randomUUID()}.wav`);
 	const writer = await WavFileWriter.create(path, output.sampleRate, output.channels);
 	try {
-		const statedFrames = statedSourceFrames(request, source.sampleRate);
 		const job = {
 			voice,
 			semitones: request.semitones,
@@ -100,6 +107,7 @@ export async function convertSource(request: ConversionRequest): Promise<Convers
 			...(request.voiceSettings ? { voiceSettings: request.voiceSettings } : {}),
 		};
 		for await (const block of engine.convert(convertToFormat(counted, input), job, signal)) {
+			refuseLargeOutput(writer.frames + blockFrames(block), output, maxOutputBytes);
 			await writer.write(block);
 		}
 		if (
@@ -139,6 +147,16 @@ function statedSourceFrames(request: ConversionRequest, sampleRate: number): num
 	const stated = request.sourceSeconds;
 	if (stated === undefined || stated <= 0) return undefined;
 	return framesFor(Math.min(stated, request.previewSeconds ?? Number.POSITIVE_INFINITY), sampleRate);
+}
+
+/** An output WAV over `maxBytes` could never be uploaded: the job fails for good, with the sizes. */
+function refuseLargeOutput(frames: number, output: PcmFormat, maxBytes: number): void {
+	const bytes = wavFileBytes(frames, output.channels);
+	if (bytes <= maxBytes) return;
+	const hours = frames / output.sampleRate / 3600;
+	throw outputTooLarge(
+		`${hours.toFixed(2)} h of ${output.sampleRate} Hz, ${output.channels}-channel 16-bit WAV is ${bytes} bytes or more (at most ${maxBytes})`,
+	);
 }
 
 /** A header outside the service's limits is refused before any engine allocates for it (see `SOURCE_AUDIO_LIMITS`). */
