@@ -434,6 +434,24 @@ describe("account voices", () => {
 			code: "unsupported_voice_setting",
 			message: expect.stringContaining("voice_settings.formant_shift: rvc voices cannot shift formants"),
 		});
+		// Another of the account's voices has the name: 409, and nothing changes.
+		const other = (
+			await json<{ data: Voice }>(await createVoice(alice, { name: "Taken", files: declare({ model: PNG }) }))
+		).data;
+		const taken = await alice.api(`/api/v1/voices/${voice.id}`, {
+			method: "PATCH",
+			headers: { "Content-Type": "application/json" },
+			body: JSON.stringify({ name: other.name, tags: ["b"] }),
+		});
+		expect(taken.status).toBe(409);
+		expect(await json<Problem>(taken)).toMatchObject({
+			code: "voice_name_taken",
+			message: expect.stringContaining('You already have a voice named "Taken"'),
+		});
+		expect((await json<{ data: Voice }>(await alice.api(`/api/v1/voices/${voice.id}`))).data).toMatchObject({
+			name: "Renamed",
+			tags: ["a"],
+		});
 	});
 
 	it("deletes softly: a running conversion finishes, new ones are refused, the files go afterwards", async () => {

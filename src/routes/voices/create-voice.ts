@@ -1,6 +1,6 @@
 import { envelope } from "../../contracts/common.ts";
 import { CreatedVoice, CreateVoiceBody, VOICE_LIMITS } from "../../contracts/voices.ts";
-import { nowIso } from "../../db/client.ts";
+import { isUniqueViolation, nowIso } from "../../db/client.ts";
 import { conflict } from "../../http/errors.ts";
 import { IdempotencyHeaders } from "../../http/idempotency.ts";
 import { created } from "../../http/respond.ts";
@@ -72,7 +72,7 @@ export const createVoiceRoute = defineRoute({
 			);
 		} catch (error) {
 			await abandonParts();
-			if (/UNIQUE constraint failed/i.test(String(error))) {
+			if (isUniqueViolation(error)) {
 				throw conflict("voice_name_taken", `You already have a voice named "${body.name}"; choose another name`);
 			}
 			throw error;

@@ -1,6 +1,6 @@
 import { envelope, IdParams } from "../../contracts/common.ts";
 import { AccountVoice, UpdateVoiceBody } from "../../contracts/voices.ts";
-import { nowIso } from "../../db/client.ts";
+import { isUniqueViolation, nowIso } from "../../db/client.ts";
 import { conflict, notFound } from "../../http/errors.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
@@ -48,7 +48,7 @@ export const updateVoiceRoute = defineRoute({
 				nowIso(),
 			);
 		} catch (error) {
-			if (/UNIQUE constraint failed/i.test(String(error))) {
+			if (isUniqueViolation(error)) {
 				throw conflict("voice_name_taken", `You already have a voice named "${body.name}"; choose another name`);
 			}
 			throw error;
