@@ -278,6 +278,8 @@ export async function storeVoiceFilePart(
 	const upload = env.BUCKET.resumeMultipartUpload(file.objectKey, file.multipartUploadId);
 	const stored = await storeWithLength(request, length, (body) => upload.uploadPart(key.partNumber, body));
 	if (!stored.ok) {
+		// The voice deleted (its upload aborted) or the file completed meanwhile: that (410, 409), not a resend.
+		await fileFor(env, key.voiceId, key.role);
 		throw new ApiError(400, "upload_incomplete", "The part's body did not match its Content-Length; send it again");
 	}
 	const part = { partNumber: key.partNumber, etag: stored.value.etag, sizeBytes: length };
@@ -314,7 +316,43 @@ export async function completeVoiceFileParts(env: Env, voiceId: string, role: Vo
 	} catch (error) {
 		throw new ApiError(400, "invalid_parts", `The parts do not make a complete file: ${(error as Error).message}`);
 	}
-	await acceptStoredFile(env, file, object);
+	try {
+		await acceptStoredFile(env, file, object);
+	} catch (error) {
+		// Refused for its bytes (415) or its size (413): completing used the multipart upload up, so a new one takes
+		// the file's parts, sent again to the same addresses.
+		if (error instanceof ApiError && (error.status === 415 || error.status === 413)) {
+			await restartParts(env, file);
+		}
+		throw error;
+	}
+}
+
+/**
+ * A fresh multipart upload for a file whose completed parts were refused: the part rows go (every part is sent
+ * again), and the part addresses stay valid (they name the voice, role and part, not the upload).
+ */
+async function restartParts(env: Env, file: VoiceFileRow): Promise<void> {
+	const upload = await env.BUCKET.createMultipartUpload(file.objectKey);
+	const restarted = await database(env)
+		.update(voiceFiles)
+		.set({ multipartUploadId: upload.uploadId })
+		.where(
+			and(
+				eq(voiceFiles.voiceId, file.voiceId),
+				eq(voiceFiles.role, file.role),
+				eq(voiceFiles.uploadStatus, "awaiting_upload"),
+				eq(voiceFiles.multipartUploadId, file.multipartUploadId ?? ""),
+			),
+		)
+		.returning({ role: voiceFiles.role });
+	if (restarted.length === 0) {
+		await upload.abort();
+		return;
+	}
+	await database(env)
+		.delete(voiceFileParts)
+		.where(and(eq(voiceFileParts.voiceId, file.voiceId), eq(voiceFileParts.role, file.role)));
 }
 
 function partsProblem(parts: { partNumber: number; sizeBytes: number }[], partSize: number): string | null {

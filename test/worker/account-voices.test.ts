@@ -287,6 +287,43 @@ describe("account voices", () => {
 		expect(row).toEqual({ object_key: keys[0], size_bytes: fast.byteLength });
 	});
 
+	it("takes the right parts again after refusing a file completed from wrong ones", async () => {
+		const alice = await user();
+		const voice = (await json<{ data: Voice }>(await createVoice(alice, { files: declare({ model: MODEL }) }))).data;
+		const plan = voice.uploads.model as VoiceUpload;
+		expect(plan.method).toBe("parts");
+		const refused = await upload(alice, plan, bytesOf("this is not a model", MODEL.byteLength));
+		expect(refused.status).toBe(415);
+		expect(await json<Problem>(refused)).toMatchObject({ code: "voice_file_unrecognised" });
+		// The same addresses take the right parts, and the file completes.
+		const completed = await upload(alice, plan, MODEL);
+		expect(completed.status).toBe(200);
+		const file = await env.DB.prepare("SELECT upload_status, size_bytes FROM voice_files WHERE voice_id = ?")
+			.bind(voice.id)
+			.first();
+		expect(file).toEqual({ upload_status: "uploaded", size_bytes: MODEL.byteLength });
+		const stored = await env.BUCKET.get(`account-voices/${voice.id}/model`);
+		expect(new Uint8Array(await (stored as R2ObjectBody).arrayBuffer())).toEqual(MODEL);
+	});
+
+	it("answers a part still arriving when its voice is deleted with 410, not with a resend", async () => {
+		const alice = await user();
+		const voice = (await json<{ data: Voice }>(await createVoice(alice, { files: declare({ model: MODEL }) }))).data;
+		const part = (voice.uploads.model as VoiceUpload & { method: "parts" }).parts[0];
+		const held = heldBody(MODEL, 1000);
+		const arriving = call(part?.upload_url as string, {
+			method: "PUT",
+			headers: { "Content-Length": String(MODEL.byteLength) },
+			body: held.stream,
+		});
+		await held.started;
+		expect((await alice.api(`/api/v1/voices/${voice.id}`, { method: "DELETE" })).status).toBe(200);
+		held.release();
+		const answer = await arriving;
+		expect(answer.status).toBe(410);
+		expect(await json<Problem>(answer)).toMatchObject({ code: "voice_deleted" });
+	});
+
 	it("refuses wrong bytes at upload with 415, keeping nothing, and takes the right file after", async () => {
 		const alice = await user();
 		const text = new TextEncoder().encode("this is not a model at all, just some text in a file named model.pth");
