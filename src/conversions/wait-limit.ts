@@ -38,7 +38,7 @@ export function describeConversionTimeLimits(limitSeconds: number | null): strin
 	].join(" ");
 }
 
-function formatSeconds(seconds: number): string {
+export function formatSeconds(seconds: number): string {
 	if (seconds % 3600 === 0) return `${seconds / 3600} hour${seconds === 3600 ? "" : "s"}`;
 	if (seconds % 60 === 0) return `${seconds / 60} minute${seconds === 60 ? "" : "s"}`;
 	return `${seconds} seconds`;

@@ -9,8 +9,9 @@
  *    by the broker; one whose lease is alive is never failed by time (lost leases are the broker's: expiry, attempts).
  * 4. The broker sweeps overdue leases (its alarm does this too), and expired idempotency keys are forgotten.
  * 5. Uploaded files whose preprocessing message was lost (still pending, or claimed by a consumer that died) are re-sent.
- * 6. Voices `validating` whose job the broker does not hold (the hand-over failed) are handed over again, and deleted
- *    voices' files are removed once no conversion runs with them.
+ * 6. Voices `validating` whose job the broker does not hold (the hand-over failed) are handed over again; those no
+ *    runner has worked on for the same wait limit fail, saying so; deleted voices' files are removed once no
+ *    conversion runs with them.
  */
 import { notifyPreprocessingListeners, outcomeOf } from "../audio-files/preprocessing-listeners.ts";
 import { resendStalePreprocessing } from "../audio-files/send-audio-uploaded.ts";
@@ -25,11 +26,11 @@ import { failure } from "../conversions/failure-messages.ts";
 import { jobBroker } from "../conversions/job-broker-client.ts";
 import { dispatchConversions } from "../conversions/promotion.ts";
 import { failConversion, NON_TERMINAL_STATUSES } from "../conversions/state-machine.ts";
-import { conversionWaitLimitSeconds, UPLOAD_GRACE_SECONDS } from "../conversions/wait-limit.ts";
+import { conversionWaitLimitSeconds, formatSeconds, UPLOAD_GRACE_SECONDS } from "../conversions/wait-limit.ts";
 import { purgeExpiredIdempotencyKeys } from "../http/idempotency.ts";
 import { removeFilesOfDeletedVoices } from "../voices/voice-removal.ts";
 import { validatingVoicesBefore } from "../voices/voice-store.ts";
-import { enqueueValidation } from "../voices/voice-validation.ts";
+import { enqueueValidation, failValidation } from "../voices/voice-validation.ts";
 import { unsentEventsBefore } from "../webhooks/event-outbox.ts";
 
 /** An event still unsent after this long is assumed lost (its consumer marks `sent_at`). */
@@ -56,6 +57,7 @@ export interface SafetyNetReport {
 	idempotencyKeysPurged: number;
 	preprocessingResent: number;
 	validationsRedispatched: number;
+	validationWaitLimitFailed: number;
 	voiceFilesRemoved: number;
 	errors: string[];
 }
@@ -128,6 +130,31 @@ export async function failConversionsPastWaitLimit(env: Env, now: Date): Promise
 	return failed;
 }
 
+/**
+ * Fails voices left `validating` for the wait limit with no runner on their job (none that takes validations is
+ * running, or every one lost it): the owner learns why from the voice, as a conversion's client would. Their jobs
+ * are dropped from the broker.
+ */
+export async function failValidationsPastWaitLimit(env: Env, now: Date): Promise<number> {
+	const limitSeconds = conversionWaitLimitSeconds(env);
+	if (limitSeconds === null) return 0;
+	const cutoff = secondsBefore(now, limitSeconds);
+	const ids = await validatingVoicesBefore(env, cutoff, BATCH);
+	if (ids.length === 0) return 0;
+	const broker = jobBroker(env);
+	const activity = new Map((await broker.activity(ids)).map((a) => [a.conversionId, a]));
+	const overdue = ids.filter((id) => {
+		const job = activity.get(id);
+		return !job || (!job.attended && job.lastActiveAt <= Date.parse(cutoff));
+	});
+	let failed = 0;
+	for (const id of overdue) {
+		if (await failValidation(env, id, `no worker took it within ${formatSeconds(limitSeconds)}`)) failed++;
+	}
+	if (overdue.length > 0) await broker.discard(overdue);
+	return failed;
+}
+
 export async function redispatchLostValidations(env: Env, now: Date): Promise<number> {
 	const ids = await validatingVoicesBefore(env, secondsBefore(now, JOB_REDISPATCH_AFTER_SECONDS), BATCH);
 	if (ids.length === 0) return 0;
@@ -148,6 +175,7 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 		idempotencyKeysPurged: 0,
 		preprocessingResent: 0,
 		validationsRedispatched: 0,
+		validationWaitLimitFailed: 0,
 		voiceFilesRemoved: 0,
 		errors: [],
 	};
@@ -184,6 +212,7 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 		report.preprocessingResent = await resendStalePreprocessing(env, now);
 	});
 	await step("validations", async () => {
+		report.validationWaitLimitFailed = await failValidationsPastWaitLimit(env, now);
 		report.validationsRedispatched = await redispatchLostValidations(env, now);
 	});
 	await step("voice files", async () => {
@@ -191,6 +220,7 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 	});
 	const acted =
 		report.validationsRedispatched +
+		report.validationWaitLimitFailed +
 		report.voiceFilesRemoved +
 		report.eventsResent +
 		report.jobsRedispatched +

@@ -191,6 +191,60 @@ describe("scheduled safety net", () => {
 		expect((await alice.get(retried.id)).status).toBe("processing");
 	});
 
+	it("fails voices that no runner validated within the wait limit, telling their owner why", async () => {
+		const alice = await user();
+		const old = WAIT_LIMIT + 60;
+		const validating = async (ageSeconds: number) => {
+			const id = await insertVoice({ engine: "rvc" });
+			await env.DB.prepare("UPDATE voices SET account_id = ?, status = 'validating', updated_at = ? WHERE id = ?")
+				.bind(alice.accountId, ago(ageSeconds), id)
+				.run();
+			return id;
+		};
+		const validationJob = (id: string) => ({
+			conversionId: id,
+			accountId: alice.accountId,
+			voiceId: id,
+			engine: "rvc" as const,
+			usePreview: false,
+			kind: "validate_voice" as const,
+		});
+		// As old as the limit, but a runner is validating it now.
+		const attended = await validating(old);
+		await broker().enqueue(validationJob(attended));
+		const worker = await runner();
+		const leased = await worker.post("/internal/v1/leases", {
+			runner_id: worker.runnerId,
+			capacity: 1,
+			wait_seconds: 0,
+			engines: ["rvc"],
+			job_kinds: ["validate_voice"],
+		});
+		expect((await json<{ data: { validations: { voice_id: string }[] } }>(leased)).data.validations).toMatchObject([
+			{ voice_id: attended },
+		]);
+		// Waiting since before the limit for a runner that takes validations (none comes).
+		const unserved = await validating(old);
+		await shiftBrokerClock(-old * 1000);
+		await broker().enqueue(validationJob(unserved));
+		await shiftBrokerClock(0);
+		const young = await validating(WAIT_LIMIT - 600);
+
+		await runCron();
+		const voice = async (id: string) =>
+			env.DB.prepare("SELECT status, error_message FROM voices WHERE id = ?").bind(id).first();
+		expect(await voice(unserved)).toEqual({
+			status: "failed",
+			error_message:
+				"The voice could not be validated: no worker took it within 24 hours. Create the voice again to retry.",
+		});
+		const event = await env.DB.prepare("SELECT type FROM events WHERE subject_id = ?").bind(unserved).first();
+		expect(event).toEqual({ type: "voice.failed" });
+		expect(await broker().knownJobs([unserved])).toEqual([]);
+		expect(await voice(attended)).toMatchObject({ status: "validating" });
+		expect(await voice(young)).toMatchObject({ status: "validating" });
+	});
+
 	it("takes the wait limit from the configuration, and turns it off with 0", async () => {
 		const alice = await user();
 		const waiting = await insertConversion(alice.accountId, "queued", { ageSeconds: 3 * 3600 });
