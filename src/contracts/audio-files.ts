@@ -33,7 +33,7 @@ export const isAcceptedMimeType = (value: string) =>
 	(ACCEPTED_MIME_TYPES as readonly string[]).includes(value.trim().toLowerCase());
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the point is to refuse control characters
-const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
+export const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
 
 export const RegisterAudioFileBody = z.object({
 	file_name: z

@@ -19,7 +19,14 @@ export const ErrorBody = z.object({
 export const envelope = <T extends z.ZodType>(data: T) => z.object({ success: z.literal(true), data });
 
 /** Cursor pagination for list endpoints: newest first, `next_cursor` null on the last page. */
+export const PageLimit = z.coerce
+	.number({ error: () => "must be an integer from 1 to 100" })
+	.int("must be an integer from 1 to 100")
+	.min(1, "must be an integer from 1 to 100")
+	.max(100, "must be an integer from 1 to 100")
+	.default(20);
+
 export const ListQuery = z.object({
-	limit: z.coerce.number().int().min(1).max(100).default(20),
+	limit: PageLimit,
 	cursor: z.string().max(200).optional(),
 });

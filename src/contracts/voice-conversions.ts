@@ -1,6 +1,6 @@
 /** Voice conversion resource: request, response and list shapes (spec sections 2 and 4). */
 import { z } from "zod";
-import { Id, Timestamp } from "./common.ts";
+import { Id, PageLimit, Timestamp } from "./common.ts";
 
 /** The spec's pitch table: value → semitones. */
 export const PITCH_SHIFT_SEMITONES = {
@@ -179,12 +179,7 @@ export const ListConversionsQuery = z.object({
 	status: z
 		.enum(CONVERSION_STATUS_VALUES, { error: () => `must be one of: ${listOf(CONVERSION_STATUS_VALUES)}` })
 		.optional(),
-	limit: z.coerce
-		.number({ error: () => "must be an integer from 1 to 100" })
-		.int("must be an integer from 1 to 100")
-		.min(1, "must be an integer from 1 to 100")
-		.max(100, "must be an integer from 1 to 100")
-		.default(20),
+	limit: PageLimit,
 	cursor: z.string().max(200).optional(),
 });
 

@@ -4,6 +4,7 @@
  * default settings, files and, when validation failed, why.
  */
 import { z } from "zod";
+import { CONTROL_CHARACTERS } from "./audio-files.ts";
 import { Id, Timestamp } from "./common.ts";
 import { VoiceSettings } from "./voice-conversions.ts";
 
@@ -94,8 +95,11 @@ const FileDeclaration = (role: VoiceFileRoleName) =>
 			}),
 	});
 
-const Name = z.string().trim().min(1).max(VOICE_LIMITS.maxNameLength);
-const Tags = z.array(z.string().trim().min(1).max(VOICE_LIMITS.maxTagLength)).max(VOICE_LIMITS.maxTags);
+/** A name or tag is shown in lists and matched by the CLI: no control characters (NUL, newlines, escapes). */
+const printable = <T extends z.ZodString>(text: T) =>
+	text.refine((value) => !CONTROL_CHARACTERS.test(value), "must not contain control characters");
+const Name = printable(z.string().trim().min(1).max(VOICE_LIMITS.maxNameLength));
+const Tags = z.array(printable(z.string().trim().min(1).max(VOICE_LIMITS.maxTagLength))).max(VOICE_LIMITS.maxTags);
 const Description = z.string().max(VOICE_LIMITS.maxDescriptionLength);
 
 export const CreateVoiceBody = z.strictObject({

@@ -440,6 +440,25 @@ describe("account voices", () => {
 		expect(await json<Problem>(response)).toMatchObject({ code: "voice_name_taken" });
 	});
 
+	it("refuses names and tags with control characters, on creation and on change", async () => {
+		const alice = await user();
+		for (const body of [{ name: "null\u0000byte" }, { name: "Fine", tags: ["two\nlines"] }]) {
+			const response = await createVoice(alice, { ...body, files: declare({ model: PNG }) });
+			expect(response.status).toBe(400);
+			expect(await json<Problem>(response)).toMatchObject({
+				code: "invalid_request",
+				message: expect.stringContaining("must not contain control characters"),
+			});
+		}
+		const voice = (await json<{ data: Voice }>(await createVoice(alice, { files: declare({ model: PNG }) }))).data;
+		const renamed = await alice.api(`/api/v1/voices/${voice.id}`, {
+			method: "PATCH",
+			headers: { "Content-Type": "application/json" },
+			body: JSON.stringify({ name: "tab\there" }),
+		});
+		expect(renamed.status).toBe(400);
+	});
+
 	it("changes name, tags, description and default settings", async () => {
 		const alice = await user();
 		const voice = await readyVoice(alice);

@@ -119,15 +119,16 @@ describe("GET /api/v1/audio-files", () => {
 	});
 
 	it.each([
-		["limit=0", "query.limit"],
-		["limit=101", "query.limit"],
-		["limit=abc", "query.limit"],
+		["limit=0", "query.limit: must be an integer from 1 to 100"],
+		["limit=101", "query.limit: must be an integer from 1 to 100"],
+		["limit=abc", "query.limit: must be an integer from 1 to 100"],
+		["limit=2.5", "query.limit: must be an integer from 1 to 100"],
 		["cursor=not-a-cursor", "query.cursor"],
-	])("refuses %s with a 400 naming %s", async (query, field) => {
+	])("refuses %s with a 400 saying %s", async (query, problem) => {
 		const { api } = await signedInClient();
 		const response = await api(`/api/v1/audio-files?${query}`);
 		expect(response.status).toBe(400);
-		expect(((await response.json()) as { message: string }).message).toContain(field);
+		expect(((await response.json()) as { message: string }).message).toContain(problem);
 	});
 });
 
