@@ -111,7 +111,7 @@ export const CreateConversionBody = z.object({
 				"the choice is reported as `pitch_shift_applied`.",
 		}),
 	use_preview: z.boolean({ error: () => "must be true or false" }).default(false),
-	voice_settings: VoiceSettings.optional(),
+	voice_settings: VoiceSettings.nullable().optional(),
 });
 export type CreateConversionBody = z.infer<typeof CreateConversionBody>;
 

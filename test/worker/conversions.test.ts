@@ -59,6 +59,10 @@ describe("POST /api/v1/voice-conversions", () => {
 			error_message: null,
 		});
 		expect(data.audio_file_name).toMatch(/^take-.*\.wav$/);
+		// `voice_settings: null`, as the conversion shows it, is accepted back as none.
+		const again = await alice.create({ audio_file_id: file.id, voice_model_id: voiceId, voice_settings: null });
+		expect(again.status).toBe(201);
+		expect((await json<{ data: Record<string, unknown> }>(again)).data).toMatchObject({ voice_settings: null });
 	});
 
 	it("accepts every pitch value of the spec table and refuses others, listing them", async () => {
