@@ -12,6 +12,11 @@
  * piece of code at a time, so a job can never be leased to two runners. Long-polling runners wait in an
  * in-memory list that is served whenever a job becomes available (plus a short timer for jobs that become
  * available with time); the alarm expires leases and retries D1 writes. Decisions live in `job-broker-logic.ts`.
+ *
+ * A waiter outlives its runner's request unless told otherwise: the broker cannot see the HTTP client. So a
+ * long-poll carries a `waitId`, and the lease route calls `cancelWait` when its client goes away; the waiter then
+ * ends with nothing, and what was granted under that id a moment earlier is given back without an attempt, so the
+ * next job goes to a live runner instead of waiting out a lease nobody holds.
  */
 import { DurableObject } from "cloudflare:workers";
 import type {
@@ -41,6 +46,12 @@ import {
 const WAITER_POLL_MS = 1_000;
 /** How soon the alarm retries a failed D1 write for a `failing` job. */
 const SETTLE_RETRY_MS = 5_000;
+/**
+ * How long the leases granted under a `waitId` can be given back by `cancelWait`. The route cancels only until it
+ * has answered its runner, moments after the broker's answer, so this only has to outlast that (an answer lost
+ * with a request that went away meanwhile would otherwise wait out the lease expiry, one attempt charged).
+ */
+const CANCELLABLE_GRANT_MS = 10_000;
 
 interface Waiter {
 	wants: LeaseWants;
@@ -80,6 +91,8 @@ export class JobBroker extends DurableObject<Env> {
 	/** The broker's clock. Tests replace it (through `runInDurableObject`) to step lease expiry without sleeping. */
 	clock: () => number = () => Date.now();
 	readonly #waiters: Waiter[] = [];
+	/** Leases recently granted to each `waitId`, for `cancelWait` (the answer may be lost with the request). */
+	readonly #grantsByWait = new Map<string, string[]>();
 	readonly #sql: SqlStorage;
 
 	constructor(ctx: DurableObjectState, env: Env) {
@@ -147,12 +160,18 @@ export class JobBroker extends DurableObject<Env> {
 		return "added";
 	}
 
-	/** Leases up to `capacity` jobs; when none is ready, waits up to `waitSeconds` for one to arrive. */
+	/**
+	 * Leases up to `capacity` jobs; when none is ready, waits up to `waitSeconds` for one to arrive. A `waitId`
+	 * lets the caller end the wait early with `cancelWait` (its client went away).
+	 */
 	async lease(wants: LeaseWants): Promise<GrantedLease[]> {
 		const granted = this.#grant(wants);
 		const waitMs = Math.min(MAX_WAIT_SECONDS, Math.max(0, wants.waitSeconds)) * 1000;
 		if (granted.length > 0 || waitMs === 0) {
-			if (granted.length > 0) await this.#arm();
+			if (granted.length > 0) {
+				this.#rememberGrants(wants.waitId, granted);
+				await this.#arm();
+			}
 			return granted;
 		}
 		return new Promise<GrantedLease[]>((resolve) => {
@@ -164,7 +183,10 @@ export class JobBroker extends DurableObject<Env> {
 					if (index >= 0) this.#waiters.splice(index, 1);
 					for (const timer of timers) clearTimeout(timer);
 					clearInterval(poll);
-					if (leases.length > 0) this.#arm().catch((error) => this.#log("error", "arming alarm failed", { error }));
+					if (leases.length > 0) {
+						this.#rememberGrants(wants.waitId, leases);
+						this.#arm().catch((error) => this.#log("error", "arming alarm failed", { error }));
+					}
 					resolve(leases);
 				},
 			};
@@ -172,6 +194,21 @@ export class JobBroker extends DurableObject<Env> {
 			const poll = setInterval(() => this.#serve(waiter), WAITER_POLL_MS);
 			this.#waiters.push(waiter);
 		});
+	}
+
+	/**
+	 * The request that leased under `waitId` is gone (its runner died or stopped mid-poll): a waiter still waiting
+	 * ends at once with nothing, so it takes no later job, and leases granted to it just before are released, with
+	 * no attempt charged, since no runner received them. Answers how many leases it gave back.
+	 */
+	async cancelWait(waitId: string): Promise<{ waiting: boolean; released: number }> {
+		const waiter = this.#waiters.find((candidate) => candidate.wants.waitId === waitId);
+		waiter?.settle([]);
+		const leaseIds = this.#grantsByWait.get(waitId) ?? [];
+		this.#grantsByWait.delete(waitId);
+		let released = 0;
+		for (const leaseId of leaseIds) if (await this.release(leaseId)) released++;
+		return { waiting: waiter !== undefined, released };
 	}
 
 	/** Extends an active lease; null when the lease is gone (the runner must stop: `lease_lost`). */
@@ -445,6 +482,12 @@ export class JobBroker extends DurableObject<Env> {
 				return { leaseId, job: jobOf(updated), attempt: updated.attempts, expiresAt };
 			});
 		});
+	}
+
+	#rememberGrants(waitId: string | undefined, leases: GrantedLease[]): void {
+		if (waitId === undefined) return;
+		this.#grantsByWait.set(waitId, [...(this.#grantsByWait.get(waitId) ?? []), ...leases.map((l) => l.leaseId)]);
+		setTimeout(() => this.#grantsByWait.delete(waitId), CANCELLABLE_GRANT_MS);
 	}
 
 	#serve(waiter: Waiter): void {

@@ -36,6 +36,11 @@ export interface LeaseWants {
 	engines: string[];
 	/** Job kinds the runner takes; `convert` only when absent. */
 	kinds?: JobKind[];
+	/**
+	 * Names this long-poll (a fresh UUID per request), so that the Worker can `cancelWait` it when the runner's
+	 * request goes away; the broker cannot see the HTTP client itself.
+	 */
+	waitId?: string;
 }
 
 export interface GrantedLease {

@@ -1,10 +1,11 @@
 /**
  * The JobBroker: lease expiry and retries stepped with its alarm and a shifted clock (no sleeping), attempt
- * limits, exclusive leases under concurrency, priority and model affinity, engines, long-poll wake-ups.
+ * limits, exclusive leases under concurrency, priority and model affinity, engines, long-poll wake-ups and
+ * cancelled waits.
  */
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it, vi } from "vitest";
 import {
 	afterLeaseExpired,
 	afterRunnerFailure,
@@ -226,6 +227,38 @@ describe("long-poll", () => {
 		const started = Date.now();
 		expect(await broker().lease(wants({ waitSeconds: 1 }))).toEqual([]);
 		expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+	});
+
+	it("ends a cancelled wait with nothing, and the next job goes to a live waiter at attempt 1", async () => {
+		const waitId = crypto.randomUUID();
+		const dead = broker().lease(wants({ runnerId: "dead", waitSeconds: 20, waitId }));
+		await vi.waitFor(async () => expect((await broker().stats()).waiters).toBe(1));
+		// Waiters are served longest-waiting first: without the cancel, the dead one would take the job.
+		const live = broker().lease(wants({ runnerId: "live", waitSeconds: 20 }));
+		await vi.waitFor(async () => expect((await broker().stats()).waiters).toBe(2));
+		expect(await broker().cancelWait(waitId)).toEqual({ waiting: true, released: 0 });
+		expect(await dead).toEqual([]);
+		const spec = job();
+		await broker().enqueue(spec);
+		const [lease] = await live;
+		expect(lease).toMatchObject({ job: spec, attempt: 1 });
+		expect(await broker().stats()).toMatchObject({ waiting: 0, leased: 1, waiters: 0 });
+	});
+
+	it("gives back uncharged what it granted to a wait cancelled after the answer left", async () => {
+		const spec = job();
+		await broker().enqueue(spec);
+		const waitId = crypto.randomUUID();
+		const lost = await broker().lease(wants({ runnerId: "dead", waitSeconds: 20, waitId }));
+		expect(lost).toEqual([expect.objectContaining({ job: spec, attempt: 1 })]);
+		expect(await broker().cancelWait(waitId)).toEqual({ waiting: false, released: 1 });
+		for (const { leaseId } of lost) {
+			expect(await broker().checkLease(leaseId)).toMatchObject({ status: "ended", outcome: "released" });
+		}
+		const [again] = await broker().lease(wants({ runnerId: "live" }));
+		expect(again).toMatchObject({ job: spec, attempt: 1 });
+		// A second cancel of the same wait changes nothing.
+		expect(await broker().cancelWait(waitId)).toEqual({ waiting: false, released: 0 });
 	});
 
 	it("is idempotent by conversion id", async () => {

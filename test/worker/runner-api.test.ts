@@ -238,6 +238,70 @@ describe("conversion lifecycle through the runner API", () => {
 		expect((await worker.finish(second)).status).toBe(200);
 	});
 
+	it("forgets the long-poll of a runner whose request went away, so the next job goes to a live runner", async () => {
+		const dead = await runner();
+		const gone = new AbortController();
+		// Its rejection is read once the abort has run; caught at once so that it is never unhandled meanwhile.
+		const deadPoll = dead
+			.api("/internal/v1/leases", {
+				method: "POST",
+				headers: { "Content-Type": "application/json" },
+				body: JSON.stringify({ runner_id: dead.runnerId, capacity: 1, wait_seconds: 20 }),
+				signal: gone.signal,
+			})
+			.catch((error: unknown) => error);
+		await vi.waitFor(async () => expect((await broker().stats()).waiters).toBe(1));
+		// The runner is killed mid-poll: its connection closes, and the broker must drop its waiter at once.
+		gone.abort();
+		expect(await deadPoll).toMatchObject({ name: "AbortError" });
+		await vi.waitFor(async () => expect((await broker().stats()).waiters).toBe(0), { timeout: 3_000 });
+
+		const live = await runner();
+		const livePoll = live.lease({ wait_seconds: 10 });
+		await vi.waitFor(async () => expect((await broker().stats()).waiters).toBe(1));
+		const { created } = await deliveredConversion();
+		const leases = await livePoll;
+		expect(leases).toEqual([expect.objectContaining({ conversion_id: created.id, attempt: 1 })]);
+		for (const lease of leases) expect((await live.finish(lease)).status).toBe(200);
+	});
+
+	it("gives back uncharged a job granted to a long-poll whose runner went away as the job arrived", async () => {
+		// Created before its file is ready, so that no job exists until the runner waits.
+		const alice = await user();
+		const file = await insertAudioFile(alice.accountId, "pending");
+		const voiceId = await insertVoice();
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId });
+		const dead = await runner();
+		const gone = new AbortController();
+		const deadPoll = dead
+			.api("/internal/v1/leases", {
+				method: "POST",
+				headers: { "Content-Type": "application/json" },
+				body: JSON.stringify({ runner_id: dead.runnerId, capacity: 1, wait_seconds: 20 }),
+				signal: gone.signal,
+			})
+			.catch((error: unknown) => error);
+		await vi.waitFor(async () => expect((await broker().stats()).waiters).toBe(1));
+		await finishPreprocessing(alice.accountId, file.id, "ready");
+		// The runner is killed as its job arrives: the broker grants the job before it hears of the abort.
+		gone.abort();
+		await broker().enqueue({
+			conversionId: created.id,
+			accountId: alice.accountId,
+			voiceId,
+			engine: "dsp",
+			usePreview: false,
+		});
+		expect(await deadPoll).toMatchObject({ name: "AbortError" });
+		await vi.waitFor(async () => expect(await broker().stats()).toMatchObject({ waiting: 1, leased: 0, waiters: 0 }), {
+			timeout: 3_000,
+		});
+		const live = await runner();
+		const lease = await live.leaseOne();
+		expect(lease).toMatchObject({ conversion_id: created.id, attempt: 1 });
+		expect((await live.finish(lease)).status).toBe(200);
+	});
+
 	it("refuses to complete before the output was uploaded", async () => {
 		const { alice, worker, created } = await deliveredConversion();
 		const lease = await worker.leaseOne();
