@@ -3,7 +3,8 @@
  * SIGTERM/SIGINT once: graceful stop (finish or release within the grace period). Twice: exit now
  * (the leases then expire and the Worker re-queues the jobs).
  */
-import { mkdir } from "node:fs/promises";
+import { rmSync } from "node:fs";
+import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { RunnerApiClient } from "./api/runner-api-client.ts";
 import { TokenProvider } from "./api/token-provider.ts";
@@ -18,6 +19,7 @@ import { VoiceAffinity } from "./loop/voice-affinity.ts";
 import { startHealthServer } from "./observability/health-server.ts";
 import { RunnerMetrics } from "./observability/metrics.ts";
 import { createVoiceValidator } from "./validation/voice-validator.ts";
+import { processWorkDir, removeStaleWork } from "./work-dir.ts";
 
 export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogger): Promise<void> {
 	const metrics = new RunnerMetrics({ processMetrics: true });
@@ -37,7 +39,12 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 	});
 	logger.info("health server listening", { port: health.port });
 
-	await mkdir(config.workDir, { recursive: true });
+	// Outputs of earlier runs that were killed mid-job go before this one writes any (see work-dir.ts).
+	const stale = await removeStaleWork(config.workDir);
+	logger.info("work dir cleaned", { removed_files: stale.files, removed_bytes: stale.bytes });
+	for (const failure of stale.failures) logger.warn("could not remove from the work dir", failure);
+	const workDir = processWorkDir(config.workDir);
+	await mkdir(workDir, { recursive: true });
 	const engines = await loadEngines(config.engines, {
 		cacheDir: join(config.cacheDir, "engines"),
 		logger,
@@ -86,7 +93,7 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 			processJob: createJobProcessor({
 				artifacts,
 				recentVoices,
-				workDir: config.workDir,
+				workDir,
 				affinity,
 				uploads: api,
 			}),
@@ -102,7 +109,11 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 		signals++;
 		if (signals > 1) {
 			logger.warn("second signal: exiting now", { signal });
-			process.exit(130);
+			try {
+				rmSync(workDir, { recursive: true, force: true });
+			} finally {
+				process.exit(130);
+			}
 		}
 		logger.info("signal received: stopping gracefully", { signal, grace_seconds: config.shutdownGraceSeconds });
 		void loop?.stop(config.shutdownGraceSeconds * 1000);
@@ -114,5 +125,6 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 	await loop.start();
 	for (const { engine } of engines.values()) await engine.dispose();
 	await health.close();
+	await rm(workDir, { recursive: true, force: true });
 	logger.info("runner stopped");
 }

@@ -3,7 +3,7 @@
  * as an orchestrator would send them.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -79,6 +79,28 @@ describe("runner process signals", () => {
 		expect(api.finalReport(leaseId)).toMatchObject({ type: "release" });
 	});
 
+	it("removes what a killed runner left in the work dir at start, writes in a folder of its own, removes it at exit", async () => {
+		const work = join(dir, "work");
+		const killed = spawn(process.execPath, ["-e", ""], { stdio: "ignore" });
+		await new Promise((resolve) => killed.once("exit", resolve));
+		mkdirSync(join(work, `runner-${killed.pid}`), { recursive: true });
+		writeFileSync(join(work, `runner-${killed.pid}`, "output-a.wav"), new Uint8Array(4096));
+		writeFileSync(join(work, "output-b.wav"), new Uint8Array(1000));
+		writeFileSync(join(work, "keep.txt"), "not the runner's");
+
+		const exited = startRunnerProcess(30);
+		await leasedJob(1, 4_000); // about 0.6 s of download
+		const own = join(work, `runner-${child?.pid}`);
+		await api.waitFor(() => existsSync(own) && readdirSync(own).some((name) => /^output-.+\.wav$/.test(name)));
+		expect(readdirSync(work).sort()).toEqual(["keep.txt", `runner-${child?.pid}`]);
+		const cleaned = output.split("\n").find((line) => line.includes("work dir cleaned"));
+		expect(JSON.parse(cleaned ?? "{}")).toMatchObject({ level: "info", removed_files: 2, removed_bytes: 5096 });
+
+		child?.kill("SIGTERM");
+		expect(await exited).toBe(0);
+		expect(readdirSync(work)).toEqual(["keep.txt"]);
+	});
+
 	it("a second signal exits at once", async () => {
 		const exited = startRunnerProcess(60);
 		await leasedJob(3, 1_000);
@@ -88,6 +110,7 @@ describe("runner process signals", () => {
 		child?.kill("SIGTERM");
 		expect(await exited).toBe(130);
 		expect(Date.now() - started).toBeLessThan(2_000);
+		expect(readdirSync(join(dir, "work"))).toEqual([]);
 	});
 
 	it("refuses to start with bad configuration and says why", async () => {
