@@ -1,6 +1,7 @@
 /**
  * Where the CLI's credentials come from, first match wins: flags, then environment variables, then (only when
- * neither names a client) the demo client that `npm run dev` saved for the local service.
+ * neither names a client) the demo client that `npm run dev` saved for the local service, with the address that
+ * service listens on (written by scripts/lib/seed.ts).
  */
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
@@ -12,6 +13,7 @@ export const ENV = {
 	tokenUrl: "VOICE_API_TOKEN_URL",
 } as const;
 
+/** `npm run dev`'s address without PORT: what demo files written before they carried `base_url` were for. */
 export const LOCAL_BASE_URL = "http://127.0.0.1:8787";
 export const DEMO_CREDENTIALS_FILE = path.resolve(import.meta.dirname, "..", ".wrangler", "demo-credentials.json");
 
@@ -53,9 +55,13 @@ export function resolveConnection(
 		return { baseUrl, clientId, clientSecret, tokenUrl, source: fromFlags ? "flags" : "environment" };
 	}
 	if (existsSync(demoFile)) {
-		const demo = JSON.parse(readFileSync(demoFile, "utf8")) as { client_id: string; client_secret: string };
+		const demo = JSON.parse(readFileSync(demoFile, "utf8")) as {
+			client_id: string;
+			client_secret: string;
+			base_url?: string;
+		};
 		return {
-			baseUrl: baseUrl ?? LOCAL_BASE_URL,
+			baseUrl: baseUrl ?? demo.base_url ?? LOCAL_BASE_URL,
 			clientId: demo.client_id,
 			clientSecret: demo.client_secret,
 			tokenUrl,

@@ -43,7 +43,7 @@ async function main(): Promise<void> {
 
 	process.env.WRANGLER_LOG ??= "error";
 	const backend = await localBackend();
-	const credentials = await seedDemo(backend, CREDENTIALS_FILE).finally(() => backend.close());
+	const credentials = await seedDemo(backend, CREDENTIALS_FILE, BASE_URL).finally(() => backend.close());
 
 	const worker = start(
 		"worker",

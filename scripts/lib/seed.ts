@@ -1,6 +1,7 @@
 /**
  * Local seed data: a demo account with an API client and a runner client, and the demo voices. Idempotent:
  * credentials are kept in `.wrangler/demo-credentials.json` (ignored by git) and reused while they still work.
+ * The file also says where the local service listens (`base_url`), for the CLI (`cli/config.ts` reads it).
  */
 import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
@@ -24,10 +25,20 @@ async function clientUsable(backend: AdminBackend, id: string): Promise<boolean>
 	return rows.length > 0;
 }
 
-export async function seedDemo(backend: AdminBackend, credentialsFile: string): Promise<DemoCredentials> {
+/** `.wrangler/demo-credentials.json`: the demo credentials and the base URL of the service they are for. */
+export interface DemoClientFile extends DemoCredentials {
+	base_url: string;
+}
+
+/** Seeds the demo data for the local service at `baseUrl` and saves its credentials and address in `credentialsFile`. */
+export async function seedDemo(
+	backend: AdminBackend,
+	credentialsFile: string,
+	baseUrl: string,
+): Promise<DemoCredentials> {
 	let credentials: DemoCredentials | null = null;
 	if (existsSync(credentialsFile)) {
-		const saved = JSON.parse(await readFile(credentialsFile, "utf8")) as DemoCredentials;
+		const { base_url: _, ...saved } = JSON.parse(await readFile(credentialsFile, "utf8")) as DemoClientFile;
 		if ((await clientUsable(backend, saved.client_id)) && (await clientUsable(backend, saved.runner_client_id))) {
 			credentials = saved;
 		}
@@ -44,9 +55,11 @@ export async function seedDemo(backend: AdminBackend, credentialsFile: string): 
 			runner_client_id: runner.output.client_id,
 			runner_client_secret: runner.output.client_secret,
 		};
-		await mkdir(path.dirname(credentialsFile), { recursive: true });
-		await writeFile(credentialsFile, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
 	}
+	// Written on every start: reused credentials may be served on another port (PORT) than last time.
+	const file: DemoClientFile = { ...credentials, base_url: baseUrl };
+	await mkdir(path.dirname(credentialsFile), { recursive: true });
+	await writeFile(credentialsFile, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600 });
 
 	for (const voice of DEMO_VOICES) {
 		const existing = await backend.query<{ id: string }>(

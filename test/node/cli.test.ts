@@ -241,4 +241,22 @@ describe("CLI", () => {
 		).toMatchObject({ clientId: "flag-id", baseUrl: "https://flag.example", source: "flags" });
 		expect(existsSync(none)).toBe(false);
 	});
+
+	it("connects the local demo client to the address saved with it, 127.0.0.1:8787 for a file without one", async () => {
+		const demo = { client_id: "demo-id", client_secret: "demo-secret" };
+		const saved = path.join(workDir, "demo-credentials.json");
+		await writeFile(saved, JSON.stringify({ ...demo, base_url: "http://127.0.0.1:8941" }));
+		expect(resolveConnection({}, {}, saved)).toMatchObject({
+			baseUrl: "http://127.0.0.1:8941",
+			clientId: "demo-id",
+			clientSecret: "demo-secret",
+			source: "local demo",
+		});
+		expect(resolveConnection({}, { VOICE_API_URL: "http://127.0.0.1:9000" }, saved).baseUrl).toBe(
+			"http://127.0.0.1:9000",
+		);
+		const older = path.join(workDir, "older-demo-credentials.json");
+		await writeFile(older, JSON.stringify(demo));
+		expect(resolveConnection({}, {}, older).baseUrl).toBe("http://127.0.0.1:8787");
+	});
 });
