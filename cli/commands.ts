@@ -39,8 +39,17 @@ export async function findVoice(ctx: Context, wanted: string): Promise<VoiceMode
 	const matches = exact.length > 0 ? exact : voices.filter((v) => v.name.toLowerCase().startsWith(key));
 	if (matches.length === 1 && matches[0]) return matches[0];
 	const names = voices.map((v) => `"${v.name}"`).join(", ") || "(none)";
-	if (matches.length > 1)
-		throw new UsageError(`"${wanted}" matches several voices: ${matches.map((v) => v.name).join(", ")}`);
+	if (matches.length > 1) {
+		// Names are unique per owner only: an account's voice may have a service voice's name, and then only the id
+		// tells them apart.
+		const rows = table(
+			["NAME", "ID", "OWNER"],
+			matches.map((v) => [v.name, v.id, v.owner]),
+		);
+		throw new UsageError(
+			`"${wanted}" matches several voices:\n${rows.replace(/^/gm, "  ")}\nPass the voice's id instead, e.g. --voice ${matches[0]?.id}`,
+		);
+	}
 	throw new UsageError(`No voice named "${wanted}". Available: ${names}`);
 }
 

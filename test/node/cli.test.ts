@@ -259,4 +259,28 @@ describe("CLI", () => {
 		await writeFile(older, JSON.stringify(demo));
 		expect(resolveConnection({}, {}, older).baseUrl).toBe("http://127.0.0.1:8787");
 	});
+
+	it("lists each voice a name matches, with its id and owner, and says to pass the id", async () => {
+		await writeFile(
+			path.join(workDir, "tenor.mp3"),
+			encodeMp3({ sampleRate: 44_100, channels: 1, frames: 44_100, kbps: 128 }),
+		);
+		const service = await stack.addVoice({ name: "CLI Tenor", tags: ["cli"], params: { formant_shift: 0 } });
+		// An account's voice may have a service voice's name.
+		const own = await stack.addVoice({ name: "CLI Tenor (own)", tags: ["cli"], params: { formant_shift: 0 } });
+		await stack.admin.execute([
+			`UPDATE voices SET account_id = '${credentials.accountId}', name = 'CLI Tenor' WHERE id = '${own}'`,
+		]);
+
+		const ambiguous = await cli(["convert", "tenor.mp3", "--voice", "cli tenor"]);
+		expect(ambiguous.code).toBe(2);
+		expect(ambiguous.stderr).toMatch(/^"cli tenor" matches several voices:\n/);
+		expect(ambiguous.stderr).toMatch(new RegExp(`^ +CLI Tenor +${service} +service$`, "m"));
+		expect(ambiguous.stderr).toMatch(new RegExp(`^ +CLI Tenor +${own} +account$`, "m"));
+		expect(ambiguous.stderr).toMatch(/Pass the voice's id instead, e\.g\. --voice [0-9a-f-]{36}\n$/);
+
+		const byId = await cli(["convert", "tenor.mp3", "--voice", own, "--no-wait", "--json"]);
+		expect(byId.code).toBe(0);
+		expect(JSON.parse(byId.stdout)).toMatchObject({ voice_model_id: own });
+	});
 });
