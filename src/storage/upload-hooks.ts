@@ -18,6 +18,7 @@ import {
 	storeVoiceFilePart,
 	VOICE_FILE_KEY_PREFIX,
 	VOICE_PART_KEY_PREFIX,
+	voiceFileTooLarge,
 } from "../voices/voice-uploads.ts";
 import type { StorageGrant } from "./signed-url.ts";
 
@@ -30,6 +31,8 @@ export interface UploadHook {
 	 */
 	afterPut?(env: Env, grant: StorageGrant, object: R2Object): Promise<void>;
 	tooLarge?(env: Env, grant: StorageGrant, declaredBytes: number): Promise<void>;
+	/** The 413's message for a body over the address's limit, where the plain one would not say what to do. */
+	tooLargeMessage?(grant: StorageGrant, declaredBytes: number): string;
 	/**
 	 * Takes the body instead of the plain R2 put and answers the request itself (a part of a multipart voice file
 	 * goes into its upload, not to an object of its own key).
@@ -44,7 +47,12 @@ const UPLOAD_HOOKS: readonly UploadHook[] = [
 		afterPut: afterAudioUpload,
 		tooLarge: refuseOversizedAudio,
 	},
-	{ prefix: VOICE_FILE_KEY_PREFIX, beforePut: beforeVoiceFileUpload, afterPut: afterVoiceFileUpload },
+	{
+		prefix: VOICE_FILE_KEY_PREFIX,
+		beforePut: beforeVoiceFileUpload,
+		afterPut: afterVoiceFileUpload,
+		tooLargeMessage: voiceFileTooLarge,
+	},
 	{ prefix: VOICE_PART_KEY_PREFIX, store: storeVoiceFilePart },
 ];
 

@@ -245,6 +245,19 @@ export async function beforeVoiceFileUpload(env: Env, grant: StorageGrant): Prom
 	requireCurrentAddress(file, grant);
 }
 
+/**
+ * Why a single PUT of a voice file is too large, and what to do: over the role's limit the file cannot be used at
+ * all; under it, the file was declared smaller than it is (its size decided one PUT rather than parts), so the
+ * voice must be created again with the file's real size, which gets it part addresses.
+ */
+export function voiceFileTooLarge(grant: StorageGrant, declaredBytes: number): string {
+	const role = parseKey(grant.key, VOICE_FILE_KEY_PREFIX, false)?.role;
+	if (!role) return `Uploads must be smaller than ${grant.maxBytes} bytes`;
+	const limit = VOICE_LIMITS.maxBytes[role];
+	if (declaredBytes > limit) return `The ${role} file must be at most ${limit} bytes; this one has ${declaredBytes}`;
+	return `This ${role} file (${declaredBytes} bytes) is larger than its declared size_bytes, and this address takes one PUT of less than ${grant.maxBytes} bytes. Delete the voice and create it again declaring the file's real size: a file of ${(grant.maxBytes ?? 1) - 1} bytes or more goes up in parts.`;
+}
+
 export async function afterVoiceFileUpload(env: Env, grant: StorageGrant, object: R2Object): Promise<void> {
 	const key = parseKey(grant.key, VOICE_FILE_KEY_PREFIX, false);
 	let file: VoiceFileRow;

@@ -306,6 +306,39 @@ describe("account voices", () => {
 		expect(new Uint8Array(await (stored as R2ObjectBody).arrayBuffer())).toEqual(MODEL);
 	});
 
+	it("tells an upload over its address's size what to do: the file's limit, or declaring the real size", async () => {
+		const alice = await user();
+		const voice = (
+			await json<{ data: Voice }>(
+				await createVoice(alice, {
+					files: { model: { file_name: "m.pth", size_bytes: 1000 }, image: { file_name: "i.png", size_bytes: 1000 } },
+				}),
+			)
+		).data;
+		const declaredTooSmall = await call((voice.uploads.model as VoiceUpload & { method: "PUT" }).upload_url, {
+			method: "PUT",
+			headers: { "Content-Length": String(MODEL.byteLength) },
+			body: MODEL,
+		});
+		expect(declaredTooSmall.status).toBe(413);
+		expect(await json<Problem>(declaredTooSmall)).toMatchObject({
+			code: "payload_too_large",
+			message: expect.stringMatching(
+				/larger than its declared size_bytes.*create it again declaring the file's real size/,
+			),
+		});
+		const image = bytesOf([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 10_000_001);
+		const overLimit = await call((voice.uploads.image as VoiceUpload & { method: "PUT" }).upload_url, {
+			method: "PUT",
+			headers: { "Content-Length": String(image.byteLength) },
+			body: image,
+		});
+		expect(overLimit.status).toBe(413);
+		expect((await json<Problem>(overLimit)).message).toBe(
+			"The image file must be at most 10000000 bytes; this one has 10000001",
+		);
+	});
+
 	it("answers a part still arriving when its voice is deleted with 410, not with a resend", async () => {
 		const alice = await user();
 		const voice = (await json<{ data: Voice }>(await createVoice(alice, { files: declare({ model: MODEL }) }))).data;

@@ -111,7 +111,11 @@ async function upload(request: Request, env: Env, url: URL): Promise<Response> {
 	const hook = uploadHookFor(grant.key);
 	if (grant.maxBytes !== undefined && length >= grant.maxBytes) {
 		await recordTooLarge(env, hook, grant, length);
-		throw new ApiError(413, "payload_too_large", `Uploads must be smaller than ${grant.maxBytes} bytes`);
+		throw new ApiError(
+			413,
+			"payload_too_large",
+			hook?.tooLargeMessage?.(grant, length) ?? `Uploads must be smaller than ${grant.maxBytes} bytes`,
+		);
 	}
 	await hook?.beforePut?.(env, grant);
 	if (hook?.store) return hook.store(env, grant, request, length);
