@@ -33,23 +33,31 @@ export function start(
 	return { name, child, exited };
 }
 
-/** SIGTERM to the whole group, then SIGKILL after `graceMs`. */
+/**
+ * SIGTERM to the whole group, then SIGKILL to what is left of it after `graceMs`. The leader (often `npm`) may exit
+ * before what it started has finished stopping (a runner finishing its job and removing its work folder), so the
+ * grace runs until the group is empty, not until the leader exits.
+ */
 export async function stop(managed: Managed, graceMs = 10_000): Promise<void> {
 	const pid = managed.child.pid;
 	if (!pid || managed.child.exitCode !== null) return;
-	const signal = (sig: NodeJS.Signals) => {
+	/** Sends `sig` to the group (0 only asks whether any of it is left); false when none is. */
+	const signal = (sig: NodeJS.Signals | 0) => {
 		try {
 			process.kill(-pid, sig);
+			return true;
 		} catch {
-			// Already gone.
+			return false;
 		}
 	};
 	signal("SIGTERM");
-	const timer = setTimeout(() => signal("SIGKILL"), graceMs);
-	await managed.exited;
-	clearTimeout(timer);
-	signal("SIGKILL"); // anything the leader left behind in its group
+	const deadline = Date.now() + graceMs;
+	await Promise.race([managed.exited, sleep(graceMs)]);
+	while (Date.now() < deadline && signal(0)) await sleep(100);
+	signal("SIGKILL");
 }
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function waitForHttp(url: string, timeoutMs: number, isAlive: () => boolean): Promise<void> {
 	const deadline = Date.now() + timeoutMs;
