@@ -185,6 +185,26 @@ describe("synthesizer graph speed options", () => {
 		}
 	});
 
+	it("decodes the span of a source that does not end on a 10 ms frame, with the same output", async () => {
+		const paths = engineModels();
+		const stats: RvcChunkStats[] = [];
+		const engine = createRvcEngine({ noiseSeed: 3, decodePieces: 2, onChunk: (chunk) => stats.push(chunk) });
+		await engine.init();
+		// 4.0052 s: the last segment ends 83 samples into a frame (most recordings do not end on a frame).
+		const samples = 64083;
+		const params = { chunk_seconds: 1.5, rms_mix_rate: 1 };
+		try {
+			const whole = await convertTone(engine, paths, "whole", params, samples, samples);
+			stats.length = 0;
+			const spans = await convertTone(engine, paths, "spans", params, samples, samples);
+			expect(spans.length).toBe(Math.round((samples / 16000) * checkpoint.config.sampleRate));
+			expect(stats.at(-1)?.decodedFrames).toBeLessThan(stats.at(-1)?.frames as number);
+			expect(maxAbsDifference(spans, whole)).toBeLessThan(1e-5);
+		} finally {
+			await engine.dispose();
+		}
+	});
+
 	it("gives the same output to the bit when the engine decodes each span in pieces", async () => {
 		const paths = engineModels();
 		const outputs: Float32Array[] = [];
@@ -330,6 +350,8 @@ async function convertTone(
 	params: { chunk_seconds: number; rms_mix_rate: number },
 	/** The source's length, as the runner passes it when the file states it. */
 	inputFrames?: number,
+	/** The tone's length in 16 kHz samples. */
+	sourceSamples = 64000,
 ): Promise<Float32Array> {
 	const artifactPaths = new Map(paths).set("synthesizer", paths.get(synthesizer) as string);
 	const voice = {
@@ -344,7 +366,7 @@ async function convertTone(
 		},
 		artifacts: [],
 	};
-	const tone = Float32Array.from({ length: 64000 }, (_, i) => 0.3 * Math.sin((i * 2 * Math.PI * 150) / 16000));
+	const tone = Float32Array.from({ length: sourceSamples }, (_, i) => 0.3 * Math.sin((i * 2 * Math.PI * 150) / 16000));
 	const job = {
 		voice,
 		semitones: 0,

@@ -283,8 +283,9 @@ function decodedSpan(
 ): { start: number; frames: number } {
 	if (!spans) return { start: 0, frames };
 	const reach = Math.ceil((params.crossfadeSeconds / 2) * 100) + DECODE_SPAN_MARGIN_FRAMES;
-	const start = Math.max(0, (window.segmentStart - window.windowStart) / RMVPE_HOP - reach);
-	const end = Math.min(frames, (window.segmentEnd - window.windowStart) / RMVPE_HOP + reach);
+	// Whole frames around the segment: the last one ends with the source, rarely on a frame boundary.
+	const start = Math.max(0, Math.floor((window.segmentStart - window.windowStart) / RMVPE_HOP) - reach);
+	const end = Math.min(frames, Math.ceil((window.segmentEnd - window.windowStart) / RMVPE_HOP) + reach);
 	return { start, frames: end - start };
 }
 
