@@ -127,12 +127,26 @@ async function selfTest(engine: Engine, voice: VoiceDescriptor, paths: Map<strin
 		}
 	} catch (error) {
 		if (error instanceof FileProblem || signal.aborted) throw error;
-		refuse("self_test", `Converting a test second failed: ${error instanceof Error ? error.message : String(error)}`);
+		const message = error instanceof Error ? error.message : String(error);
+		refuse("self_test", `Converting a test second failed: ${withoutFilePaths(message, paths)}`);
 	}
 	const seconds = outputRate > 0 ? frames / outputRate : 0;
 	if (Math.abs(seconds - SELF_TEST_SECONDS) > 0.01) {
 		refuse("self_test", `Converting a test second gave ${seconds.toFixed(3)} s of audio`);
 	}
+}
+
+/**
+ * An engine's message as the voice's owner may read it: the runner's own file paths (its artifact cache) taken
+ * out; the message names each file by what it is already ("contentvec model ... gives 768-d features").
+ */
+export function withoutFilePaths(message: string, paths: ReadonlyMap<string, string>): string {
+	let text = message;
+	for (const path of paths.values()) text = text.split(path).join("");
+	return text
+		.replace(/(^|[\s(])\/[^\s,;)]+/g, "$1")
+		.replace(/\s{2,}/g, " ")
+		.trim();
 }
 
 async function measureSample(url: string, signal: AbortSignal) {

@@ -130,6 +130,17 @@ describe("voice validation", () => {
 		);
 	});
 
+	it("fails a model the deployment's ContentVec cannot feed, saying why without the runner's file paths", async () => {
+		// A v1 model reads 256-wide features; the base ContentVec gives 768-wide ones.
+		const report = await validate(lease({ model: fixture("v1-nono-32k-fp32.pth") }), signal());
+		expect(report).toMatchObject({ outcome: "failed", problem: "self_test" });
+		const message = report.outcome === "failed" ? report.message : "";
+		expect(message).toMatch(
+			/^Converting a test second failed: contentvec model gives 768-d features but synthesizer takes 256-d/,
+		);
+		expect(message).not.toMatch(/\/|\.bin|\.onnx/);
+	});
+
 	it("fails a truncated checkpoint, a pickle that would call something, and bytes that are no model", async () => {
 		const truncated = await validate(lease({ model: fixture("refused-truncated.pth") }), signal());
 		expect(truncated).toMatchObject({ outcome: "failed", problem: "truncated_archive" });
