@@ -235,6 +235,7 @@ async function voiceFields(
 	}
 	let modelRate: number | null = null;
 	let modelF0: boolean | null = null;
+	let modelWidth: number | null = null;
 	if (options.model) {
 		const { bytes, inspection } = await inspectModel(
 			options.model,
@@ -245,14 +246,21 @@ async function voiceFields(
 		artifacts.push({ name: "synthesizer", bytes, sha256: sha256(bytes) });
 		modelRate = typeof inspection.sample_rate === "number" ? inspection.sample_rate : null;
 		modelF0 = inspection.f0 === 1 ? true : inspection.f0 === 0 ? false : null;
+		modelWidth = typeof inspection.feature_dim === "number" ? inspection.feature_dim : null;
 	}
 	if (options.index) {
-		const { bytes } = await inspectModel(
+		const { bytes, inspection } = await inspectModel(
 			options.index,
 			"index",
 			(inspection) => inspection.kind === "faiss_index",
 			"a faiss feature index (RVC's .index)",
 		);
+		// As validation refuses it for account voices: the index's vectors replace the model's input features.
+		if (modelWidth !== null && typeof inspection.dim === "number" && inspection.dim !== modelWidth) {
+			throw new UsageError(
+				`--index ${options.index} holds ${inspection.dim}-wide features but --model reads ${modelWidth}-wide ones (RVC v1 models use 256, v2 models 768): give the index trained with this model`,
+			);
+		}
 		artifacts.push({ name: "index", bytes, sha256: sha256(bytes) });
 	}
 	if (engine === "rvc") {
@@ -396,7 +404,15 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			if (values.rename !== undefined) fields.name = values.rename;
 			if (Object.keys(fields).length === 0) throw new UsageError("voice update needs at least one field to change");
 			const plan = updateVoice(id, fields);
-			await backend.execute(plan.statements);
+			try {
+				await backend.execute(plan.statements);
+			} catch (error) {
+				// D1 (local or through wrangler) refusing the unique service-voice name.
+				if (/UNIQUE constraint failed: voices\.name/i.test(String(error))) {
+					throw new UsageError(`A voice named "${fields.name}" already exists`);
+				}
+				throw error;
+			}
 			return plan.output;
 		}
 		case "voice list":

@@ -170,7 +170,7 @@ describe("admin CLI", () => {
 	it("creates an rvc voice from its model and index, with its defaults and the pitch range of its sample", async () => {
 		const model = path.join(dir, "voice.onnx");
 		await writeFile(model, buildTinySynthesizer({ sampleRate: 40_000 }));
-		const index = path.join(ROOT, "gpu-runner/test/rvc/fixtures/index/added_IVF20_Flat_nprobe_1_tiny_v2.index");
+		const index = path.join(ROOT, "gpu-runner/test/rvc/fixtures/index/voice-v2-768.index");
 		const voice = DEMO_VOICES[1]; // a sung phrase from 110 Hz up a fifth
 		if (!voice) throw new Error("no demo voice");
 		const sample = path.join(dir, "low-sample.wav");
@@ -240,7 +240,7 @@ describe("admin CLI", () => {
 			"--model",
 			path.join(fixtures, "v2-f0-48k.pth"),
 			"--index",
-			path.join(fixtures, "index/added_IVF20_Flat_nprobe_1_tiny_v2.index"),
+			path.join(fixtures, "index/voice-v2-768.index"),
 			"--pitch-range",
 			"165-330",
 		)) as { voice_id: string };
@@ -291,6 +291,30 @@ describe("admin CLI", () => {
 		await expect(
 			admin("voice", "update", "--name", "No pitch", "--model", path.join(fixtures, "v2-nono-40k.pth")),
 		).rejects.toThrow(/f0_method does not apply/);
+	});
+
+	it("refuses an index of another width than the model's, and a rename to a taken name, with usage errors", async () => {
+		const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
+		await expect(
+			admin(
+				"voice",
+				"create",
+				"--name",
+				"Wrong width",
+				"--engine",
+				"rvc",
+				"--model",
+				path.join(fixtures, "v2-f0-40k.pth"),
+				"--index",
+				path.join(fixtures, "index/voice-v1-256.index"),
+			),
+		).rejects.toThrow(/holds 256-wide features but --model reads 768-wide ones/);
+		expect(await backend.query("SELECT id FROM voices WHERE name = 'Wrong width'")).toEqual([]);
+		await admin("voice", "create", "--name", "First name");
+		await admin("voice", "create", "--name", "Second name");
+		const rename = admin("voice", "update", "--name", "Second name", "--rename", "First name");
+		await expect(rename).rejects.toBeInstanceOf(UsageError);
+		await expect(rename).rejects.toThrow('A voice named "First name" already exists');
 	});
 
 	it("refuses rvc voice files and params it cannot use, and writes nothing", async () => {
