@@ -106,7 +106,8 @@ export const CreateVoiceBody = z.strictObject({
 	name: Name,
 	tags: Tags.default([]),
 	description: Description.optional(),
-	voice_settings: VoiceSettings.optional(),
+	/** null is accepted as none, as a conversion takes it. */
+	voice_settings: VoiceSettings.nullable().optional(),
 	files: z.strictObject({
 		model: FileDeclaration("model"),
 		index: FileDeclaration("index").optional(),

@@ -473,6 +473,12 @@ describe("account voices", () => {
 		expect(await json<Problem>(response)).toMatchObject({ code: "voice_name_taken" });
 	});
 
+	it("takes voice_settings null on creation as none", async () => {
+		const alice = await user();
+		const response = await createVoice(alice, { voice_settings: null, files: declare({ model: PNG }) });
+		expect(response.status).toBe(201);
+	});
+
 	it("refuses names and tags with control characters, on creation and on change", async () => {
 		const alice = await user();
 		for (const body of [{ name: "null\u0000byte" }, { name: "Fine", tags: ["two\nlines"] }]) {
