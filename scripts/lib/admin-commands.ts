@@ -120,18 +120,20 @@ type ModelInspection = Awaited<
  */
 async function inspectModel(
 	file: string,
-	flag: string,
+	/** How the file was given, for messages: a flag (`model`, `index`), or `base-model` (a positional FILE). */
+	flag: "model" | "index" | "base-model",
 	accept: (inspection: ModelInspection) => boolean,
 	what: string,
 ): Promise<{ bytes: Buffer; inspection: ModelInspection }> {
-	const bytes = await readInput(file, flag === "index" ? "index" : "model");
+	const bytes = await readInput(file, flag === "index" ? "index" : flag === "base-model" ? "base model" : "model");
 	const { inspectModelFile } = await import("../../gpu-runner/src/engines/rvc/model-inspection.ts");
 	const inspection = await inspectModelFile(path.resolve(file));
+	const given = flag === "base-model" ? file : `--${flag} ${file}`;
 	if (!accept(inspection)) {
 		const found = inspection.kind === "unknown" ? "" : ` (it is ${describeKind(inspection)})`;
-		throw new UsageError(`--${flag} ${file} is not ${what}${found}`);
+		throw new UsageError(`${given} is not ${what}${found}`);
 	}
-	if (inspection.refused) throw new UsageError(`--${flag} ${file} cannot be used: ${inspection.refused.message}`);
+	if (inspection.refused) throw new UsageError(`${given} cannot be used: ${inspection.refused.message}`);
 	return { bytes, inspection };
 }
 
@@ -267,7 +269,11 @@ async function voiceFields(
 		if (fields.params !== undefined && "f0" in fields.params) {
 			throw new UsageError("--params cannot set f0: whether the model takes pitch is read from --model");
 		}
-		let params = fields.params ?? current?.params ?? {};
+		// The model first: without one nothing else about an rvc voice can be checked.
+		const names = new Set([...(current?.artifacts ?? []), ...artifacts].map((artifact) => artifact.name));
+		if (!names.has("synthesizer")) throw new UsageError("an rvc voice needs its model: --model FILE.pth or FILE.onnx");
+		// A voice becoming rvc does not keep its dsp params (formant_shift, brightness): they mean nothing here.
+		let params = fields.params ?? (current?.engine === "rvc" ? current.params : {});
 		checkRvcParams(params);
 		if (modelRate !== null && params.sample_rate !== undefined && params.sample_rate !== modelRate) {
 			throw new UsageError(`--params sample_rate ${params.sample_rate} disagrees with the model's ${modelRate} Hz`);
@@ -289,8 +295,6 @@ async function voiceFields(
 			);
 		}
 		if (params !== (fields.params ?? current?.params)) fields.params = params;
-		const names = new Set([...(current?.artifacts ?? []), ...artifacts].map((artifact) => artifact.name));
-		if (!names.has("synthesizer")) throw new UsageError("an rvc voice needs its model: --model FILE.pth or FILE.onnx");
 	}
 	if (options["pitch-range"] !== undefined) fields.pitchRangeHz = pitchRange(options["pitch-range"]);
 	else if (sample) {
@@ -438,7 +442,7 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			}
 			const { bytes } = await inspectModel(
 				file,
-				"model",
+				"base-model",
 				(inspection) => inspection.kind === "onnx" && inspection.role !== "synthesizer",
 				`an ONNX ${name} model`,
 			);

@@ -163,7 +163,7 @@ describe("admin CLI", () => {
 	it("refuses a base model that is not ONNX, by its bytes", async () => {
 		const index = path.join(ROOT, "gpu-runner/test/rvc/fixtures/index/flat-l2.index");
 		await expect(admin("base-model", "set", "rmvpe", index)).rejects.toThrow(
-			/is not an ONNX rmvpe model \(it is a faiss index\)/,
+			/^\/\S+\.index is not an ONNX rmvpe model \(it is a faiss index\)/,
 		);
 	});
 
@@ -342,6 +342,8 @@ describe("admin CLI", () => {
 				/sample_rate 48000 disagrees with the model's 40000 Hz/,
 			],
 			[[...rvc, ...rate], /an rvc voice needs its model/],
+			// Asked for the model first, not for the sample_rate it would give.
+			[rvc, /an rvc voice needs its model/],
 			[
 				[...rvc, "--model", model, "--params", '{"sample_rate":40000,"index_rate":2}'],
 				/index_rate must be a number from 0 to 1/,
@@ -354,5 +356,15 @@ describe("admin CLI", () => {
 			await expect(admin(...argv)).rejects.toThrow(message);
 		}
 		expect(await backend.query("SELECT id FROM voices WHERE name = 'Refused'")).toEqual([]);
+		// A dsp voice made rvc without a model: the model is what is missing, not its dsp params' fault.
+		await admin("voice", "create", "--name", "Was dsp", "--params", '{"formant_shift":3}');
+		await expect(admin("voice", "update", "--name", "Was dsp", "--engine", "rvc")).rejects.toThrow(
+			/an rvc voice needs its model/,
+		);
+		// With one, the dsp params go and the model's rate comes.
+		await admin("voice", "update", "--name", "Was dsp", "--engine", "rvc", "--model", model);
+		const made = ((await admin("voice", "list")) as Record<string, unknown>[]).find((v) => v.name === "Was dsp");
+		expect(made).toMatchObject({ engine: "rvc", engine_params: { sample_rate: 40_000, f0: true } });
+		expect(made?.engine_params).not.toHaveProperty("formant_shift");
 	});
 });
