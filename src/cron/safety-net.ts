@@ -105,6 +105,20 @@ export async function resendLostOutcomes(env: Env, now: Date): Promise<number> {
 }
 
 /**
+ * Of these jobs (conversions or validations), those the broker has no live lease for and no sign of life since
+ * `cutoff`, or does not hold at all: nothing will ever move them.
+ */
+async function idleSince(broker: ReturnType<typeof jobBroker>, ids: string[], cutoff: string): Promise<Set<string>> {
+	const activity = new Map((await broker.activity(ids)).map((a) => [a.conversionId, a]));
+	return new Set(
+		ids.filter((id) => {
+			const job = activity.get(id);
+			return !job || (!job.attended && job.lastActiveAt <= Date.parse(cutoff));
+		}),
+	);
+}
+
+/**
  * Fails conversions that nothing has moved for the wait limit: D1 saw no transition since the cutoff, and the broker
  * has no live lease for them and no sign of life since then. Their jobs are dropped from the broker.
  */
@@ -115,11 +129,12 @@ export async function failConversionsPastWaitLimit(env: Env, now: Date): Promise
 	const candidates = await conversionsUnchangedSince(env, NON_TERMINAL_STATUSES, cutoff, WAIT_CANDIDATES);
 	if (candidates.length === 0) return 0;
 	const broker = jobBroker(env);
-	const activity = new Map((await broker.activity(candidates.map((row) => row.id))).map((a) => [a.conversionId, a]));
-	const overdue = candidates.filter((row) => {
-		const job = activity.get(row.id);
-		return !job || (!job.attended && job.lastActiveAt <= Date.parse(cutoff));
-	});
+	const idle = await idleSince(
+		broker,
+		candidates.map((row) => row.id),
+		cutoff,
+	);
+	const overdue = candidates.filter((row) => idle.has(row.id));
 	let failed = 0;
 	for (const row of overdue) {
 		const neverUploaded = row.status === "pending_preprocessing" && row.uploadStatus === "awaiting_upload";
@@ -142,11 +157,7 @@ export async function failValidationsPastWaitLimit(env: Env, now: Date): Promise
 	const ids = await validatingVoicesBefore(env, cutoff, BATCH);
 	if (ids.length === 0) return 0;
 	const broker = jobBroker(env);
-	const activity = new Map((await broker.activity(ids)).map((a) => [a.conversionId, a]));
-	const overdue = ids.filter((id) => {
-		const job = activity.get(id);
-		return !job || (!job.attended && job.lastActiveAt <= Date.parse(cutoff));
-	});
+	const overdue = [...(await idleSince(broker, ids, cutoff))];
 	let failed = 0;
 	for (const id of overdue) {
 		if (await failValidation(env, id, `no worker took it within ${formatSeconds(limitSeconds)}`)) failed++;

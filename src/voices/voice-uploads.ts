@@ -380,8 +380,8 @@ function partsProblem(parts: { partNumber: number; sizeBytes: number }[], partSi
 }
 
 /**
- * Removes every stored file of a voice (and abandons unfinished multipart uploads), with any upload the database
- * never took (`deleteObjectsUnder`).
+ * Removes every stored file of a voice (and abandons unfinished multipart uploads): every object under the voice's
+ * key, so also any upload the database never took (`deleteObjectsUnder`).
  */
 export async function removeVoiceObjects(env: Env, files: readonly VoiceFileRow[]): Promise<void> {
 	for (const file of files) {
@@ -391,7 +391,6 @@ export async function removeVoiceObjects(env: Env, files: readonly VoiceFileRow[
 				.catch(() => undefined);
 		}
 	}
-	await env.BUCKET.delete(files.map((file) => file.objectKey));
 	for (const voiceId of new Set(files.map((file) => file.voiceId))) {
 		await deleteObjectsUnder(env, `${VOICE_FILE_KEY_PREFIX}${voiceId}/`);
 	}

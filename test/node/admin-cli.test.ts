@@ -1,15 +1,23 @@
-/** The admin commands against a real local D1 and R2 (wrangler's local persistence in a temporary folder). */
+/**
+ * The admin commands, and the demo seed of `npm run dev`, against a real local D1 and R2 (wrangler's local persistence
+ * in a temporary folder).
+ */
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { resolveConnection } from "../../cli/config.ts";
 import { buildTinyContentVec, buildTinySynthesizer } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
 import { type AdminBackend, localBackend, ROOT } from "../../scripts/lib/admin-backend.ts";
 import { runAdmin, UsageError } from "../../scripts/lib/admin-commands.ts";
 import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "../../scripts/lib/demo-voices.ts";
+import { seedDemo } from "../../scripts/lib/seed.ts";
 import { hashClientSecret } from "../../src/contracts/client-credentials.ts";
+
+/** RVC checkpoints and faiss indexes made by the real tools (the generator scripts in that folder). */
+const FIXTURES = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
 
 let dir: string;
 let backend: AdminBackend;
@@ -161,7 +169,7 @@ describe("admin CLI", () => {
 	});
 
 	it("refuses a base model that is not ONNX, by its bytes", async () => {
-		const index = path.join(ROOT, "gpu-runner/test/rvc/fixtures/index/flat-l2.index");
+		const index = path.join(FIXTURES, "index/flat-l2.index");
 		await expect(admin("base-model", "set", "rmvpe", index)).rejects.toThrow(
 			/^\/\S+\.index is not an ONNX rmvpe model \(it is a faiss index\)/,
 		);
@@ -170,7 +178,7 @@ describe("admin CLI", () => {
 	it("creates an rvc voice from its model and index, with its defaults and the pitch range of its sample", async () => {
 		const model = path.join(dir, "voice.onnx");
 		await writeFile(model, buildTinySynthesizer({ sampleRate: 40_000 }));
-		const index = path.join(ROOT, "gpu-runner/test/rvc/fixtures/index/voice-v2-768.index");
+		const index = path.join(FIXTURES, "index/voice-v2-768.index");
 		const voice = DEMO_VOICES[1]; // a sung phrase from 110 Hz up a fifth
 		if (!voice) throw new Error("no demo voice");
 		const sample = path.join(dir, "low-sample.wav");
@@ -214,7 +222,7 @@ describe("admin CLI", () => {
 		});
 
 		// A new index replaces only the index; a given range replaces the measured one.
-		const flat = path.join(ROOT, "gpu-runner/test/rvc/fixtures/index/flat-l2.index");
+		const flat = path.join(FIXTURES, "index/flat-l2.index");
 		await admin("voice", "update", "--name", "Low rvc", "--index", flat, "--pitch-range", "90-180");
 		const updated = ((await admin("voice", "list")) as Record<string, unknown>[]).find(
 			(v) => v.voice_id === created.voice_id,
@@ -229,7 +237,6 @@ describe("admin CLI", () => {
 	});
 
 	it("creates an rvc voice from RVC's .pth checkpoint, taking its sample rate from the file", async () => {
-		const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
 		const created = (await admin(
 			"voice",
 			"create",
@@ -238,9 +245,9 @@ describe("admin CLI", () => {
 			"--engine",
 			"rvc",
 			"--model",
-			path.join(fixtures, "v2-f0-48k.pth"),
+			path.join(FIXTURES, "v2-f0-48k.pth"),
 			"--index",
-			path.join(fixtures, "index/voice-v2-768.index"),
+			path.join(FIXTURES, "index/voice-v2-768.index"),
 			"--pitch-range",
 			"165-330",
 		)) as { voice_id: string };
@@ -256,7 +263,6 @@ describe("admin CLI", () => {
 	});
 
 	it("records whether the model takes pitch, so the API can refuse f0_method for a model without", async () => {
-		const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
 		const engineParams = async (name: string) =>
 			((await admin("voice", "list")) as Record<string, unknown>[]).find((v) => v.name === name)?.engine_params;
 		await admin(
@@ -267,7 +273,7 @@ describe("admin CLI", () => {
 			"--engine",
 			"rvc",
 			"--model",
-			path.join(fixtures, "v2-nono-40k.pth"),
+			path.join(FIXTURES, "v2-nono-40k.pth"),
 		);
 		expect(await engineParams("No pitch")).toEqual({ sample_rate: 40_000, f0: false });
 
@@ -283,33 +289,17 @@ describe("admin CLI", () => {
 		expect(await engineParams("No pitch")).toEqual({ rms_mix_rate: 0.5, sample_rate: 40_000, f0: false });
 
 		// A new model with pitch input replaces the record, and then f0_method applies.
-		await admin("voice", "update", "--name", "No pitch", "--model", path.join(fixtures, "v2-f0-40k.pth"));
+		await admin("voice", "update", "--name", "No pitch", "--model", path.join(FIXTURES, "v2-f0-40k.pth"));
 		expect(await engineParams("No pitch")).toEqual({ rms_mix_rate: 0.5, sample_rate: 40_000, f0: true });
 		await admin("voice", "update", "--name", "No pitch", "--params", '{"sample_rate":40000,"f0_method":"yin"}');
 		expect(await engineParams("No pitch")).toEqual({ f0_method: "yin", sample_rate: 40_000, f0: true });
 		// ... and a model without it is refused while the defaults name an f0_method.
 		await expect(
-			admin("voice", "update", "--name", "No pitch", "--model", path.join(fixtures, "v2-nono-40k.pth")),
+			admin("voice", "update", "--name", "No pitch", "--model", path.join(FIXTURES, "v2-nono-40k.pth")),
 		).rejects.toThrow(/f0_method does not apply/);
 	});
 
-	it("refuses an index of another width than the model's, and a rename to a taken name, with usage errors", async () => {
-		const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
-		await expect(
-			admin(
-				"voice",
-				"create",
-				"--name",
-				"Wrong width",
-				"--engine",
-				"rvc",
-				"--model",
-				path.join(fixtures, "v2-f0-40k.pth"),
-				"--index",
-				path.join(fixtures, "index/voice-v1-256.index"),
-			),
-		).rejects.toThrow(/holds 256-wide features but --model reads 768-wide ones/);
-		expect(await backend.query("SELECT id FROM voices WHERE name = 'Wrong width'")).toEqual([]);
+	it("refuses a rename to a taken name with a usage error", async () => {
 		await admin("voice", "create", "--name", "First name");
 		await admin("voice", "create", "--name", "Second name");
 		const rename = admin("voice", "update", "--name", "Second name", "--rename", "First name");
@@ -320,16 +310,15 @@ describe("admin CLI", () => {
 	it("refuses rvc voice files and params it cannot use, and writes nothing", async () => {
 		const model = path.join(dir, "refused.onnx");
 		await writeFile(model, buildTinySynthesizer({ sampleRate: 40_000 }));
-		const hnsw = path.join(ROOT, "gpu-runner/test/rvc/fixtures/index/hnsw.index");
+		const hnsw = path.join(FIXTURES, "index/hnsw.index");
 		const wav = path.join(dir, "not-a-model.wav");
 		await writeFile(wav, demoVoiceSample(DEMO_VOICES[0] as (typeof DEMO_VOICES)[0]));
 		const rvc = ["voice", "create", "--name", "Refused", "--engine", "rvc"];
 		const rate = ["--params", '{"sample_rate":40000}'];
-		const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
 		const refusals: [string[], RegExp][] = [
 			[[...rvc, "--model", wav, ...rate], /--model .* is not an RVC .pth checkpoint or an ONNX synthesizer$/],
 			[
-				[...rvc, "--model", path.join(fixtures, "refused-os-system.pth")],
+				[...rvc, "--model", path.join(FIXTURES, "refused-os-system.pth")],
 				/--model .*refused-os-system.pth cannot be used: .*os/,
 			],
 			[[...rvc, "--model", model, "--index", hnsw, ...rate], /--index .*hnsw.index cannot be used/],
@@ -340,6 +329,16 @@ describe("admin CLI", () => {
 			[
 				[...rvc, "--model", model, "--params", '{"sample_rate":48000}'],
 				/sample_rate 48000 disagrees with the model's 40000 Hz/,
+			],
+			[
+				[
+					...rvc,
+					"--model",
+					path.join(FIXTURES, "v2-f0-40k.pth"),
+					"--index",
+					path.join(FIXTURES, "index/voice-v1-256.index"),
+				],
+				/holds 256-wide features but --model reads 768-wide ones/,
 			],
 			[[...rvc, ...rate], /an rvc voice needs its model/],
 			// Asked for the model first, not for the sample_rate it would give.
@@ -367,4 +366,25 @@ describe("admin CLI", () => {
 		expect(made).toMatchObject({ engine: "rvc", engine_params: { sample_rate: 40_000, f0: true } });
 		expect(made?.engine_params).not.toHaveProperty("formant_shift");
 	});
+});
+
+/** What `npm run dev` saves for the CLI (scripts/lib/seed.ts), read back the way the CLI reads it (cli/config.ts). */
+describe("demo seed", () => {
+	it("saves the address the dev stack listens on with the demo client, and the CLI connects there", async () => {
+		const file = path.join(dir, ".wrangler", "demo-credentials.json");
+		const first = await seedDemo(backend, file, "http://127.0.0.1:8941");
+		expect(JSON.parse(await readFile(file, "utf8"))).toEqual({ ...first, base_url: "http://127.0.0.1:8941" });
+		expect((await stat(file)).mode & 0o777).toBe(0o600);
+		expect(resolveConnection({}, {}, file)).toMatchObject({
+			baseUrl: "http://127.0.0.1:8941",
+			clientId: first.client_id,
+			clientSecret: first.client_secret,
+			source: "local demo",
+		});
+
+		// The next start on another port keeps the client and moves the address.
+		const second = await seedDemo(backend, file, "http://127.0.0.1:8787");
+		expect(second).toEqual(first);
+		expect(resolveConnection({}, {}, file).baseUrl).toBe("http://127.0.0.1:8787");
+	}, 120_000);
 });

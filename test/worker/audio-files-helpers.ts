@@ -62,6 +62,13 @@ export function heldBody(bytes: Uint8Array, at: number) {
 	return { stream, started, release: () => release(), abort: (reason: Error) => abort(reason) };
 }
 
+/** An upload through `url` that sends its first 1000 bytes at once and the rest when released (`heldBody`). */
+export function heldUpload(url: string, bytes: Uint8Array, contentType = "audio/wav") {
+	const held = heldBody(bytes, 1000);
+	const response = put(url, held.stream, { "Content-Type": contentType, "Content-Length": String(bytes.byteLength) });
+	return { ...held, response };
+}
+
 export const upload = (file: AudioFile, bytes: Uint8Array, contentType = file.mime_type) =>
 	put(file.upload_url as string, bytes, { "Content-Type": contentType, "Content-Length": String(bytes.byteLength) });
 
@@ -88,6 +95,12 @@ export const objectKeyOf = (accountId: string, fileId: string) => `audio-files/$
  * The one object kept for the file (an upload's bytes are under its signed key and a suffix of their own), or null;
  * more than one is an error: a refused or lost upload must not leave its bytes behind.
  */
+/** The bytes of the one object kept for the file (`storedObject`), or null. */
+export async function storedBytes(accountId: string, fileId: string): Promise<Uint8Array | null> {
+	const stored = await storedObject(accountId, fileId);
+	return stored ? new Uint8Array(await stored.arrayBuffer()) : null;
+}
+
 export async function storedObject(accountId: string, fileId: string) {
 	const keys = await keysUnder(objectKeyOf(accountId, fileId));
 	if (keys.length > 1) throw new Error(`${keys.length} objects kept for audio file ${fileId}: ${keys.join(", ")}`);

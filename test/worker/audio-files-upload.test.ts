@@ -6,7 +6,16 @@ import type { VoiceConversion } from "../../src/contracts/voice-conversions.ts";
 import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
 import { signStorageUrl } from "../../src/storage/signed-url.ts";
 import { makeWav } from "../support/wav-generator.ts";
-import { getFile, heldBody, objectKeyOf, put, registerFile, storedObject, upload } from "./audio-files-helpers.ts";
+import {
+	getFile,
+	heldUpload,
+	objectKeyOf,
+	put,
+	registerFile,
+	storedBytes,
+	storedObject,
+	upload,
+} from "./audio-files-helpers.ts";
 import { eventsFor, insertVoice } from "./conversion-fixtures.ts";
 import { ORIGIN, signedInClient } from "./helpers.ts";
 
@@ -44,8 +53,7 @@ describe("PUT {upload_url}", () => {
 		const response = await upload(file, wav);
 		expect(response.status).toBe(200);
 		expect(await response.text()).toBe("");
-		const stored = await storedObject(client.accountId, file.id);
-		expect(new Uint8Array(await (stored as R2ObjectBody).arrayBuffer())).toEqual(wav);
+		expect(await storedBytes(client.accountId, file.id)).toEqual(wav);
 		const after = await getFile(api, file.id);
 		expect(after).toMatchObject({ upload_status: "uploaded", size_bytes: wav.byteLength, upload_url: null });
 		expect(Date.parse(after.uploaded_at as string)).toBeGreaterThanOrEqual(Date.parse(after.created_at));
@@ -74,46 +82,39 @@ describe("PUT {upload_url}", () => {
 	it("keeps the bytes of the upload it took when two go through one address at once", async () => {
 		const { api, client, file } = await newFile();
 		const slow = makeWav({ sampleRate: 8_000, channels: 2, frames: 8_000, encoding: "pcm", bits: 16 });
-		const held = heldBody(slow, 1000);
-		const headers = { "Content-Type": "audio/wav", "Content-Length": String(slow.byteLength) };
-		const slowResponse = put(file.upload_url as string, held.stream, headers);
+		const held = heldUpload(file.upload_url as string, slow);
 		await held.started;
 		// The fast one finishes first and is the file's; the slow one, finishing after, is refused and kept nowhere.
 		expect((await upload(file, wav)).status).toBe(200);
 		held.release();
-		const refused = await slowResponse;
+		const refused = await held.response;
 		expect(refused.status).toBe(409);
 		expect(await refused.json()).toMatchObject({ code: "already_uploaded" });
-		const stored = await storedObject(client.accountId, file.id);
-		expect(new Uint8Array(await (stored as R2ObjectBody).arrayBuffer())).toEqual(wav);
+		expect(await storedBytes(client.accountId, file.id)).toEqual(wav);
 		expect(await getFile(api, file.id)).toMatchObject({ upload_status: "uploaded", size_bytes: wav.byteLength });
 	});
 
 	it("keeps a finished upload's bytes when another through the same address is cut off", async () => {
 		const { api, client, file } = await newFile();
-		const held = heldBody(new Uint8Array(50_000).fill(7), 1000);
-		const cut = put(file.upload_url as string, held.stream, { "Content-Type": "audio/wav", "Content-Length": "50000" });
-		await held.started;
+		const cut = heldUpload(file.upload_url as string, new Uint8Array(50_000).fill(7));
+		await cut.started;
 		expect((await upload(file, wav)).status).toBe(200);
-		held.abort(new Error("the client went away"));
-		expect((await cut).status).toBe(400);
-		const stored = await storedObject(client.accountId, file.id);
-		expect(new Uint8Array(await (stored as R2ObjectBody).arrayBuffer())).toEqual(wav);
+		cut.abort(new Error("the client went away"));
+		expect((await cut.response).status).toBe(400);
+		expect(await storedBytes(client.accountId, file.id)).toEqual(wav);
 		expect(await getFile(api, file.id)).toMatchObject({ upload_status: "uploaded", size_bytes: wav.byteLength });
 	});
 
 	it("keeps the newest address's upload when an older one, regenerated mid-upload, finishes after it", async () => {
 		const { api, client, file } = await newFile();
-		const held = heldBody(new Uint8Array(50_000).fill(7), 1000);
-		const old = put(file.upload_url as string, held.stream, { "Content-Type": "audio/wav", "Content-Length": "50000" });
-		await held.started;
+		const old = heldUpload(file.upload_url as string, new Uint8Array(50_000).fill(7));
+		await old.started;
 		const regenerated = await api(`/api/v1/audio-files/${file.id}/regenerate-upload-url`, { method: "POST" });
 		const newest = ((await regenerated.json()) as { data: typeof file }).data;
 		expect((await upload(newest, wav)).status).toBe(200);
-		held.release();
-		expect((await old).status).toBe(409);
-		const stored = await storedObject(client.accountId, file.id);
-		expect(new Uint8Array(await (stored as R2ObjectBody).arrayBuffer())).toEqual(wav);
+		old.release();
+		expect((await old.response).status).toBe(409);
+		expect(await storedBytes(client.accountId, file.id)).toEqual(wav);
 	});
 
 	it("refuses another Content-Type with 415 naming the registered one", async () => {

@@ -238,10 +238,13 @@ describe("conversion lifecycle through the runner API", () => {
 		expect((await worker.finish(second)).status).toBe(200);
 	});
 
-	it("forgets the long-poll of a runner whose request went away, so the next job goes to a live runner", async () => {
+	/**
+	 * A runner's long-poll, waiting in the broker; `gone.abort()` is the runner dying (its connection closes).
+	 * `deadPoll` settles with the request's error, caught at once so that it is never unhandled meanwhile.
+	 */
+	async function longPollOfRunnerAboutToDie() {
 		const dead = await runner();
 		const gone = new AbortController();
-		// Its rejection is read once the abort has run; caught at once so that it is never unhandled meanwhile.
 		const deadPoll = dead
 			.api("/internal/v1/leases", {
 				method: "POST",
@@ -251,6 +254,11 @@ describe("conversion lifecycle through the runner API", () => {
 			})
 			.catch((error: unknown) => error);
 		await vi.waitFor(async () => expect((await broker().stats()).waiters).toBe(1));
+		return { gone, deadPoll };
+	}
+
+	it("forgets the long-poll of a runner whose request went away, so the next job goes to a live runner", async () => {
+		const { gone, deadPoll } = await longPollOfRunnerAboutToDie();
 		// The runner is killed mid-poll: its connection closes, and the broker must drop its waiter at once.
 		gone.abort();
 		expect(await deadPoll).toMatchObject({ name: "AbortError" });
@@ -271,17 +279,7 @@ describe("conversion lifecycle through the runner API", () => {
 		const file = await insertAudioFile(alice.accountId, "pending");
 		const voiceId = await insertVoice();
 		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId });
-		const dead = await runner();
-		const gone = new AbortController();
-		const deadPoll = dead
-			.api("/internal/v1/leases", {
-				method: "POST",
-				headers: { "Content-Type": "application/json" },
-				body: JSON.stringify({ runner_id: dead.runnerId, capacity: 1, wait_seconds: 20 }),
-				signal: gone.signal,
-			})
-			.catch((error: unknown) => error);
-		await vi.waitFor(async () => expect((await broker().stats()).waiters).toBe(1));
+		const { gone, deadPoll } = await longPollOfRunnerAboutToDie();
 		await finishPreprocessing(alice.accountId, file.id, "ready");
 		// The runner is killed as its job arrives: the broker grants the job before it hears of the abort.
 		gone.abort();

@@ -58,12 +58,6 @@ async function leaseJobs(
 		kinds: body.job_kinds ?? ["convert"],
 		waitId,
 	});
-	if (request.signal.aborted) {
-		// The client left as the broker answered: nobody will run these, so give them back uncharged (`cancelWait`
-		// does too, for when this handler is not resumed at all; whichever comes second finds the leases ended).
-		await Promise.allSettled(granted.map((g) => broker.release(g.leaseId)));
-		return ok({ leases: [], validations: [] });
-	}
 	if (granted.length === 0) return ok({ leases: [], validations: [] });
 	try {
 		const origin = publicOrigin(env, request.url);
