@@ -23,8 +23,9 @@ export function crc8(bytes: Uint8Array): number {
 	return crc;
 }
 
-export function crc16(bytes: Uint8Array): number {
-	let crc = 0;
+/** CRC-16 of `bytes`, or of what came before them (whose CRC is `initial`) followed by them. */
+export function crc16(bytes: Uint8Array, initial = 0): number {
+	let crc = initial;
 	for (const byte of bytes) crc = ((crc << 8) & 0xffff) ^ (CRC16[(crc >> 8) ^ byte] as number);
 	return crc;
 }

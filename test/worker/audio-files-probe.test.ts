@@ -54,10 +54,11 @@ describe("probeAudio: formats", () => {
 		expect(await probe(bytes)).toMatchObject({ ok: true, format: "wav", durationSeconds: 2 });
 	});
 
-	it("reads FLAC STREAMINFO, walking past further metadata blocks", async () => {
+	it("reads FLAC STREAMINFO, walking past further metadata blocks, and checks the last frame from the tail", async () => {
 		const frames = 44_100 * 2 + 77;
 		const bytes = makeFlac({ sampleRate: 44_100, channels: 2, bitsPerSample: 16, frames, paddingBytes: 1000 });
-		expect(await probe(bytes)).toEqual({
+		const stats = { reads: 0, bytesFetched: 0 };
+		expect(await probe(bytes, stats)).toEqual({
 			ok: true,
 			format: "flac",
 			sampleRate: 44_100,
@@ -65,6 +66,9 @@ describe("probeAudio: formats", () => {
 			durationSeconds: frames / 44_100,
 			codec: "FLAC 16-bit",
 		});
+		// STREAMINFO and the metadata, the file's last 4 KiB (tags), its last frame.
+		expect(stats.reads).toBe(3);
+		expect(stats.bytesFetched).toBeLessThan(bytes.byteLength / 3);
 	});
 
 	it("computes a FLAC length STREAMINFO leaves unknown from the last frame, reading only the tail", async () => {

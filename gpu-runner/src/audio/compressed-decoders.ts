@@ -5,7 +5,9 @@
  */
 import { FLACDecoder } from "@wasm-audio-decoders/flac";
 import { MPEGDecoder } from "mpg123-decoder";
+import { flacTailBytes } from "../../../src/contracts/flac-stream-end.ts";
 import { corruptedSource, unsupportedFormat } from "../job-errors.ts";
+import { upToFlacAudioEnd } from "./flac-audio-end.ts";
 import { findMp3Start } from "./mp3-stream-start.ts";
 import type { AudioBlock } from "./pcm.ts";
 import { replayThen } from "./replay.ts";
@@ -88,7 +90,10 @@ export async function* decodeFlac(bytes: AsyncIterable<Uint8Array>): AsyncGenera
 		head = joined;
 		wide = needsWideFlacDecoder(head);
 	}
-	const stream = replayThen(taken, iterator);
+	// STREAMINFO's largest frame (bytes 15-17 after "fLaC" and the block header) bounds the tail held back.
+	const maxFrameSize =
+		head.length >= 18 ? ((head[15] as number) << 16) | ((head[16] as number) << 8) | (head[17] as number) : 0;
+	const stream = upToFlacAudioEnd(replayThen(taken, iterator), flacTailBytes(maxFrameSize));
 	if (wide) {
 		yield* decodeWideFlac(stream);
 		return;

@@ -1,18 +1,23 @@
 /**
- * FLAC: the STREAMINFO block (always first) gives sample rate, channels and the total number of samples. A total of
- * 0 means "unknown" (allowed for streamed encodes); then the length is computed from the last frame, whose header
- * carries its frame (or sample) number: one tail read of at most `max_framesize` bytes, checked with both CRCs.
+ * FLAC: the STREAMINFO block (always first) gives sample rate, channels and the total number of samples. The last
+ * frame, whose header carries its frame (or sample) number, must end where that total does: so a file cut short is
+ * refused here, not when a conversion of it fails. A total of 0 means "unknown" (allowed for streamed encodes); then
+ * the last frame gives the length. Two reads at the end: the last 4 KiB, for tags appended after the audio, then at
+ * most `max_framesize` bytes before them.
  */
 
-import { crc8, crc16 } from "../../contracts/flac-crc.ts";
+import {
+	APPENDED_TAGS_MAX_BYTES,
+	afterAudioStart,
+	flacTailBytes,
+	lastFlacFrame,
+} from "../../contracts/flac-stream-end.ts";
 import type { AudioFacts } from "./audio-facts.ts";
 import { corrupted, truncated, zeroDuration } from "./probe-failure.ts";
-import { ascii, type ProbeReader, u16be, u24be, u32be } from "./probe-reader.ts";
+import { type ProbeReader, u16be, u24be, u32be } from "./probe-reader.ts";
 
 const STREAMINFO = 0;
 const MAX_METADATA_BLOCKS = 1024;
-/** Tail searched for the last frame when STREAMINFO does not state the largest frame size. */
-const DEFAULT_TAIL_BYTES = 1 << 20;
 
 interface StreamInfo {
 	minBlockSize: number;
@@ -42,68 +47,31 @@ function parseStreamInfo(b: Uint8Array): StreamInfo {
 	return info;
 }
 
-/** Reads FLAC's UTF-8-like coded number (frame number: up to 6 bytes; sample number: up to 7). */
-function codedNumber(b: Uint8Array, at: number): { value: number; length: number } | null {
-	const first = b[at];
-	if (first === undefined) return null;
-	if (first < 0x80) return { value: first, length: 1 };
-	let length = 0;
-	for (let mask = 0x80; first & mask && mask > 0; mask >>= 1) length++;
-	if (length < 2 || length > 7) return null;
-	let value = first & (0xff >> (length + 1));
-	for (let i = 1; i < length; i++) {
-		const next = b[at + i];
-		if (next === undefined || (next & 0xc0) !== 0x80) return null;
-		value = value * 64 + (next & 0x3f);
-	}
-	return { value, length };
-}
-
-/** Samples in the frame whose header starts at `at`, and its position in the stream; null if it is not a valid header. */
-function frameHeader(b: Uint8Array, at: number, info: StreamInfo): { firstSample: number; blockSize: number } | null {
-	if (b[at] !== 0xff || ((b[at + 1] as number) & 0xfe) !== 0xf8) return null;
-	const variable = ((b[at + 1] as number) & 0x01) === 1;
-	const blockCode = (b[at + 2] as number) >> 4;
-	const rateCode = (b[at + 2] as number) & 0x0f;
-	const channelCode = (b[at + 3] as number) >> 4;
-	const sizeCode = ((b[at + 3] as number) >> 1) & 0x07;
-	if (blockCode === 0 || rateCode === 15 || channelCode > 10 || sizeCode === 3 || (b[at + 3] as number) & 0x01) {
-		return null;
-	}
-	const number = codedNumber(b, at + 4);
-	if (!number) return null;
-	let end = at + 4 + number.length;
-	let blockSize: number;
-	if (blockCode === 1) blockSize = 192;
-	else if (blockCode <= 5) blockSize = 576 << (blockCode - 2);
-	else if (blockCode === 6) blockSize = (b[end++] ?? -1) + 1;
-	else if (blockCode === 7) {
-		blockSize = u16be(b, end) + 1;
-		end += 2;
-	} else blockSize = 256 << (blockCode - 8);
-	if (rateCode === 12) end += 1;
-	else if (rateCode === 13 || rateCode === 14) end += 2;
-	if (end >= b.byteLength || crc8(b.subarray(at, end)) !== b[end]) return null;
-	const firstSample = variable ? number.value : number.value * info.maxBlockSize;
-	return { firstSample, blockSize };
+/**
+ * Samples up to the end of the stream's last frame, found in the file's tail (`lastFlacFrame`: the frame whose CRC-16
+ * holds up to the tags appended after the audio, if any). Null when no frame ends there: the file was cut inside a
+ * frame, or other data follows the audio.
+ */
+async function samplesToLastFrame(reader: ProbeReader, audioStart: number, info: StreamInfo): Promise<number | null> {
+	const afterBytes = await bytesAfterAudio(reader, audioStart);
+	if (afterBytes === null) return null;
+	const span = Math.min(reader.size - audioStart, flacTailBytes(info.maxFrameSize, afterBytes));
+	const last = lastFlacFrame(await reader.exactly(reader.size - span, span, "last FLAC frame"));
+	if (!last) return null;
+	const { number, variable, blockSize } = last.header;
+	return (variable ? number : number * info.maxBlockSize) + blockSize;
 }
 
 /**
- * The stream length from its last frame. The tail is searched backwards for a frame header whose CRC-8 holds and
- * whose frame, running to the end of the stream, also passes CRC-16: so a byte pattern inside audio data that merely
- * looks like a header is never taken for the last frame.
+ * Bytes after the audio (tags, zero padding): looked for in the reader's window at the end, then as far as they
+ * may reach.
  */
-async function samplesFromLastFrame(reader: ProbeReader, audioStart: number, info: StreamInfo): Promise<number | null> {
-	let end = reader.size;
-	const maybeId3v1 = await reader.bytes(end - 128, 3);
-	if (end - 128 > audioStart && ascii(maybeId3v1, 0, 3) === "TAG") end -= 128;
-	const span = Math.min(end - audioStart, info.maxFrameSize > 0 ? info.maxFrameSize + 16 : DEFAULT_TAIL_BYTES);
-	const tail = await reader.exactly(end - span, span, "last FLAC frame");
-	const stored = u16be(tail, span - 2);
-	for (let at = span - 2; at >= 0; at--) {
-		if (tail[at] !== 0xff) continue;
-		const header = frameHeader(tail, at, info);
-		if (header && crc16(tail.subarray(at, span - 2)) === stored) return header.firstSample + header.blockSize;
+async function bytesAfterAudio(reader: ProbeReader, audioStart: number): Promise<number | null> {
+	for (const length of [reader.windowBytes, APPENDED_TAGS_MAX_BYTES + 4096]) {
+		const span = Math.min(reader.size - audioStart, length);
+		const start = afterAudioStart(await reader.exactly(reader.size - span, span, "end of the FLAC file"));
+		if (start !== null) return span - start;
+		if (span < length) return null;
 	}
 	return null;
 }
@@ -125,14 +93,27 @@ export async function probeFlac(reader: ProbeReader, start: number): Promise<Aud
 	}
 	if (offset >= reader.size) throw truncated("The FLAC file ends before its first audio frame");
 
-	let totalSamples = info.totalSamples;
-	if (totalSamples === 0) {
-		const counted = await samplesFromLastFrame(reader, offset, info);
-		if (counted === null) {
-			throw corrupted("The FLAC stream does not state its length and its last frame could not be read");
-		}
-		totalSamples = counted;
+	// The last frame: the length where STREAMINFO leaves it unknown, and otherwise the proof that none is missing.
+	const framesEnd = await samplesToLastFrame(reader, offset, info);
+	const seconds = (samples: number) => `${(samples / info.sampleRate).toFixed(3)} s`;
+	if (framesEnd === null) {
+		throw info.totalSamples === 0
+			? corrupted("The FLAC stream does not state its length and its last frame could not be read")
+			: truncated(
+					`The FLAC file does not end with a whole audio frame: it was cut short, or is followed by data other than tags (ID3v1, APE, ID3v2; ${APPENDED_TAGS_MAX_BYTES >> 20} MiB at most)`,
+				);
 	}
+	if (info.totalSamples !== 0 && framesEnd < info.totalSamples) {
+		throw truncated(
+			`The FLAC file was cut short: its frames end at ${seconds(framesEnd)} of the ${seconds(info.totalSamples)} its STREAMINFO states`,
+		);
+	}
+	if (info.totalSamples !== 0 && framesEnd > info.totalSamples) {
+		throw corrupted(
+			`The FLAC frames run to ${seconds(framesEnd)}, past the ${seconds(info.totalSamples)} its STREAMINFO states`,
+		);
+	}
+	const totalSamples = framesEnd;
 	if (totalSamples === 0) throw zeroDuration("The FLAC stream contains no samples");
 	return {
 		format: "flac",

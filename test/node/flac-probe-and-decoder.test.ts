@@ -1,0 +1,140 @@
+/**
+ * Preprocessing (the Worker's probe) and the runner's decoder must agree on where a FLAC file's audio ends: with tags
+ * appended after the last frame (ID3v1, APE, ID3v2 with a footer) or zero padding, both find the whole stream; a
+ * file cut short, or followed by other data, is refused by preprocessing rather than failing its conversions. Both
+ * sides run here, so the test sits at the root (as the MP3 one does).
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { decodeSource } from "../../gpu-runner/src/audio/decode-source.ts";
+import { sine } from "../../gpu-runner/test/helpers/signals.ts";
+import { bytesOf, collect } from "../../gpu-runner/test/helpers/streams.ts";
+import { missingToolsMessage, run } from "../../gpu-runner/test/helpers/tools.ts";
+import { makeWav } from "../../gpu-runner/test/helpers/wav-files.ts";
+import { memoryByteSource } from "../../src/audio-files/probe/byte-source.ts";
+import { probeAudio } from "../../src/audio-files/probe/probe-audio.ts";
+import { flacFrameHeaderAt } from "../../src/contracts/flac-stream-end.ts";
+import { makeFlac } from "../support/flac-generator.ts";
+import { asciiBytes, concatBytes } from "../support/pcm.ts";
+
+const toolsSkip = missingToolsMessage(["flac"]);
+
+const u32le = (value: number) => new Uint8Array(new Uint32Array([value]).buffer);
+
+/** An ID3v1 tag: "TAG" and 125 bytes of fields. */
+const id3v1 = () => concatBytes([asciiBytes("TAG"), asciiBytes("A title".padEnd(125, "\0"))]);
+
+/** An APEv2 tag as taggers write it: header, items, footer (the footer's size counts the items and itself). */
+function apeTag(items: Record<string, string>): Uint8Array {
+	const body = concatBytes(
+		Object.entries(items).map(([key, value]) =>
+			concatBytes([u32le(value.length), u32le(0), asciiBytes(`${key}\0`), asciiBytes(value)]),
+		),
+	);
+	const edge = (isHeader: boolean) =>
+		concatBytes([
+			asciiBytes("APETAGEX"),
+			u32le(2000),
+			u32le(body.byteLength + 32),
+			u32le(Object.keys(items).length),
+			u32le(0x80000000 | (isHeader ? 0x20000000 : 0)),
+			new Uint8Array(8),
+		]);
+	return concatBytes([edge(true), body, edge(false)]);
+}
+
+/** An ID3v2.4 tag with a footer ("3DI"), the only kind that may follow the audio. */
+function id3v2WithFooter(): Uint8Array {
+	const frame = concatBytes([asciiBytes("TIT2"), new Uint8Array([0, 0, 0, 8, 0, 0, 3]), asciiBytes("A title")]);
+	const size = new Uint8Array([0, 0, (frame.byteLength >> 7) & 0x7f, frame.byteLength & 0x7f]);
+	return concatBytes([
+		asciiBytes("ID3"),
+		new Uint8Array([4, 0, 0x10]),
+		size,
+		frame,
+		asciiBytes("3DI"),
+		new Uint8Array([4, 0, 0x10]),
+		size,
+	]);
+}
+
+/** Where the stream's last frame starts: the last frame header, found by its CRC-8. */
+function lastFrameStart(flac: Uint8Array): number {
+	for (let at = flac.byteLength - 2; at > 0; at--) if (flacFrameHeaderAt(flac, at)) return at;
+	throw new Error("no frame header");
+}
+
+describe.skipIf(toolsSkip !== undefined)(`FLAC ends, stated and decoded${toolsSkip ? ` (${toolsSkip})` : ""}`, () => {
+	let dir: string;
+	const files: Record<string, { bytes: Uint8Array; frames: number }> = {};
+
+	beforeAll(() => {
+		dir = mkdtempSync(join(tmpdir(), "flac-ends-"));
+		// 16 kHz speech-like rates are where a lost 4096-sample frame (0.256 s) fails a conversion outright.
+		writeFileSync(join(dir, "mono16k.wav"), makeWav([sine(220, 2, 16_000)], 16_000, { kind: "pcm", bits: 16 }));
+		writeFileSync(join(dir, "mono32.wav"), makeWav([sine(220, 1.5, 16_000)], 16_000, { kind: "pcm", bits: 32 }));
+		run("flac", ["-s", "-f", "-5", "-o", join(dir, "mono16k.flac"), join(dir, "mono16k.wav")]);
+		// 32-bit samples: the runner's own (wide) decoder, not libFLAC.
+		run("flac", ["-s", "-f", "-5", "-o", join(dir, "mono32.flac"), join(dir, "mono32.wav")]);
+		files["flac -5, 16-bit 16 kHz"] = {
+			bytes: new Uint8Array(readFileSync(join(dir, "mono16k.flac"))),
+			frames: 32_000,
+		};
+		files["flac -5, 32-bit 16 kHz"] = { bytes: new Uint8Array(readFileSync(join(dir, "mono32.flac"))), frames: 24_000 };
+		files["24-bit 8 kHz of unstated length"] = {
+			bytes: makeFlac({ sampleRate: 8000, channels: 1, bitsPerSample: 24, frames: 12_345, unknownTotal: true }),
+			frames: 12_345,
+		};
+	});
+	afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+	async function decodedFrames(bytes: Uint8Array): Promise<number> {
+		return (await collect(decodeSource(bytesOf(bytes, 10_007)))).channels[0]?.length ?? 0;
+	}
+
+	it.each([
+		["nothing", () => new Uint8Array(0)],
+		["an ID3v1 tag", id3v1],
+		["an APE tag and an ID3v1 tag", () => concatBytes([apeTag({ Title: "A title", Artist: "Someone" }), id3v1()])],
+		["an ID3v2 tag with a footer", id3v2WithFooter],
+		// Past the 4 KiB preprocessing first reads at the end.
+		["an APE tag holding 20 KB of cover art", () => apeTag({ "Cover Art (Front)": "x".repeat(20_000) })],
+		["4 KiB of zero bytes", () => new Uint8Array(4096)],
+	])("states and decodes every frame of a FLAC followed by %s", async (_, after) => {
+		for (const [name, file] of Object.entries(files)) {
+			const bytes = concatBytes([file.bytes, after()]);
+			const probe = await probeAudio(memoryByteSource(bytes));
+			expect(probe, name).toMatchObject({ ok: true, format: "flac" });
+			if (!probe.ok) continue;
+			expect(Math.round(probe.durationSeconds * probe.sampleRate), name).toBe(file.frames);
+			expect(await decodedFrames(bytes), name).toBe(file.frames);
+		}
+	});
+
+	it.each([
+		[
+			"cut inside its last frame",
+			(b: Uint8Array) => b.subarray(0, b.byteLength - 5),
+			/does not end with a whole audio frame/,
+		],
+		["cut in half", (b: Uint8Array) => b.subarray(0, b.byteLength >> 1), /does not end with a whole audio frame/],
+		[
+			"cut just before its last frame",
+			(b: Uint8Array) => b.subarray(0, lastFrameStart(b)),
+			/cut short: its frames end at /,
+		],
+		[
+			"followed by other data",
+			(b: Uint8Array) => concatBytes([b, asciiBytes("not a tag, but text a tool wrote after the audio")]),
+			/does not end with a whole audio frame/,
+		],
+	])("refuses a FLAC of stated length %s at preprocessing", async (_, damage, message) => {
+		for (const name of ["flac -5, 16-bit 16 kHz", "flac -5, 32-bit 16 kHz"]) {
+			const probe = await probeAudio(memoryByteSource(damage((files[name] as { bytes: Uint8Array }).bytes)));
+			expect(probe, name).toMatchObject({ ok: false, code: "truncated" });
+			expect(!probe.ok && probe.message, name).toMatch(message);
+		}
+	});
+});
