@@ -46,8 +46,9 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--remote [--e
 
 rvc voices: --model is the synthesizer (RVC's .pth checkpoint or an ONNX export), --index its feature index; both
 are recognised by their bytes. --params holds the voice's defaults: sample_rate, index_rate, protect,
-rms_mix_rate, f0_method, transpose_semitones. Whether the model takes pitch (f0) is read from --model and kept
-with them (f0_method is refused for a model without pitch input). The pitch range (Hz, for pitch_shift "auto") is
+rms_mix_rate, f0_method, transpose_semitones. Whether the model takes pitch (f0) and the width of the features it
+reads (feature_dim) are read from --model and kept with them: f0_method is refused for a model without pitch
+input, and an --index given later must match the width. The pitch range (Hz, for pitch_shift "auto") is
 measured from --sample unless --pitch-range gives it.
 
 Local D1/R2 (the ones \`npm run dev\` uses) by default; --remote acts on the deployed ones through wrangler.`;
@@ -257,17 +258,23 @@ async function voiceFields(
 			(inspection) => inspection.kind === "faiss_index",
 			"a faiss feature index (RVC's .index)",
 		);
-		// As validation refuses it for account voices: the index's vectors replace the model's input features.
-		if (modelWidth !== null && typeof inspection.dim === "number" && inspection.dim !== modelWidth) {
+		// As validation refuses it for account voices: the index's vectors replace the model's input features. Without
+		// --model, the width the voice's model recorded (voices added before it was recorded are not checked).
+		const storedWidth = options.model === undefined ? current?.params.feature_dim : undefined;
+		const width = modelWidth ?? (typeof storedWidth === "number" ? storedWidth : null);
+		if (width !== null && typeof inspection.dim === "number" && inspection.dim !== width) {
+			const reader = modelWidth !== null ? "--model reads" : "the voice's model reads";
 			throw new UsageError(
-				`--index ${options.index} holds ${inspection.dim}-wide features but --model reads ${modelWidth}-wide ones (RVC v1 models use 256, v2 models 768): give the index trained with this model`,
+				`--index ${options.index} holds ${inspection.dim}-wide features but ${reader} ${width}-wide ones (RVC v1 models use 256, v2 models 768): give the index trained with this model`,
 			);
 		}
 		artifacts.push({ name: "index", bytes, sha256: sha256(bytes) });
 	}
 	if (engine === "rvc") {
-		if (fields.params !== undefined && "f0" in fields.params) {
-			throw new UsageError("--params cannot set f0: whether the model takes pitch is read from --model");
+		for (const read of ["f0", "feature_dim"]) {
+			if (fields.params !== undefined && read in fields.params) {
+				throw new UsageError(`--params cannot set ${read}: it is read from --model`);
+			}
 		}
 		// The model first: without one nothing else about an rvc voice can be checked.
 		const names = new Set([...(current?.artifacts ?? []), ...artifacts].map((artifact) => artifact.name));
@@ -289,6 +296,9 @@ async function voiceFields(
 		// for a voice without (voice-capabilities.ts). New --params keep what the current model recorded.
 		const f0 = modelF0 ?? (options.model === undefined ? current?.params.f0 : undefined);
 		if (typeof f0 === "boolean") params = { ...params, f0 };
+		// The width of the features it reads, which an index given later must match.
+		const featureDim = modelWidth ?? (options.model === undefined ? current?.params.feature_dim : undefined);
+		if (typeof featureDim === "number") params = { ...params, feature_dim: featureDim };
 		if (f0 === false && params.f0_method !== undefined) {
 			throw new UsageError(
 				"--params f0_method does not apply: the model has no pitch input (f0 = 0), so it tracks no pitch",

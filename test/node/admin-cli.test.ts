@@ -177,8 +177,9 @@ describe("admin CLI", () => {
 
 	it("creates an rvc voice from its model and index, with its defaults and the pitch range of its sample", async () => {
 		const model = path.join(dir, "voice.onnx");
-		await writeFile(model, buildTinySynthesizer({ sampleRate: 40_000 }));
-		const index = path.join(FIXTURES, "index/voice-v2-768.index");
+		// 16-wide features, as the small test indexes hold.
+		await writeFile(model, buildTinySynthesizer({ sampleRate: 40_000, featureDim: 16 }));
+		const index = path.join(FIXTURES, "index/flat-ip.index");
 		const voice = DEMO_VOICES[1]; // a sung phrase from 110 Hz up a fifth
 		if (!voice) throw new Error("no demo voice");
 		const sample = path.join(dir, "low-sample.wav");
@@ -256,15 +257,22 @@ describe("admin CLI", () => {
 		);
 		expect(listed).toMatchObject({
 			engine: "rvc",
-			engine_params: { sample_rate: 48_000, f0: true },
+			engine_params: { sample_rate: 48_000, f0: true, feature_dim: 768 },
 			pitch_range_hz: { low: 165, high: 330 },
 			artifacts: [{ name: "synthesizer" }, { name: "index" }],
 		});
 	});
 
-	it("records whether the model takes pitch, so the API can refuse f0_method for a model without", async () => {
+	it("records whether the model takes pitch and its feature width, so f0_method and a wrong --index are refused later", async () => {
 		const engineParams = async (name: string) =>
 			((await admin("voice", "list")) as Record<string, unknown>[]).find((v) => v.name === name)?.engine_params;
+		// What the 40 kHz v2 models record beside the defaults.
+		const recorded = (f0: boolean, defaults: Record<string, unknown> = {}) => ({
+			...defaults,
+			sample_rate: 40_000,
+			f0,
+			feature_dim: 768,
+		});
 		await admin(
 			"voice",
 			"create",
@@ -275,24 +283,32 @@ describe("admin CLI", () => {
 			"--model",
 			path.join(FIXTURES, "v2-nono-40k.pth"),
 		);
-		expect(await engineParams("No pitch")).toEqual({ sample_rate: 40_000, f0: false });
+		expect(await engineParams("No pitch")).toEqual(recorded(false));
 
 		// New defaults (they replace the old) keep what the model recorded; f0 is the model's to say, and f0_method needs pitch.
 		await admin("voice", "update", "--name", "No pitch", "--params", '{"sample_rate":40000,"rms_mix_rate":0.5}');
-		expect(await engineParams("No pitch")).toEqual({ rms_mix_rate: 0.5, sample_rate: 40_000, f0: false });
+		expect(await engineParams("No pitch")).toEqual(recorded(false, { rms_mix_rate: 0.5 }));
 		await expect(
 			admin("voice", "update", "--name", "No pitch", "--params", '{"sample_rate":40000,"f0_method":"yin"}'),
 		).rejects.toThrow(/f0_method does not apply: the model has no pitch input/);
 		await expect(
 			admin("voice", "update", "--name", "No pitch", "--params", '{"sample_rate":40000,"f0":true}'),
 		).rejects.toThrow(/--params cannot set f0/);
-		expect(await engineParams("No pitch")).toEqual({ rms_mix_rate: 0.5, sample_rate: 40_000, f0: false });
+		await expect(
+			admin("voice", "update", "--name", "No pitch", "--params", '{"sample_rate":40000,"feature_dim":256}'),
+		).rejects.toThrow(/--params cannot set feature_dim/);
+		// An index alone is checked against the width the model recorded.
+		await expect(
+			admin("voice", "update", "--name", "No pitch", "--index", path.join(FIXTURES, "index/voice-v1-256.index")),
+		).rejects.toThrow(/holds 256-wide features but the voice's model reads 768-wide ones/);
+		await admin("voice", "update", "--name", "No pitch", "--index", path.join(FIXTURES, "index/voice-v2-768.index"));
+		expect(await engineParams("No pitch")).toEqual(recorded(false, { rms_mix_rate: 0.5 }));
 
 		// A new model with pitch input replaces the record, and then f0_method applies.
 		await admin("voice", "update", "--name", "No pitch", "--model", path.join(FIXTURES, "v2-f0-40k.pth"));
-		expect(await engineParams("No pitch")).toEqual({ rms_mix_rate: 0.5, sample_rate: 40_000, f0: true });
+		expect(await engineParams("No pitch")).toEqual(recorded(true, { rms_mix_rate: 0.5 }));
 		await admin("voice", "update", "--name", "No pitch", "--params", '{"sample_rate":40000,"f0_method":"yin"}');
-		expect(await engineParams("No pitch")).toEqual({ f0_method: "yin", sample_rate: 40_000, f0: true });
+		expect(await engineParams("No pitch")).toEqual(recorded(true, { f0_method: "yin" }));
 		// ... and a model without it is refused while the defaults name an f0_method.
 		await expect(
 			admin("voice", "update", "--name", "No pitch", "--model", path.join(FIXTURES, "v2-nono-40k.pth")),
