@@ -39,13 +39,16 @@ export class TokenSource {
 		this.#now = options.now ?? Date.now;
 	}
 
-	/** A valid token: the cached one while it has more than the margin left, otherwise a new one. */
+	/**
+	 * A valid token: the cached one while it has more than the margin left, otherwise a new one. The request is
+	 * shared by every concurrent caller, so no caller's signal is given to it: `signal` ends only this caller's wait.
+	 */
 	async get(signal?: AbortSignal): Promise<string> {
 		if (this.#cached && this.#now() < this.#cached.renewAt) return this.#cached.value;
-		this.#pending ??= this.#fetch(signal).finally(() => {
+		this.#pending ??= this.#fetch().finally(() => {
 			this.#pending = null;
 		});
-		return this.#pending;
+		return signal ? untilAborted(this.#pending, signal) : this.#pending;
 	}
 
 	/** Forget `token` (the service refused it, e.g. after a key rotation) so the next `get` fetches a new one. */
@@ -53,7 +56,7 @@ export class TokenSource {
 		if (this.#cached?.value === token) this.#cached = null;
 	}
 
-	async #fetch(signal?: AbortSignal): Promise<string> {
+	async #fetch(): Promise<string> {
 		const { tokenUrl, clientId, clientSecret, scope = DEFAULT_SCOPE } = this.#options;
 		this.requests++;
 		const requestedAt = this.#now();
@@ -68,7 +71,7 @@ export class TokenSource {
 					client_secret: clientSecret,
 					scope,
 				}).toString(),
-				signal: withTimeout(signal, this.#options.timeoutMs),
+				signal: withTimeout(undefined, this.#options.timeoutMs),
 			});
 		} catch (cause) {
 			throw networkError(cause, `token request to ${tokenUrl}`);
@@ -90,6 +93,25 @@ export class TokenSource {
 		this.#cached = { value: body.access_token, renewAt: requestedAt + (lifetimeSeconds - margin) * 1000 };
 		return body.access_token;
 	}
+}
+
+/** `promise`, or an `aborted` (or `timeout`) error as soon as `signal` aborts, whichever comes first. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+	const abortError = () =>
+		(signal.reason as { name?: string } | null)?.name === "TimeoutError"
+			? networkError(signal.reason, "token request")
+			: new VoiceConversionError({
+					status: null,
+					code: SDK_ERROR_CODES.aborted,
+					message: "token request was aborted",
+					cause: signal.reason,
+				});
+	if (signal.aborted) return Promise.reject(abortError());
+	return new Promise<T>((resolve, reject) => {
+		const onAbort = () => reject(abortError());
+		signal.addEventListener("abort", onAbort, { once: true });
+		promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+	});
 }
 
 /** `signal` combined with a timeout, when one is set. */
