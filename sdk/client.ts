@@ -123,6 +123,8 @@ export interface ListConversionsOptions extends ListOptions {
 }
 
 const API_PREFIX = "/api/v1";
+/** The longest `Retry-After` the SDK waits out by itself before retrying; a longer one is returned as the error. */
+export const MAX_RETRY_AFTER_SECONDS = 60;
 const TERMINAL: ReadonlySet<string> = new Set(["completed", "failed"]);
 const EXTENSION_TYPES: Record<string, string> = { wav: "audio/wav", mp3: "audio/mpeg", flac: "audio/flac" };
 
@@ -451,6 +453,8 @@ export class VoiceConversionClient {
 		const deadline = Date.now() + timeoutMs;
 		const maxInterval = options.maxIntervalMs ?? 10_000;
 		let interval = options.initialIntervalMs ?? 1000;
+		/** A `Retry-After` the service sent with a transient error: the next poll waits at least this long. */
+		let notBeforeMs = 0;
 		let known: ConversionSnapshot | null = null;
 		let lastError: VoiceConversionError | null = null;
 		for (;;) {
@@ -464,7 +468,10 @@ export class VoiceConversionClient {
 			} catch (error) {
 				if (!(error instanceof VoiceConversionError) || !error.retryable) throw error;
 				lastError = error;
-				if (error.retryAfterSeconds !== undefined) interval = Math.max(interval, error.retryAfterSeconds * 1000);
+				if (error.retryAfterSeconds !== undefined) {
+					interval = Math.max(interval, error.retryAfterSeconds * 1000);
+					notBeforeMs = error.retryAfterSeconds * 1000;
+				}
 			}
 			const remaining = deadline - Date.now();
 			if (remaining <= 0) {
@@ -477,7 +484,8 @@ export class VoiceConversionClient {
 				});
 			}
 			// Jitter spreads many waiting clients apart; the interval never overshoots the deadline.
-			await sleep(Math.min(remaining, interval * (0.8 + Math.random() * 0.4)), options.signal);
+			await sleep(Math.min(remaining, Math.max(notBeforeMs, interval * (0.8 + Math.random() * 0.4))), options.signal);
+			notBeforeMs = 0;
 			interval = Math.min(maxInterval, interval * 1.5);
 		}
 	}
@@ -623,8 +631,14 @@ export class VoiceConversionClient {
 				continue;
 			}
 			if (!retrySafe || !error.retryable || attempt >= this.#maxRetries) throw error;
-			const backoff = error.retryAfterSeconds !== undefined ? error.retryAfterSeconds * 1000 : 500 * 2 ** attempt;
-			await sleep(Math.min(backoff, 8000) * (0.8 + Math.random() * 0.4), options.signal);
+			if (error.retryAfterSeconds !== undefined) {
+				// The service said when: never sooner (jitter only adds), and a wait longer than we would hold the caller
+				// is handed back as the error, whose `retryAfterSeconds` says when to come back.
+				if (error.retryAfterSeconds > MAX_RETRY_AFTER_SECONDS) throw error;
+				await sleep(error.retryAfterSeconds * 1000 * (1 + Math.random() * 0.2), options.signal);
+			} else {
+				await sleep(Math.min(500 * 2 ** attempt, 8000) * (0.8 + Math.random() * 0.4), options.signal);
+			}
 		}
 	}
 }
