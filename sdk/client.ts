@@ -17,7 +17,7 @@ import {
 } from "../src/contracts/voices.ts";
 import { CreateSubscriptionBody, UpdateSubscriptionBody } from "../src/contracts/webhooks.ts";
 import { errorFromResponse, SDK_ERROR_CODES, VoiceConversionError } from "./errors.ts";
-import { networkError, TokenSource, withTimeout } from "./token.ts";
+import { abortedError, networkError, TokenSource, withTimeout } from "./token.ts";
 import type {
 	AccountVoice,
 	AudioFile,
@@ -123,21 +123,24 @@ export interface ListConversionsOptions extends ListOptions {
 }
 
 const API_PREFIX = "/api/v1";
+/** How long `webhooks.test` waits: the service's 30 s for the receiver, and room for the answer to come back. */
+const WEBHOOK_TEST_TIMEOUT_MS = 45_000;
 /** The longest `Retry-After` the SDK waits out by itself before retrying; a longer one is returned as the error. */
 export const MAX_RETRY_AFTER_SECONDS = 60;
 const TERMINAL: ReadonlySet<string> = new Set(["completed", "failed"]);
 const EXTENSION_TYPES: Record<string, string> = { wav: "audio/wav", mp3: "audio/mpeg", flac: "audio/flac" };
 
+/** Waits `ms`; an abort ends the wait with the SDK's `aborted` error, as it ends a request. */
 const sleep = (ms: number, signal?: AbortSignal) =>
 	new Promise<void>((resolve, reject) => {
-		if (signal?.aborted) return reject(signal.reason);
+		if (signal?.aborted) return reject(abortedError(signal, "waiting"));
 		const timer = setTimeout(() => {
 			signal?.removeEventListener("abort", onAbort);
 			resolve();
 		}, ms);
 		const onAbort = () => {
 			clearTimeout(timer);
-			reject(signal?.reason);
+			reject(signal && abortedError(signal, "waiting"));
 		};
 		signal?.addEventListener("abort", onAbort, { once: true });
 	});
@@ -551,9 +554,15 @@ export class VoiceConversionClient {
 				`/webhooks/subscriptions/${encodeURIComponent(id)}/regenerate-secret`,
 				options,
 			),
-		/** Sends a signed `webhook.test` delivery to the subscription's URL now. */
+		/**
+		 * Sends a signed `webhook.test` delivery to the subscription's URL now. The service waits up to 30 s for the
+		 * receiver, so this call is given longer than that, whatever the client's own timeout.
+		 */
 		test: (id: string, options: RequestOptions = {}) =>
-			this.#data<TestDeliveryResult>("POST", `/webhooks/subscriptions/${encodeURIComponent(id)}/test`, options),
+			this.#data<TestDeliveryResult>("POST", `/webhooks/subscriptions/${encodeURIComponent(id)}/test`, {
+				...options,
+				timeoutMs: Math.max(this.#timeoutMs, WEBHOOK_TEST_TIMEOUT_MS),
+			}),
 		/** The delivery log, one entry per attempt, newest first (`limit` 1..100, default 50). */
 		deliveries: (id: string, options: { limit?: number } & RequestOptions = {}) =>
 			this.#data<DeliveryLogEntry[]>("GET", `/webhooks/subscriptions/${encodeURIComponent(id)}/deliveries`, {
@@ -586,13 +595,15 @@ export class VoiceConversionClient {
 
 	/**
 	 * One API call: bearer token, JSON body, timeout, retries of what is safe to repeat (reads, deletes, updates and
-	 * POSTs that carry an idempotency key), and one fresh token if the service refuses the cached one.
+	 * POSTs that carry an idempotency key), and one fresh token if the service refuses the cached one. A delete
+	 * retried after a failure in transit or a 5xx that then finds nothing (404) succeeded the first time.
 	 */
 	async #request(method: string, path: string, options: RequestInitLite): Promise<Record<string, unknown>> {
 		const url = new URL(`${this.baseUrl}${API_PREFIX}${path}`);
 		for (const [name, value] of Object.entries(options.query ?? {})) url.searchParams.set(name, value);
 		const retrySafe = method !== "POST" || options.idempotencyKey !== undefined;
 		let refreshedToken = false;
+		let maybeDone = false;
 		for (let attempt = 0; ; attempt++) {
 			let token: string | undefined;
 			let error: VoiceConversionError;
@@ -606,7 +617,7 @@ export class VoiceConversionClient {
 					method,
 					headers,
 					body: options.json === undefined ? undefined : JSON.stringify(options.json),
-					signal: withTimeout(options.signal, this.#timeoutMs),
+					signal: withTimeout(options.signal, options.timeoutMs ?? this.#timeoutMs),
 				});
 				if (response.ok) {
 					const body = (await response.json().catch(() => null)) as Record<string, unknown> | null;
@@ -630,7 +641,13 @@ export class VoiceConversionClient {
 				attempt--;
 				continue;
 			}
+			if (method === "DELETE" && error.status === 404 && maybeDone) {
+				// An earlier attempt may have deleted it and lost the answer: what was asked for is true.
+				return { data: { id: decodeURIComponent(path.slice(path.lastIndexOf("/") + 1)), deleted: true } };
+			}
 			if (!retrySafe || !error.retryable || attempt >= this.#maxRetries) throw error;
+			// A failure in transit or a 5xx may come after the service acted.
+			maybeDone ||= error.status === null || error.status >= 500;
 			if (error.retryAfterSeconds !== undefined) {
 				// The service said when: never sooner (jitter only adds), and a wait longer than we would hold the caller
 				// is handed back as the error, whose `retryAfterSeconds` says when to come back.
@@ -645,6 +662,8 @@ export class VoiceConversionClient {
 
 interface RequestInitLite {
 	signal?: AbortSignal;
+	/** This call's timeout, where it differs from the client's. */
+	timeoutMs?: number;
 	json?: unknown;
 	query?: Record<string, string>;
 	idempotencyKey?: string;

@@ -97,21 +97,24 @@ export class TokenSource {
 
 /** `promise`, or an `aborted` (or `timeout`) error as soon as `signal` aborts, whichever comes first. */
 function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-	const abortError = () =>
-		(signal.reason as { name?: string } | null)?.name === "TimeoutError"
-			? networkError(signal.reason, "token request")
-			: new VoiceConversionError({
-					status: null,
-					code: SDK_ERROR_CODES.aborted,
-					message: "token request was aborted",
-					cause: signal.reason,
-				});
-	if (signal.aborted) return Promise.reject(abortError());
+	if (signal.aborted) return Promise.reject(abortedError(signal, "token request"));
 	return new Promise<T>((resolve, reject) => {
-		const onAbort = () => reject(abortError());
+		const onAbort = () => reject(abortedError(signal, "token request"));
 		signal.addEventListener("abort", onAbort, { once: true });
 		promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
 	});
+}
+
+/** The error for `what` cut off by `signal`: `timeout` for a timeout, otherwise `aborted` (whatever the reason). */
+export function abortedError(signal: AbortSignal, what: string): VoiceConversionError {
+	return (signal.reason as { name?: string } | null)?.name === "TimeoutError"
+		? networkError(signal.reason, what)
+		: new VoiceConversionError({
+				status: null,
+				code: SDK_ERROR_CODES.aborted,
+				message: `${what} was aborted`,
+				cause: signal.reason,
+			});
 }
 
 /** `signal` combined with a timeout, when one is set. */

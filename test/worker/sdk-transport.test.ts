@@ -1,8 +1,9 @@
 /**
- * The SDK's transport against a scripted `fetch` (no service needed): the shared token request and `Retry-After`.
+ * The SDK's transport against a scripted `fetch` (no service needed): the shared token request, `Retry-After`,
+ * deletes whose answer was lost, the test delivery's timeout, and aborted waits.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { VoiceConversionClient } from "../../sdk/index.ts";
+import { VoiceConversionClient, VoiceConversionError } from "../../sdk/index.ts";
 
 const BASE = "https://api.example.test";
 
@@ -107,5 +108,76 @@ describe("SDK Retry-After", () => {
 		});
 		expect(calls).toHaveLength(2);
 		expect((calls[1] as number) - (calls[0] as number)).toBeGreaterThanOrEqual(1000);
+	});
+});
+
+/** A scripted service: the token endpoint, then `answer` for every API call (in order, counted). */
+function service(answer: (call: number, url: string, init?: RequestInit) => Response | Promise<Response>) {
+	let calls = 0;
+	const fetchFake: typeof fetch = async (input, init) => {
+		const url = input instanceof Request ? input.url : String(input);
+		if (url.endsWith("/oauth2/token")) return tokenResponse();
+		return answer(++calls, url, init);
+	};
+	return { fetchFake, calls: () => calls };
+}
+
+describe("SDK deletes, test deliveries and aborted waits", () => {
+	const notFound = () => Response.json({ success: false, code: "not_found", message: "Not found" }, { status: 404 });
+
+	it("a delete retried after a lost answer, which then finds nothing, succeeded the first time", async () => {
+		vi.spyOn(Math, "random").mockReturnValue(0);
+		// The service deleted it, but its answer was lost (a 503 from a proxy); the retry finds nothing.
+		const { fetchFake, calls } = service((call) =>
+			call === 1 ? Response.json({ success: false, message: "unavailable" }, { status: 503 }) : notFound(),
+		);
+		const sdk = new VoiceConversionClient({ baseUrl: BASE, clientId: "c", clientSecret: "s", fetch: fetchFake });
+		await expect(sdk.webhooks.delete("a b")).resolves.toEqual({ id: "a b", deleted: true });
+		expect(calls()).toBe(2);
+		// A first answer of 404 is the truth: there was nothing to delete.
+		const direct = service(notFound);
+		const other = new VoiceConversionClient({
+			baseUrl: BASE,
+			clientId: "c",
+			clientSecret: "s",
+			fetch: direct.fetchFake,
+		});
+		await expect(other.voices.delete("missing")).rejects.toMatchObject({ status: 404, code: "not_found" });
+	});
+
+	it("a test delivery may take the service's 30 s for the receiver, whatever the client's own timeout", async () => {
+		const { fetchFake } = service(async (_, url, init) => {
+			expect(url).toMatch(/\/test$/);
+			// Slower than the client's timeout; a timeout this call was given would abort the wait.
+			await new Promise((resolve, reject) => {
+				const timer = setTimeout(resolve, 300);
+				init?.signal?.addEventListener("abort", () => {
+					clearTimeout(timer);
+					reject(init.signal?.reason);
+				});
+			});
+			return Response.json({ success: true, data: { delivered: false, message: "No answer within 30 seconds" } });
+		});
+		const sdk = new VoiceConversionClient({
+			baseUrl: BASE,
+			clientId: "c",
+			clientSecret: "s",
+			fetch: fetchFake,
+			timeoutMs: 100,
+			maxRetries: 0,
+		});
+		await expect(sdk.webhooks.test("s1")).resolves.toMatchObject({ delivered: false });
+	});
+
+	it("aborting waitForConversion between polls ends it with the SDK's aborted error", async () => {
+		const { fetchFake } = service(() =>
+			Response.json({ success: true, data: { id: "c1", status: "processing", use_preview: false } }),
+		);
+		const sdk = new VoiceConversionClient({ baseUrl: BASE, clientId: "c", clientSecret: "s", fetch: fetchFake });
+		const controller = new AbortController();
+		const waiting = sdk.waitForConversion("c1", { initialIntervalMs: 60_000, signal: controller.signal });
+		setTimeout(() => controller.abort(), 50);
+		await expect(waiting).rejects.toBeInstanceOf(VoiceConversionError);
+		await expect(waiting).rejects.toMatchObject({ code: "aborted" });
 	});
 });
