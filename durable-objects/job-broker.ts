@@ -537,7 +537,12 @@ export class JobBroker extends DurableObject<Env> {
 		for (const job of failing) {
 			try {
 				if (job.kind === "validate_voice") {
-					await failValidation(this.env, job.conversion_id, `validation kept failing (${job.failure_detail})`);
+					// Problems in the voice's files are reports, not job failures: this one is the service's own.
+					await failValidation(
+						this.env,
+						job.conversion_id,
+						`the service's check of it failed on our side, not because of its files (${job.failure_detail})`,
+					);
 				} else await failConversion(this.env, job.conversion_id, failure(job.failure_code));
 				this.#log("warn", "conversion failed", {
 					conversion_id: job.conversion_id,

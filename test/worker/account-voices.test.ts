@@ -592,7 +592,9 @@ describe("account voices", () => {
 		expect(failed.status).toBe(200);
 		const current = (await json<{ data: Voice }>(await alice.api(`/api/v1/voices/${voice.id}`))).data;
 		expect(current).toMatchObject({ status: "failed" });
-		expect(current.error_message).toMatch(/^The voice could not be validated: .*Create the voice again to retry\.$/);
+		expect(current.error_message).toBe(
+			"The voice could not be validated: the service's check of it failed on our side, not because of its files (permanent failure reported by runner). Create the voice again to retry.",
+		);
 		const event = await env.DB.prepare("SELECT type FROM events WHERE subject_id = ?").bind(voice.id).first();
 		expect(event).toEqual({ type: "voice.failed" });
 	});
