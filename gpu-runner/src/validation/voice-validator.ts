@@ -48,7 +48,10 @@ interface ModelFacts {
 
 async function readModel(path: string): Promise<ModelFacts> {
 	const facts = await inspectModelFile(path);
-	if (facts.refused) refuse(facts.refused.problem, `The model file cannot be used: ${facts.refused.message}`);
+	if (facts.refused) {
+		const reason = withoutFilePaths(facts.refused.message, new Map([["model", path]]));
+		refuse(facts.refused.problem, `The model file cannot be used: ${reason}`);
+	}
 	if (facts.kind === "onnx" && facts.role !== "synthesizer") {
 		refuse(
 			"not_a_synthesizer",
@@ -79,7 +82,10 @@ async function readModel(path: string): Promise<ModelFacts> {
 async function checkIndex(path: string, model: ModelFacts): Promise<void> {
 	const facts = await inspectModelFile(path);
 	if (facts.kind !== "faiss_index") refuse("invalid_index", "The index file is not a faiss index");
-	if (facts.refused) refuse(facts.refused.problem, `The index file cannot be used: ${facts.refused.message}`);
+	if (facts.refused) {
+		const reason = withoutFilePaths(facts.refused.message, new Map([["index", path]]));
+		refuse(facts.refused.problem, `The index file cannot be used: ${reason}`);
+	}
 	if (model.featureDim !== null && facts.dim !== model.featureDim) {
 		refuse(
 			"index_width_mismatch",
@@ -146,6 +152,7 @@ export function withoutFilePaths(message: string, paths: ReadonlyMap<string, str
 	return text
 		.replace(/(^|[\s(])\/[^\s,;)]+/g, "$1")
 		.replace(/\s{2,}/g, " ")
+		.replace(/ :/g, ":")
 		.trim();
 }
 

@@ -153,6 +153,22 @@ describe("voice validation", () => {
 		expect(text).toMatchObject({ outcome: "failed" });
 	});
 
+	it("names no runner file path when the index or the model cannot be read", async () => {
+		const index = await validate(
+			lease({ model: fixture("v2-f0-40k.pth"), index: fixture("index/truncated.index") }),
+			signal(),
+		);
+		expect(index).toMatchObject({ outcome: "failed" });
+		const indexMessage = index.outcome === "failed" ? index.message : "";
+		expect(indexMessage).toMatch(/^The index file cannot be used: feature index: truncated/);
+		expect(indexMessage).not.toMatch(/\/|\.bin/);
+
+		const cut = fixture("v2-f0-40k.pth");
+		const model = await validate(lease({ model: cut.subarray(0, Math.floor(cut.length * 0.6)) }), signal());
+		expect(model).toMatchObject({ outcome: "failed" });
+		expect(model.outcome === "failed" && model.message).not.toMatch(/\/tmp|\.bin/);
+	});
+
 	it("fails settings the model cannot honour, and a sample that does not decode", async () => {
 		const noIndex = await validate(lease({ model: fixture("v2-f0-40k.pth") }, { index_rate: 0.5 }), signal());
 		expect(noIndex).toMatchObject({
