@@ -18,7 +18,7 @@ import type { AudioBlock, Engine } from "../engines/engine.ts";
 import { inspectModelFile } from "../engines/rvc/model-inspection.ts";
 import { synthesizerOnnxPath } from "../engines/rvc/synthesizer-file.ts";
 import { measurePitch } from "../pipeline/auto-pitch.ts";
-import { downloadSource } from "../storage/transfer.ts";
+import { downloadSource, TransferError } from "../storage/transfer.ts";
 
 /** Sample rates RVC's checkpoints are trained at. */
 const RVC_SAMPLE_RATES = [32_000, 40_000, 48_000];
@@ -161,7 +161,8 @@ async function measureSample(url: string, signal: AbortSignal) {
 		const profile = await measurePitch(decodeSource(downloadSource(url, signal)));
 		return profile ? { low: profile.lowHz, high: profile.highHz } : null;
 	} catch (error) {
-		if (signal.aborted) throw error;
+		// A download that failed is no fault of the sample: thrown, and retried like any transient failure.
+		if (signal.aborted || error instanceof TransferError) throw error;
 		return refuse(
 			"invalid_sample",
 			`The sample could not be decoded: ${error instanceof Error ? error.message : String(error)}`,

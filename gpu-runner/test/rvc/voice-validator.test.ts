@@ -169,6 +169,15 @@ describe("voice validation", () => {
 		expect(model.outcome === "failed" && model.message).not.toMatch(/\/tmp|\.bin/);
 	});
 
+	it("retries, rather than fails, a voice whose sample could not be downloaded", async () => {
+		const broken = lease({ model: fixture("v2-f0-40k.pth"), sample: sample() });
+		const file = broken.files.find((f) => f.role === "sample");
+		if (file) file.url = `${api.baseUrl}/storage/artifact/gone-for-now`;
+		// A storage answer (404, 5xx) or a broken connection is no fault of the voice's files: thrown, so the lease
+		// loop reports it as transient and the validation is tried again.
+		await expect(validate(broken, signal())).rejects.toThrow(/source download answered HTTP 404/);
+	});
+
 	it("fails settings the model cannot honour, and a sample that does not decode", async () => {
 		const noIndex = await validate(lease({ model: fixture("v2-f0-40k.pth") }, { index_rate: 0.5 }), signal());
 		expect(noIndex).toMatchObject({
