@@ -225,6 +225,17 @@ describe.skipIf(toolsSkip !== undefined)(`FLAC and MP3 decoders${toolsSkip ? ` (
 		expect(Math.abs(cents(pitch, 440))).toBeLessThan(5);
 	});
 
+	it("decodes an MP3 with zeros or junk after its last frame to its full length, as other decoders do", async () => {
+		const mp3 = new Uint8Array(readFileSync(join(dir, "tone.mp3")));
+		const clean = await decode(mp3);
+		const junk = new Uint8Array(20_000).map((_, i) => (i * 7919) & 255);
+		for (const tail of [new Uint8Array(4096), junk]) {
+			const out = await decode(new Uint8Array([...mp3, ...tail]), 16_384);
+			expect(out.channels).toHaveLength(2);
+			expect(out.channels[0]?.length).toBe(clean.channels[0]?.length);
+		}
+	});
+
 	it("decodes mono 22.05 kHz MP3", async () => {
 		const out = await decode(new Uint8Array(readFileSync(join(dir, "mono22k.mp3"))));
 		expect(out.sampleRate).toBe(22_050);

@@ -32,11 +32,18 @@ async function* decodeWith(
 	bytes: AsyncIterable<Uint8Array>,
 	/** How many of the decoder's channels are real (mpg123-decoder always returns two). */
 	channelCount?: number,
+	/**
+	 * Whether the decoder's errors after the first audio are skipped rather than fatal. mpg123 reports bytes it cannot
+	 * sync to (padding or junk after the last frame, a damaged frame it skips) and goes on, as every MP3 player does;
+	 * the pipeline still fails a source whose decoded length is off its stated duration.
+	 */
+	skipErrorsAfterAudio = false,
 ): AsyncGenerator<AudioBlock> {
 	let framesDecoded = 0;
 	const toBlock = (result: DecodedChunk): AudioBlock | undefined => {
 		const firstError = result.errors[0];
-		if (firstError) throw corruptedSource(`${label} decoder: ${firstError.message}`);
+		const skippable = skipErrorsAfterAudio && framesDecoded + result.samplesDecoded > 0;
+		if (firstError && !skippable) throw corruptedSource(`${label} decoder: ${firstError.message}`);
 		if (result.samplesDecoded === 0) return undefined;
 		framesDecoded += result.samplesDecoded;
 		// Copy out: the arrays can be views of the decoder's wasm memory, reused by the next call.
@@ -113,5 +120,5 @@ export async function* decodeMp3(bytes: AsyncIterable<Uint8Array>): AsyncGenerat
 	const decoder = new MPEGDecoder({ enableGapless: true });
 	await decoder.ready;
 	// mpg123-decoder duplicates mono into two channels; the first frame's header says how many are real.
-	yield* decodeWith("MP3", decoder, start.stream, frame.channels);
+	yield* decodeWith("MP3", decoder, start.stream, frame.channels, true);
 }
