@@ -38,6 +38,8 @@ describe.skipIf(toolsSkip !== undefined)(`MP3 frames, stated and decoded${toolsS
 			join(dir, "mono.wav"),
 			join(dir, "mono22k.mp3"),
 		]);
+		// No Xing/Info frame (-t): its length comes from its size, as the CBR streams of some encoders and cutters.
+		run("lame", ["--quiet", "-t", "-b", "128", join(dir, "stereo.wav"), join(dir, "bare-cbr.mp3")]);
 	});
 	afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -65,6 +67,27 @@ describe.skipIf(toolsSkip !== undefined)(`MP3 frames, stated and decoded${toolsS
 			expect(decoded, `${name} from byte ${cut}`).toBe(stated);
 			expect(seconds).toBeGreaterThan(1.8);
 			expect(channels[0]).toBe(channels[1]);
+		}
+	});
+
+	it("states and decodes the same frames when bytes other than a tag follow the last frame", async () => {
+		const junk = Uint8Array.from({ length: 3000 }, (_, i) => (i * 73 + 11) % 256);
+		const trailers: [string, Uint8Array][] = [
+			["4 KiB of zero bytes", new Uint8Array(4096)],
+			["3000 bytes of junk", junk],
+			["a cut tag", Uint8Array.from("TAG A title", (c) => c.charCodeAt(0))],
+		];
+		for (const name of ["bare-cbr.mp3", "tone.mp3"]) {
+			const whole = new Uint8Array(readFileSync(join(dir, name)));
+			const alone = await decodedAndStated(whole);
+			for (const [what, trailer] of trailers) {
+				const bytes = new Uint8Array(whole.length + trailer.length);
+				bytes.set(whole);
+				bytes.set(trailer, whole.length);
+				const { decoded, stated } = await decodedAndStated(bytes);
+				expect(decoded, `${name} and ${what}`).toBe(stated);
+				expect(stated, `${name} and ${what}`).toBe(alone.stated);
+			}
 		}
 	});
 

@@ -2,7 +2,8 @@
  * MP3 (MPEG-1, 2 and 2.5 Layer III). The first frame may carry a Xing/Info header (LAME, ffmpeg) or a VBRI header
  * (Fraunhofer) with the frame count; a LAME tag adds the encoder delay and padding, which are removed so the duration
  * is the audio that was encoded. Without such a header the stream is sampled: if frames at its start, middle and end
- * share one bitrate it is constant-bitrate and its length follows from its size; otherwise every frame header is
+ * share one bitrate it is constant-bitrate and its length follows from its size (its last frames counted, so bytes
+ * after them are not taken for audio); otherwise every frame header is
  * counted in large range reads (a file is under 100 MB, so at most a hundred 1 MB reads).
  */
 
@@ -23,6 +24,8 @@ const SCAN_CHUNK_BYTES = 1 << 20;
 /** Frames read at the start, and windows sampled later, to decide that a stream without a header is CBR. */
 const CBR_HEAD_FRAMES = 16;
 const CBR_SAMPLE_POINTS = [0.25, 0.5, 0.75, 0.98];
+/** Frames at a CBR stream's end that are counted rather than reckoned from its size. */
+const CBR_TAIL_FRAMES = 64;
 const MAX_FRAME_BYTES = 2881;
 
 interface FrameAt {
@@ -176,6 +179,21 @@ async function isConstantBitrate(reader: ProbeReader, first: FrameAt, end: numbe
 	return true;
 }
 
+/**
+ * A CBR stream's frames: those before a point near its end by its size, then the rest counted one by one, so bytes
+ * after the last frame that are not a tag (zero padding, junk a tool appended) are not taken for audio, as a decoder
+ * skips them. Where no frame is found near the estimated end (more than that many bytes follow the audio), every
+ * frame is counted.
+ */
+async function constantBitrateFrames(reader: ProbeReader, first: FrameAt, end: number): Promise<number> {
+	const mean = meanFrameLength(first.frame);
+	const before = Math.round((end - first.offset) / mean) - CBR_TAIL_FRAMES;
+	const near =
+		before > 0 ? await searchFrame(reader, first.offset + Math.round(before * mean), end, 4 * MAX_FRAME_BYTES) : null;
+	if (!near) return countFrames(reader, first.offset, end, first.frame);
+	return Math.round((near.offset - first.offset) / mean) + (await countFrames(reader, near.offset, end, first.frame));
+}
+
 /** A gapless decoder removes the synthesis filter bank's delay (528 + 1 samples) along with the encoder delay. */
 const DECODER_DELAY_SAMPLES = 529;
 
@@ -202,7 +220,7 @@ export async function probeMp3(reader: ProbeReader, start: number): Promise<Audi
 		);
 		method = `${header.kind}, cut short: frame scan`;
 	} else if (await isConstantBitrate(reader, first, end)) {
-		samples = Math.round((end - first.offset) / meanFrameLength(frame)) * frame.samplesPerFrame;
+		samples = (await constantBitrateFrames(reader, first, end)) * frame.samplesPerFrame;
 		method = "CBR";
 	} else {
 		samples = (await countFrames(reader, first.offset, end, frame)) * frame.samplesPerFrame;
