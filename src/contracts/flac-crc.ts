@@ -23,9 +23,11 @@ export function crc8(bytes: Uint8Array): number {
 	return crc;
 }
 
-/** CRC-16 of `bytes`, or of what came before them (whose CRC is `initial`) followed by them. */
-export function crc16(bytes: Uint8Array, initial = 0): number {
-	let crc = initial;
-	for (const byte of bytes) crc = ((crc << 8) & 0xffff) ^ (CRC16[(crc >> 8) ^ byte] as number);
+export function crc16(bytes: Uint8Array): number {
+	let crc = 0;
+	for (const byte of bytes) crc = crc16Step(crc, byte);
 	return crc;
 }
+
+/** The CRC-16 of what `crc` was taken over, followed by `byte`. */
+export const crc16Step = (crc: number, byte: number) => ((crc << 8) & 0xffff) ^ (CRC16[(crc >> 8) ^ byte] as number);

@@ -5,7 +5,7 @@
  * short ends inside a frame. Shared by preprocessing (which refuses a file cut short and states the length from the
  * last frame when STREAMINFO leaves it unknown) and the runner's decoder (which stops at the audio's end).
  */
-import { crc8, crc16 } from "./flac-crc.ts";
+import { crc8, crc16, crc16Step } from "./flac-crc.ts";
 
 export interface FlacFrameHeader {
 	/** The coded number: the frame's index (fixed block size) or its first sample (variable block size). */
@@ -122,32 +122,51 @@ export function afterAudioStart(tail: Uint8Array): number | null {
 }
 
 /**
- * The stream's last frame in `tail` (the end of a FLAC file, tags included): the header nearest the end whose frame,
- * checked by its CRC-16, runs to the appended tags, or to zero bytes padding up to them. Null when no frame ends
- * there: the file was cut inside a frame, or other data follows the audio.
+ * The stream's last frame in `tail` (the end of a FLAC file, tags included). First the header nearest the end whose
+ * frame, checked by its CRC-16, runs to the appended tags, or to zero bytes padding up to them. Failing that (other
+ * bytes follow the audio), the header nearest the end whose frame checks at all, ending at the last point where its
+ * CRC-16 holds: less certain, as bytes after it pass a CRC-16 by chance about once in 64 KiB, so only as a fallback.
+ * Null when no frame checks: the file was cut inside its last frame and there is no earlier one in `tail`.
  */
 export function lastFlacFrame(tail: Uint8Array): LastFlacFrame | null {
-	const contentEnd = appendedTagsStart(tail);
-	if (contentEnd === null) return null;
-	let zerosFrom = contentEnd;
-	while (zerosFrom > 0 && tail[zerosFrom - 1] === 0) zerosFrom--;
+	const tagsStart = appendedTagsStart(tail);
+	if (tagsStart !== null) {
+		let zerosFrom = tagsStart;
+		while (zerosFrom > 0 && tail[zerosFrom - 1] === 0) zerosFrom--;
+		const found = searchBack(tail, tagsStart, (start, headerBytes) =>
+			frameEnd(tail, start, headerBytes, zerosFrom, tagsStart),
+		);
+		if (found) return found;
+	}
+	return searchBack(tail, tail.byteLength, (start, headerBytes) => lastCheckPoint(tail, start, headerBytes));
+}
+
+/** The first frame header back from `before` (of the first `HEADERS_TRIED`) whose frame `end` finds an end for. */
+function searchBack(
+	tail: Uint8Array,
+	before: number,
+	end: (start: number, headerBytes: number) => number | null,
+): LastFlacFrame | null {
 	let tried = 0;
-	for (let start = contentEnd - 2; start >= 0 && tried < HEADERS_TRIED; start--) {
+	for (let start = before - 2; start >= 0 && tried < HEADERS_TRIED; start--) {
 		if (tail[start] !== 0xff) continue;
 		const header = flacFrameHeaderAt(tail, start);
 		if (!header) continue;
 		tried++;
-		const end = frameEnd(tail, start, header.bytes, zerosFrom, contentEnd);
-		if (end !== null)
-			return { start, end, header: { number: header.number, variable: header.variable, blockSize: header.blockSize } };
+		const frameEnd = end(start, header.bytes);
+		if (frameEnd !== null) {
+			const { number, variable, blockSize } = header;
+			return { start, end: frameEnd, header: { number, variable, blockSize } };
+		}
 	}
 	return null;
 }
 
 /**
- * Just past the CRC-16 of the frame at `start`. A frame followed by its own CRC-16 checks to 0 (FLAC's CRC-16 has
- * no reflection and no final XOR), and zeros after it keep it 0: so the frame ends at the first point, among the zero
- * padding or at `contentEnd`, where the running CRC is 0.
+ * Just past the CRC-16 of the frame at `start`: the first point from `from` up to `contentEnd` where the running
+ * CRC-16 is 0. A frame followed by its own CRC-16 checks to 0 (FLAC's CRC-16 has no reflection and no final XOR),
+ * and zeros after it keep it 0, so `from` is where zero padding begins, or just past the header to take the first
+ * point where the frame checks.
  */
 function frameEnd(tail: Uint8Array, start: number, headerBytes: number, zerosFrom: number, contentEnd: number) {
 	const from = Math.max(start + headerBytes + 3, zerosFrom);
@@ -156,6 +175,19 @@ function frameEnd(tail: Uint8Array, start: number, headerBytes: number, zerosFro
 	for (let end = from; ; end++) {
 		if (crc === 0) return end;
 		if (end === contentEnd) return null;
-		crc = crc16(tail.subarray(end, end + 1), crc);
+		crc = crc16Step(crc, tail[end] as number);
+	}
+}
+
+/** The last point after the frame at `start` where the running CRC-16 is 0 (the frame and its CRC, and no more). */
+function lastCheckPoint(tail: Uint8Array, start: number, headerBytes: number): number | null {
+	const from = start + headerBytes + 3;
+	if (from > tail.byteLength) return null;
+	let crc = crc16(tail.subarray(start, from));
+	let last: number | null = null;
+	for (let end = from; ; end++) {
+		if (crc === 0) last = end;
+		if (end === tail.byteLength) return last;
+		crc = crc16Step(crc, tail[end] as number);
 	}
 }

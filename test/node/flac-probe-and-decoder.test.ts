@@ -1,7 +1,7 @@
 /**
  * Preprocessing (the Worker's probe) and the runner's decoder must agree on where a FLAC file's audio ends: with tags
- * appended after the last frame (ID3v1, APE, ID3v2 with a footer) or zero padding, both find the whole stream; a
- * file cut short, or followed by other data, is refused by preprocessing rather than failing its conversions. Both
+ * appended after the last frame (ID3v1, APE, ID3v2 with a footer), zero padding or other bytes, both find the whole
+ * stream; a file cut short is refused by preprocessing rather than failing its conversions. Both
  * sides run here, so the test sits at the root (as the MP3 one does).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -15,7 +15,7 @@ import { missingToolsMessage, run } from "../../gpu-runner/test/helpers/tools.ts
 import { makeWav } from "../../gpu-runner/test/helpers/wav-files.ts";
 import { memoryByteSource } from "../../src/audio-files/probe/byte-source.ts";
 import { probeAudio } from "../../src/audio-files/probe/probe-audio.ts";
-import { flacFrameHeaderAt } from "../../src/contracts/flac-stream-end.ts";
+import { APPENDED_TAGS_MAX_BYTES, flacFrameHeaderAt } from "../../src/contracts/flac-stream-end.ts";
 import { makeFlac } from "../support/flac-generator.ts";
 import { asciiBytes, concatBytes } from "../support/pcm.ts";
 
@@ -102,6 +102,9 @@ describe.skipIf(toolsSkip !== undefined)(`FLAC ends, stated and decoded${toolsSk
 		// Past the 4 KiB preprocessing first reads at the end.
 		["an APE tag holding 20 KB of cover art", () => apeTag({ "Cover Art (Front)": "x".repeat(20_000) })],
 		["4 KiB of zero bytes", () => new Uint8Array(4096)],
+		// Neither tags nor padding: found by the last point where the frame's CRC-16 holds.
+		["text a tool wrote after the audio", () => asciiBytes("not a tag, but text a tool wrote after the audio")],
+		["3 KB of other bytes", () => Uint8Array.from({ length: 3000 }, (_, i) => (i * 131 + 7) % 251)],
 	])("states and decodes every frame of a FLAC followed by %s", async (_, after) => {
 		for (const [name, file] of Object.entries(files)) {
 			const bytes = concatBytes([file.bytes, after()]);
@@ -114,27 +117,23 @@ describe.skipIf(toolsSkip !== undefined)(`FLAC ends, stated and decoded${toolsSk
 	});
 
 	it.each([
-		[
-			"cut inside its last frame",
-			(b: Uint8Array) => b.subarray(0, b.byteLength - 5),
-			/does not end with a whole audio frame/,
-		],
-		["cut in half", (b: Uint8Array) => b.subarray(0, b.byteLength >> 1), /does not end with a whole audio frame/],
-		[
-			"cut just before its last frame",
-			(b: Uint8Array) => b.subarray(0, lastFrameStart(b)),
-			/cut short: its frames end at /,
-		],
-		[
-			"followed by other data",
-			(b: Uint8Array) => concatBytes([b, asciiBytes("not a tag, but text a tool wrote after the audio")]),
-			/does not end with a whole audio frame/,
-		],
-	])("refuses a FLAC of stated length %s at preprocessing", async (_, damage, message) => {
+		["cut inside its last frame", (b: Uint8Array) => b.subarray(0, b.byteLength - 5)],
+		["cut in half", (b: Uint8Array) => b.subarray(0, b.byteLength >> 1)],
+		["cut just before its last frame", (b: Uint8Array) => b.subarray(0, lastFrameStart(b))],
+	])("refuses a FLAC of stated length %s at preprocessing", async (_, damage) => {
 		for (const name of ["flac -5, 16-bit 16 kHz", "flac -5, 32-bit 16 kHz"]) {
 			const probe = await probeAudio(memoryByteSource(damage((files[name] as { bytes: Uint8Array }).bytes)));
 			expect(probe, name).toMatchObject({ ok: false, code: "truncated" });
-			expect(!probe.ok && probe.message, name).toMatch(message);
+			// The frames before the cut end short of STREAMINFO's length.
+			expect(!probe.ok && probe.message, name).toMatch(/^The FLAC file was cut short: its frames end at \d/);
 		}
+	});
+
+	it("refuses a FLAC followed by more than the allowance of bytes after its audio", async () => {
+		const file = files["flac -5, 16-bit 16 kHz"] as { bytes: Uint8Array };
+		const junk = Uint8Array.from({ length: 2 * APPENDED_TAGS_MAX_BYTES }, (_, i) => (i * 131 + 7) % 251);
+		const probe = await probeAudio(memoryByteSource(concatBytes([file.bytes, junk])));
+		expect(probe).toMatchObject({ ok: false, code: "truncated" });
+		expect(!probe.ok && probe.message).toMatch(/does not end with a whole audio frame: .* more than 1 MiB follows/);
 	});
 });

@@ -49,14 +49,19 @@ function parseStreamInfo(b: Uint8Array): StreamInfo {
 
 /**
  * Samples up to the end of the stream's last frame, found in the file's tail (`lastFlacFrame`: the frame whose CRC-16
- * holds up to the tags appended after the audio, if any). Null when no frame ends there: the file was cut inside a
- * frame, or other data follows the audio.
+ * holds up to the tags appended after the audio, if any, or else before other bytes). Null when no frame checks
+ * there: the file was cut inside its last frame, or more than the allowance follows the audio.
  */
 async function samplesToLastFrame(reader: ProbeReader, audioStart: number, info: StreamInfo): Promise<number | null> {
 	const afterBytes = await bytesAfterAudio(reader, audioStart);
 	if (afterBytes === null) return null;
-	const span = Math.min(reader.size - audioStart, flacTailBytes(info.maxFrameSize, afterBytes));
-	const last = lastFlacFrame(await reader.exactly(reader.size - span, span, "last FLAC frame"));
+	// Bytes that are neither tags nor padding may follow the audio too: then the whole allowance is searched.
+	let last = null;
+	for (const after of [afterBytes, APPENDED_TAGS_MAX_BYTES]) {
+		const span = Math.min(reader.size - audioStart, flacTailBytes(info.maxFrameSize, after));
+		last = lastFlacFrame(await reader.exactly(reader.size - span, span, "last FLAC frame"));
+		if (last || span === reader.size - audioStart) break;
+	}
 	if (!last) return null;
 	const { number, variable, blockSize } = last.header;
 	return (variable ? number : number * info.maxBlockSize) + blockSize;
@@ -100,7 +105,7 @@ export async function probeFlac(reader: ProbeReader, start: number): Promise<Aud
 		throw info.totalSamples === 0
 			? corrupted("The FLAC stream does not state its length and its last frame could not be read")
 			: truncated(
-					`The FLAC file does not end with a whole audio frame: it was cut short, or is followed by data other than tags (ID3v1, APE, ID3v2; ${APPENDED_TAGS_MAX_BYTES >> 20} MiB at most)`,
+					`The FLAC file does not end with a whole audio frame: it was cut short, or more than ${APPENDED_TAGS_MAX_BYTES >> 20} MiB follows its audio`,
 				);
 	}
 	if (info.totalSamples !== 0 && framesEnd < info.totalSamples) {
