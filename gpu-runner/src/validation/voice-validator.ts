@@ -15,6 +15,7 @@ import type { VoiceDescriptor, VoiceValidationLease, VoiceValidationReport } fro
 import type { ArtifactCache } from "../artifacts/artifact-cache.ts";
 import { decodeSource } from "../audio/decode-source.ts";
 import type { AudioBlock, Engine } from "../engines/engine.ts";
+import { FeatureWidthMismatch } from "../engines/rvc/errors.ts";
 import { inspectModelFile } from "../engines/rvc/model-inspection.ts";
 import { synthesizerOnnxPath } from "../engines/rvc/synthesizer-file.ts";
 import { measurePitch } from "../pipeline/auto-pitch.ts";
@@ -116,6 +117,12 @@ async function* toneBlocks(sampleRate: number, channels: number): AsyncGenerator
 	yield { sampleRate, channels: Array.from({ length: channels }, () => samples.slice()) };
 }
 
+/** What a customer can do about a model of another generation than the deployment's feature model. */
+function featureWidthMessage({ featureDim, phoneDim }: FeatureWidthMismatch): string {
+	const generation = (dim: number) => (dim === 256 ? "RVC v1" : dim === 768 ? "RVC v2" : `${dim}-wide`);
+	return `The model reads ${phoneDim}-wide features (${generation(phoneDim)}), but this service extracts ${featureDim}-wide ones (${generation(featureDim)}) for every voice: use a model trained as ${generation(featureDim)}`;
+}
+
 async function selfTest(engine: Engine, voice: VoiceDescriptor, paths: Map<string, string>, signal: AbortSignal) {
 	const input = engine.inputFormat({ sampleRate: 16_000, channels: 1 }, voice);
 	let frames = 0;
@@ -133,6 +140,7 @@ async function selfTest(engine: Engine, voice: VoiceDescriptor, paths: Map<strin
 		}
 	} catch (error) {
 		if (error instanceof FileProblem || signal.aborted) throw error;
+		if (error instanceof FeatureWidthMismatch) refuse("unsupported_feature_width", featureWidthMessage(error));
 		const message = error instanceof Error ? error.message : String(error);
 		refuse("self_test", `Converting a test second failed: ${withoutFilePaths(message, paths)}`);
 	}

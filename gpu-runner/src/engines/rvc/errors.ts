@@ -31,3 +31,19 @@ export class RvcEngineError extends Error {
 		this.permanent = options.permanent ?? (code !== "not_ready" && code !== "model_thread_stopped");
 	}
 }
+
+/**
+ * The synthesizer reads features of another width than the deployment's ContentVec gives (RVC v1 models read 256,
+ * v2 models 768): the voice cannot run here whatever its files hold.
+ */
+export class FeatureWidthMismatch extends RvcEngineError {
+	readonly featureDim: number;
+	readonly phoneDim: number;
+
+	constructor(featureDim: number, phoneDim: number, message: string) {
+		super("invalid_model", message);
+		this.name = "FeatureWidthMismatch";
+		this.featureDim = featureDim;
+		this.phoneDim = phoneDim;
+	}
+}

@@ -15,7 +15,7 @@
 import { readFile } from "node:fs/promises";
 import * as ort from "onnxruntime-node";
 import { type DecodeLayout, decodedFrames, decodeLayout, joinPieces } from "./decode-pieces.ts";
-import { RvcEngineError } from "./errors.ts";
+import { FeatureWidthMismatch, RvcEngineError } from "./errors.ts";
 import { type ExecutionProviderName, sessionOptionsFor } from "./execution-provider.ts";
 import { quantizeMatMuls } from "./int8-matmul.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
@@ -577,8 +577,9 @@ export class ModelCache {
 			const a = models.contentvec.declaredFeatureDim;
 			const b = models.synthesizer.declaredFeatureDim;
 			if (a !== undefined && b !== undefined && a !== b) {
-				throw new RvcEngineError(
-					"invalid_model",
+				throw new FeatureWidthMismatch(
+					a,
+					b,
 					`contentvec model ${paths.contentvec} gives ${a}-d features but synthesizer ${paths.synthesizer} takes ${b}-d phone input (v2 voices use 768, v1 voices 256)`,
 				);
 			}
