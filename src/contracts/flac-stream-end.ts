@@ -125,8 +125,8 @@ export function afterAudioStart(tail: Uint8Array): number | null {
  * The stream's last frame in `tail` (the end of a FLAC file, tags included). First the header nearest the end whose
  * frame, checked by its CRC-16, runs to the appended tags, or to zero bytes padding up to them. Failing that (other
  * bytes follow the audio), the header nearest the end whose frame checks at all, ending at the last point where its
- * CRC-16 holds: less certain, as bytes after it pass a CRC-16 by chance about once in 64 KiB, so only as a fallback.
- * Null when no frame checks: the file was cut inside its last frame and there is no earlier one in `tail`.
+ * CRC-16 holds, when no frame header follows: less certain, as bytes after it pass a CRC-16 by chance about once in
+ * 64 KiB, so only as a fallback. Null when no frame checks so: the last frame is cut or damaged.
  */
 export function lastFlacFrame(tail: Uint8Array): LastFlacFrame | null {
 	const tagsStart = appendedTagsStart(tail);
@@ -138,7 +138,11 @@ export function lastFlacFrame(tail: Uint8Array): LastFlacFrame | null {
 		);
 		if (found) return found;
 	}
-	return searchBack(tail, tail.byteLength, (start, headerBytes) => lastCheckPoint(tail, start, headerBytes));
+	// What follows must not be a frame: a frame after it is the last one, damaged or cut, not bytes after the audio.
+	return searchBack(tail, tail.byteLength, (start, headerBytes) => {
+		const end = lastCheckPoint(tail, start, headerBytes);
+		return end !== null && flacFrameHeaderAt(tail, end) === null ? end : null;
+	});
 }
 
 /** The first frame header back from `before` (of the first `HEADERS_TRIED`) whose frame `end` finds an end for. */

@@ -120,12 +120,19 @@ describe.skipIf(toolsSkip !== undefined)(`FLAC ends, stated and decoded${toolsSk
 		["cut inside its last frame", (b: Uint8Array) => b.subarray(0, b.byteLength - 5)],
 		["cut in half", (b: Uint8Array) => b.subarray(0, b.byteLength >> 1)],
 		["cut just before its last frame", (b: Uint8Array) => b.subarray(0, lastFrameStart(b))],
+		[
+			"whose last frame is damaged",
+			(b: Uint8Array) => {
+				const damaged = b.slice();
+				damaged[lastFrameStart(b) + 20] = (damaged[lastFrameStart(b) + 20] as number) ^ 0x10;
+				return damaged;
+			},
+		],
 	])("refuses a FLAC of stated length %s at preprocessing", async (_, damage) => {
 		for (const name of ["flac -5, 16-bit 16 kHz", "flac -5, 32-bit 16 kHz"]) {
 			const probe = await probeAudio(memoryByteSource(damage((files[name] as { bytes: Uint8Array }).bytes)));
 			expect(probe, name).toMatchObject({ ok: false, code: "truncated" });
-			// The frames before the cut end short of STREAMINFO's length.
-			expect(!probe.ok && probe.message, name).toMatch(/^The FLAC file was cut short: its frames end at \d/);
+			expect(!probe.ok && probe.message, name).toMatch(/cut short/);
 		}
 	});
 
@@ -134,6 +141,6 @@ describe.skipIf(toolsSkip !== undefined)(`FLAC ends, stated and decoded${toolsSk
 		const junk = Uint8Array.from({ length: 2 * APPENDED_TAGS_MAX_BYTES }, (_, i) => (i * 131 + 7) % 251);
 		const probe = await probeAudio(memoryByteSource(concatBytes([file.bytes, junk])));
 		expect(probe).toMatchObject({ ok: false, code: "truncated" });
-		expect(!probe.ok && probe.message).toMatch(/does not end with a whole audio frame: .* more than 1 MiB follows/);
+		expect(!probe.ok && probe.message).toMatch(/does not end with a whole audio frame: .* or more than 1 MiB follows/);
 	});
 });

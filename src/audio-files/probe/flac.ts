@@ -105,7 +105,7 @@ export async function probeFlac(reader: ProbeReader, start: number): Promise<Aud
 		throw info.totalSamples === 0
 			? corrupted("The FLAC stream does not state its length and its last frame could not be read")
 			: truncated(
-					`The FLAC file does not end with a whole audio frame: it was cut short, or more than ${APPENDED_TAGS_MAX_BYTES >> 20} MiB follows its audio`,
+					`The FLAC file does not end with a whole audio frame: its last frame is cut short or damaged, or more than ${APPENDED_TAGS_MAX_BYTES >> 20} MiB follows its audio`,
 				);
 	}
 	if (info.totalSamples !== 0 && framesEnd < info.totalSamples) {
