@@ -1,9 +1,10 @@
 /**
  * Where a FLAC file's audio ends, and what its last frame holds. Files are not always FLAC to their last byte:
- * taggers append APE tags and ID3v1 (and, rarely, ID3v2 with a footer), and some tools pad with zero bytes. libFLAC
- * (the runner's wasm decoder) silently drops the last frame when anything but zeros follows it, and a file cut
- * short ends inside a frame. Shared by preprocessing (which refuses a file cut short and states the length from the
- * last frame when STREAMINFO leaves it unknown) and the runner's decoder (which stops at the audio's end).
+ * taggers append APE tags and ID3v1 (and, rarely, ID3v2 with a footer), some tools pad with zero bytes or leave
+ * other bytes behind. libFLAC (the runner's wasm decoder) silently drops the last frame when anything but zeros
+ * follows it, and a file cut short ends inside a frame. Shared by preprocessing (which refuses a file cut short and
+ * states the length from the last frame when STREAMINFO leaves it unknown) and the runner's decoder (which stops at
+ * the audio's end).
  */
 import { crc8, crc16, crc16Step } from "./flac-crc.ts";
 
@@ -23,7 +24,7 @@ export interface LastFlacFrame {
 
 /** Tail searched for the last frame when STREAMINFO does not state the largest frame size. */
 const DEFAULT_FRAME_SPAN_BYTES = 1 << 20;
-/** The most tag bytes looked past after the audio (an APE tag may carry cover art). */
+/** The most bytes looked past after the audio: tags (an APE tag may carry cover art), padding, other bytes. */
 export const APPENDED_TAGS_MAX_BYTES = 1 << 20;
 
 /**
@@ -33,8 +34,10 @@ export const APPENDED_TAGS_MAX_BYTES = 1 << 20;
 export const flacTailBytes = (maxFrameSize: number, afterAudioBytes = APPENDED_TAGS_MAX_BYTES) =>
 	(maxFrameSize > 0 ? maxFrameSize + 16 : DEFAULT_FRAME_SPAN_BYTES) + afterAudioBytes;
 
-/** Header candidates tried from the end before giving up: real frames are found at the first; the rest are for a
- * byte pattern inside audio data that passes a header's CRC-8 (about one in 16 million bytes). */
+/**
+ * Header candidates tried from the end before giving up: the last frame's is the first, or the one before it when
+ * the last is cut; the third is for a byte pattern in audio data that passes a header's CRC-8 (rare).
+ */
 const HEADERS_TRIED = 3;
 
 /** FLAC's UTF-8-like coded number (frame number: up to 6 bytes; sample number: up to 7). */
@@ -167,10 +170,9 @@ function searchBack(
 }
 
 /**
- * Just past the CRC-16 of the frame at `start`: the first point from `from` up to `contentEnd` where the running
- * CRC-16 is 0. A frame followed by its own CRC-16 checks to 0 (FLAC's CRC-16 has no reflection and no final XOR),
- * and zeros after it keep it 0, so `from` is where zero padding begins, or just past the header to take the first
- * point where the frame checks.
+ * Just past the CRC-16 of the frame at `start`, when it ends among the zero padding before `contentEnd` or at it: the
+ * first point there where the running CRC-16 is 0. A frame followed by its own CRC-16 checks to 0 (FLAC's CRC-16 has
+ * no reflection and no final XOR), and zeros after it keep it 0.
  */
 function frameEnd(tail: Uint8Array, start: number, headerBytes: number, zerosFrom: number, contentEnd: number) {
 	const from = Math.max(start + headerBytes + 3, zerosFrom);
