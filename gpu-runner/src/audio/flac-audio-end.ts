@@ -1,9 +1,9 @@
 /**
- * A FLAC byte stream cut where its audio ends. Tags appended after the last frame (ID3v1, APE) make libFLAC read them
- * as part of that frame and silently drop it, and the wide decoder refuse the file; zero padding stops the wide
- * decoder too. So the last `holdBytes` are held back until the stream ends and searched for the last frame
- * (`lastFlacFrame`, the same search preprocessing measured the length by), and only the audio is passed on. Where no
- * frame ends there (a file cut short), everything is passed on for the decoder to report.
+ * A FLAC byte stream cut where its audio ends. Tags or other bytes after the last frame make libFLAC read them as
+ * part of that frame and silently drop it, and the wide decoder refuse the file; zero padding stops the wide decoder
+ * too. So the last `holdBytes` are held back until the stream ends and searched for the last frame (`lastFlacFrame`,
+ * the same search preprocessing measured the length by), and only the audio is passed on. Where no frame ends there
+ * (its last frame cut or damaged), everything is passed on for the decoder to report.
  */
 import { lastFlacFrame } from "../../../src/contracts/flac-stream-end.ts";
 
