@@ -3,13 +3,14 @@
  * SIGTERM/SIGINT once: graceful stop (finish or release within the grace period). Twice: exit now
  * (the leases then expire and the Worker re-queues the jobs).
  */
+import { randomUUID } from "node:crypto";
 import { rmSync } from "node:fs";
-import { mkdir, rm } from "node:fs/promises";
+import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { RunnerApiClient } from "./api/runner-api-client.ts";
 import { TokenProvider } from "./api/token-provider.ts";
 import { ArtifactCache } from "./artifacts/artifact-cache.ts";
-import type { RunnerConfig } from "./config.ts";
+import { ConfigError, type RunnerConfig } from "./config.ts";
 import { loadEngines } from "./engines/registry.ts";
 import { jsonLogger, type Logger } from "./logger.ts";
 import { createJobProcessor } from "./loop/job-processor.ts";
@@ -21,7 +22,32 @@ import { RunnerMetrics } from "./observability/metrics.ts";
 import { createVoiceValidator } from "./validation/voice-validator.ts";
 import { processWorkDir, removeStaleWork } from "./work-dir.ts";
 
+/**
+ * The folders the runner writes must be writable before it leases anything: otherwise every job it takes fails
+ * (and is charged an attempt) while health says ready. A problem is a configuration error (exit 2), by variable.
+ */
+async function checkWritableFolders(config: RunnerConfig): Promise<void> {
+	const problems: string[] = [];
+	for (const [variable, folder] of [
+		["RUNNER_WORK_DIR", config.workDir],
+		["RUNNER_CACHE_DIR", join(config.cacheDir, "artifacts")],
+	] as const) {
+		const probe = join(folder, `.write-check-${process.pid}-${randomUUID()}`);
+		try {
+			await mkdir(folder, { recursive: true });
+			await writeFile(probe, "");
+			await rm(probe, { force: true });
+		} catch (error) {
+			problems.push(
+				`${variable}: folder cannot be created or written (${(error as NodeJS.ErrnoException).code ?? "error"})`,
+			);
+		}
+	}
+	if (problems.length > 0) throw new ConfigError(problems);
+}
+
 export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogger): Promise<void> {
+	await checkWritableFolders(config);
 	const metrics = new RunnerMetrics({ processMetrics: true });
 	let loop: LeaseLoop | undefined;
 	const engineProviders: Record<string, { execution_provider: string }> = {};

@@ -126,4 +126,34 @@ describe("runner process signals", () => {
 		expect(code).toBe(2);
 		expect(output).toContain("RUNNER_CLIENT_SECRET");
 	});
+
+	it("refuses to start when the work or cache folder cannot be written, naming each variable", async () => {
+		const file = join(dir, "a-file");
+		writeFileSync(file, "");
+		child = spawn(process.execPath, ["--import", "./src/resolve-fallback.ts", "src/main.ts"], {
+			cwd: join(import.meta.dirname, ".."),
+			env: {
+				PATH: process.env.PATH,
+				RUNNER_API_BASE_URL: api.baseUrl,
+				RUNNER_CLIENT_ID: CLIENT_ID,
+				RUNNER_CLIENT_SECRET: CLIENT_SECRET,
+				RUNNER_HEALTH_HOST: "127.0.0.1",
+				RUNNER_HEALTH_PORT: "0",
+				RUNNER_CACHE_DIR: join(file, "cache"),
+				RUNNER_WORK_DIR: join(file, "work"),
+			},
+			stdio: ["ignore", "pipe", "pipe"],
+		});
+		child.stdout?.on("data", (chunk: Buffer) => {
+			output += chunk.toString();
+		});
+		child.stderr?.on("data", (chunk: Buffer) => {
+			output += chunk.toString();
+		});
+		const code = await new Promise((resolve) => child?.once("exit", resolve));
+		expect(code).toBe(2);
+		expect(output).toContain("RUNNER_WORK_DIR");
+		expect(output).toContain("RUNNER_CACHE_DIR");
+		expect(api.leaseRequests).toHaveLength(0);
+	});
 });
