@@ -32,15 +32,21 @@ const lease: Lease = {
 };
 
 describe("lease loop with an in-memory API", () => {
-	it("releases leases that arrive after the stop began instead of starting them", async () => {
+	it("releases leases that arrive after the stop began instead of starting them, and cancels the wait", async () => {
 		const reports: string[] = [];
 		let deliver: ((batch: LeaseBatch) => void) | undefined;
+		let waitId: string | undefined;
 		const api: RunnerApi = {
 			// Ignores the abort signal, like a response already on the wire when the stop comes.
-			lease: () =>
-				new Promise((resolve) => {
+			lease: (request) => {
+				waitId = request.wait_id;
+				return new Promise((resolve) => {
 					deliver = resolve;
-				}),
+				});
+			},
+			cancelWait: async (id) => {
+				reports.push(`cancel wait ${id}`);
+			},
 			heartbeat: async () => ({ lease_expires_at: new Date().toISOString() }),
 			complete: async (id) => {
 				reports.push(`complete ${id}`);
@@ -74,7 +80,9 @@ describe("lease loop with an in-memory API", () => {
 		await stopped;
 		await done;
 		expect(started).toBe(0);
-		expect(reports).toEqual(["release lease-late: runner shutting down"]);
+		// The Worker is told the wait is over (it may not see the connection close), and the late lease goes back.
+		expect(waitId).toMatch(/^[0-9a-f-]{36}$/);
+		expect(reports.sort()).toEqual([`cancel wait ${waitId}`, "release lease-late: runner shutting down"].sort());
 	});
 
 	it("fails a job for an engine this runner does not have, transiently, so another runner can take it", async () => {
@@ -93,6 +101,7 @@ describe("lease loop with an in-memory API", () => {
 			},
 			release: async () => {},
 			reportValidation: async () => {},
+			cancelWait: async () => {},
 		};
 		const loop = new LeaseLoop(
 			{ runnerId: "unit", capacity: 1, leaseWaitSeconds: 1 },

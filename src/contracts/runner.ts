@@ -37,8 +37,16 @@ export const LeaseRequest = z.object({
 	 * uploaded voice, `validations`). Older runners omit it and get conversions only.
 	 */
 	job_kinds: z.array(z.enum(JOB_KINDS)).min(1).optional(),
+	/**
+	 * The runner's name for this long-poll, so that it can end it with `POST /internal/v1/leases/waits/{wait_id}/cancel`
+	 * when it stops: the Worker does not always learn that a client went away. Without it the Worker names the wait.
+	 */
+	wait_id: z.uuid().optional(),
 });
 export type LeaseRequest = z.infer<typeof LeaseRequest>;
+
+/** The answer to cancelling a long-poll: whether it was still waiting, and how many leases granted to it went back. */
+export const CancelWaitResponse = z.object({ waiting: z.boolean(), released: z.number().int().min(0) });
 
 /**
  * Source audio the service converts. Preprocessing refuses a file outside these as `unsupported_format`, and a runner

@@ -257,13 +257,8 @@ describe("conversion lifecycle through the runner API", () => {
 		return { gone, deadPoll };
 	}
 
-	it("forgets the long-poll of a runner whose request went away, so the next job goes to a live runner", async () => {
-		const { gone, deadPoll } = await longPollOfRunnerAboutToDie();
-		// The runner is killed mid-poll: its connection closes, and the broker must drop its waiter at once.
-		gone.abort();
-		expect(await deadPoll).toMatchObject({ name: "AbortError" });
-		await vi.waitFor(async () => expect((await broker().stats()).waiters).toBe(0), { timeout: 3_000 });
-
+	/** A live runner's long-poll gets the next job, on its first attempt. */
+	async function nextJobGoesToALiveRunner() {
 		const live = await runner();
 		const livePoll = live.lease({ wait_seconds: 10 });
 		await vi.waitFor(async () => expect((await broker().stats()).waiters).toBe(1));
@@ -271,6 +266,16 @@ describe("conversion lifecycle through the runner API", () => {
 		const leases = await livePoll;
 		expect(leases).toEqual([expect.objectContaining({ conversion_id: created.id, attempt: 1 })]);
 		for (const lease of leases) expect((await live.finish(lease)).status).toBe(200);
+	}
+
+	it("forgets the long-poll of a runner whose request went away, so the next job goes to a live runner", async () => {
+		const { gone, deadPoll } = await longPollOfRunnerAboutToDie();
+		// The runner is killed mid-poll: its connection closes, and the broker must drop its waiter at once.
+		gone.abort();
+		expect(await deadPoll).toMatchObject({ name: "AbortError" });
+		await vi.waitFor(async () => expect((await broker().stats()).waiters).toBe(0), { timeout: 3_000 });
+
+		await nextJobGoesToALiveRunner();
 	});
 
 	it("gives back uncharged a job granted to a long-poll whose runner went away as the job arrived", async () => {
@@ -298,6 +303,28 @@ describe("conversion lifecycle through the runner API", () => {
 		const lease = await live.leaseOne();
 		expect(lease).toMatchObject({ conversion_id: created.id, attempt: 1 });
 		expect((await live.finish(lease)).status).toBe(200);
+	});
+
+	it("ends the long-poll of a runner that says it stopped, though its connection never seemed to close", async () => {
+		const stopping = await runner();
+		const waitId = crypto.randomUUID();
+		const poll = stopping.api("/internal/v1/leases", {
+			method: "POST",
+			headers: { "Content-Type": "application/json" },
+			body: JSON.stringify({ runner_id: stopping.runnerId, capacity: 1, wait_seconds: 20, wait_id: waitId }),
+		});
+		await vi.waitFor(async () => expect((await broker().stats()).waiters).toBe(1));
+		// A proxy between them keeps the connection open, so only the runner's word ends the wait.
+		const cancelled = await stopping.api(`/internal/v1/leases/waits/${waitId}/cancel`, { method: "POST" });
+		expect(cancelled.status).toBe(200);
+		expect(await json(cancelled)).toEqual({ success: true, data: { waiting: true, released: 0 } });
+		expect(await json(await poll)).toEqual({ success: true, data: { leases: [], validations: [] } });
+		expect((await broker().stats()).waiters).toBe(0);
+
+		await nextJobGoesToALiveRunner();
+		// Cancelling again, or a wait never made, changes nothing.
+		const again = await stopping.api(`/internal/v1/leases/waits/${waitId}/cancel`, { method: "POST" });
+		expect(await json(again)).toEqual({ success: true, data: { waiting: false, released: 0 } });
 	});
 
 	it("refuses to complete before the output was uploaded", async () => {

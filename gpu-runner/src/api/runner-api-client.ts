@@ -39,6 +39,8 @@ export interface RunnerApi {
 	complete(leaseId: string, body: CompleteRequest): Promise<void>;
 	fail(leaseId: string, body: FailRequest): Promise<void>;
 	release(leaseId: string, reason: string): Promise<void>;
+	/** Ends the long-poll named `waitId` (its request's `wait_id`), which the runner gave up on when stopping. */
+	cancelWait(waitId: string): Promise<void>;
 	/** The outcome of a `validate_voice` lease (ends it, like `complete`). */
 	reportValidation(leaseId: string, report: VoiceValidationReport): Promise<void>;
 }
@@ -106,6 +108,10 @@ export class RunnerApiClient implements RunnerApi, OutputUploads {
 
 	async release(leaseId: string, reason: string): Promise<void> {
 		await this.#call("release", `/internal/v1/leases/${encodeURIComponent(leaseId)}/release`, { reason });
+	}
+
+	async cancelWait(waitId: string): Promise<void> {
+		await this.#call("cancel wait", `/internal/v1/leases/waits/${encodeURIComponent(waitId)}/cancel`, {});
 	}
 
 	async reportValidation(leaseId: string, report: VoiceValidationReport): Promise<void> {

@@ -12,6 +12,7 @@
  * the grace period, then aborts what is left and releases those leases (no attempt charged). The process's
  * second signal is handled in main.ts by exiting at once.
  */
+import { randomUUID } from "node:crypto";
 import type { EngineName, Lease, VoiceValidationLease } from "../../../src/contracts/runner.ts";
 import type { ApiError } from "../api/api-error.ts";
 import type { RunnerApi } from "../api/runner-api-client.ts";
@@ -71,6 +72,8 @@ export class LeaseLoop {
 	#deps: LeaseLoopDeps;
 	#active = new Map<string, ActiveJob>();
 	#stopping = new AbortController();
+	/** The `wait_id` of the lease request on its way, which `stop()` cancels. */
+	#waitInFlight: string | undefined;
 	#slotFreed: (() => void) | undefined;
 	#running: Promise<void> | undefined;
 	/** Reports not tied to a running job (malformed leases); awaited before the loop ends. */
@@ -103,6 +106,12 @@ export class LeaseLoop {
 		if (!this.#stopping.signal.aborted) {
 			this.#deps.logger.info("stopping: no new leases", { active_jobs: this.#active.size, grace_ms: graceMs });
 			this.#stopping.abort();
+			// The long-poll is abandoned; the Worker may not learn that from the connection (a proxy between them can
+			// keep it open), and would grant the next job to nobody: 45 s and an attempt lost. So the runner says it.
+			const waitId = this.#waitInFlight;
+			if (waitId !== undefined) {
+				this.#track(this.#report(waitId, "cancel wait", () => this.#deps.api.cancelWait(waitId)));
+			}
 		}
 		const allSettled = Promise.all([...this.#active.values()].map((job) => job.settled));
 		const graceOver = await Promise.race([allSettled.then(() => false), sleep(graceMs).then(() => true)]);
@@ -132,6 +141,8 @@ export class LeaseLoop {
 			}
 			const asked = performance.now();
 			let batch: Awaited<ReturnType<RunnerApi["lease"]>>;
+			const waitId = randomUUID();
+			this.#waitInFlight = waitId;
 			try {
 				batch = await api.lease(
 					{
@@ -141,6 +152,7 @@ export class LeaseLoop {
 						loaded_voice_ids: this.#deps.affinity?.list() ?? [],
 						engines: [...this.#deps.engines.keys()],
 						...(this.#deps.validateVoice ? { job_kinds: ["convert", "validate_voice"] } : {}),
+						wait_id: waitId,
 					},
 					stopSignal,
 				);
@@ -157,6 +169,8 @@ export class LeaseLoop {
 				});
 				await sleep(delay, stopSignal);
 				continue;
+			} finally {
+				this.#waitInFlight = undefined;
 			}
 			const validations = batch.validations ?? [];
 			if (batch.leases.length + validations.length > 0) metrics.leaseWait.observe((performance.now() - asked) / 1000);

@@ -57,6 +57,8 @@ export class FakeRunnerApi {
 	readonly eventTimes: number[] = [];
 	readonly uploads = new Map<string, Upload>();
 	readonly leaseRequests: LeaseRequest[] = [];
+	/** The `wait_id`s runners cancelled (`POST /internal/v1/leases/waits/{wait_id}/cancel`). */
+	readonly cancelledWaits: string[] = [];
 	tokenRequests = 0;
 	heartbeatIntervalSeconds = 5;
 	tokenLifetimeSeconds = 3600;
@@ -172,6 +174,11 @@ export class FakeRunnerApi {
 		if (path === "/internal/v1/leases") {
 			if (this.#injectFault("leases", response)) return;
 			return this.#lease(LeaseRequest.parse(body), response);
+		}
+		const cancelled = /^\/internal\/v1\/leases\/waits\/([^/]+)\/cancel$/.exec(path);
+		if (cancelled) {
+			this.cancelledWaits.push(cancelled[1] ?? "");
+			return json(response, 200, { success: true, data: { waiting: false, released: 0 } });
 		}
 		const match = /^\/internal\/v1\/leases\/([^/]+)\/(heartbeat|complete|fail|release)$/.exec(path);
 		if (!match) return json(response, 404, { success: false, message: "not found", code: "not_found" });

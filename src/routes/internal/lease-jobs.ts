@@ -1,5 +1,12 @@
+import { z } from "zod";
 import { envelope } from "../../contracts/common.ts";
-import { type Lease, LeaseRequest, LeaseResponse, type VoiceValidationLease } from "../../contracts/runner.ts";
+import {
+	CancelWaitResponse,
+	type Lease,
+	LeaseRequest,
+	LeaseResponse,
+	type VoiceValidationLease,
+} from "../../contracts/runner.ts";
 import { findLeaseSources } from "../../conversions/conversion-store.ts";
 import { failure } from "../../conversions/failure-messages.ts";
 import { jobBroker } from "../../conversions/job-broker-client.ts";
@@ -26,8 +33,9 @@ export const leaseJobsRoute = defineRoute({
 		// A runner that dies mid-poll must not leave a waiter behind in the broker: it would take the next job to
 		// nobody, and only the lease expiry (45 s, one attempt charged) would give it back. `request.signal` aborts
 		// when the client disconnects before the response (the `enable_request_signal` compatibility flag); the
-		// broker then ends the wait and gives back what it granted to it. Once answered, a lease is the runner's.
-		const waitId = crypto.randomUUID();
+		// broker then ends the wait and gives back what it granted to it. Once answered, a lease is the runner's. A
+		// runner that stops also says so itself (`cancelWaitRoute`), as a disconnect does not always reach the Worker.
+		const waitId = body.wait_id ?? crypto.randomUUID();
 		let answered = false;
 		const cancelWait = () => {
 			if (!answered) ctx.waitUntil(broker.cancelWait(waitId).then(() => undefined, logCancelFailure));
@@ -39,6 +47,21 @@ export const leaseJobsRoute = defineRoute({
 			answered = true;
 			request.signal.removeEventListener("abort", cancelWait);
 		}
+	},
+});
+
+export const cancelWaitRoute = defineRoute({
+	method: "POST",
+	path: "/internal/v1/leases/waits/{wait_id}/cancel",
+	auth: "runner",
+	internal: true,
+	summary:
+		"End a long-poll the runner has given up (it is stopping): nothing more is granted to it, and leases granted to it in the last seconds go back uncharged",
+	tags: ["Runner"],
+	params: z.object({ wait_id: z.uuid() }),
+	responses: { 200: { description: "The wait is over", schema: envelope(CancelWaitResponse) } },
+	async handler({ env, params }) {
+		return ok(await jobBroker(env).cancelWait(params.wait_id));
 	},
 });
 
