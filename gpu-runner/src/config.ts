@@ -20,7 +20,9 @@ const commaList = z
 const integer = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 export const RunnerEnv = z.object({
-	RUNNER_API_BASE_URL: z.url().transform((url) => url.replace(/\/+$/, "")),
+	RUNNER_API_BASE_URL: z
+		.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" })
+		.transform((url) => url.replace(/\/+$/, "")),
 	RUNNER_CLIENT_ID: z.string().min(1),
 	RUNNER_CLIENT_SECRET: z.string().min(1),
 	RUNNER_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import type { Lease } from "../../src/contracts/runner.ts";
 import type { LeaseBatch, RunnerApi } from "../src/api/runner-api-client.ts";
 import { silentLogger } from "../src/logger.ts";
-import { LeaseLoop } from "../src/loop/lease-loop.ts";
+import { LeaseLoop, MIN_LEASE_INTERVAL_MS } from "../src/loop/lease-loop.ts";
 import { RunnerMetrics } from "../src/observability/metrics.ts";
 
 const lease: Lease = {
@@ -83,6 +83,39 @@ describe("lease loop with an in-memory API", () => {
 		// The Worker is told the wait is over (it may not see the connection close), and the late lease goes back.
 		expect(waitId).toMatch(/^[0-9a-f-]{36}$/);
 		expect(reports.sort()).toEqual([`cancel wait ${waitId}`, "release lease-late: runner shutting down"].sort());
+	});
+
+	it("asks again no sooner than a second after an empty answer, even with a lease wait of 0", async () => {
+		let requests = 0;
+		const api: RunnerApi = {
+			// A Worker answering at once that nothing is there, as it does for wait_seconds 0.
+			lease: async () => {
+				requests++;
+				return { leases: [], malformed: [] };
+			},
+			heartbeat: async () => ({ lease_expires_at: new Date().toISOString() }),
+			complete: async () => {},
+			fail: async () => {},
+			release: async () => {},
+			reportValidation: async () => {},
+			cancelWait: async () => {},
+		};
+		const loop = new LeaseLoop(
+			{ runnerId: "unit", capacity: 1, leaseWaitSeconds: 0 },
+			{
+				api,
+				engines: new Map(),
+				processJob: async () => Promise.reject(new Error("unused")),
+				metrics: new RunnerMetrics(),
+				logger: silentLogger,
+			},
+		);
+		const done = loop.start();
+		await new Promise((resolve) => setTimeout(resolve, MIN_LEASE_INTERVAL_MS / 2));
+		// One request in the first half second (a loop without a pause sent thousands).
+		expect(requests).toBe(1);
+		await loop.stop(0);
+		await done;
 	});
 
 	it("fails a job for an engine this runner does not have, transiently, so another runner can take it", async () => {

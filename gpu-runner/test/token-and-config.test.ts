@@ -92,6 +92,17 @@ describe("config", () => {
 		expect(() => loadConfig({ ...minimal, RUNNER_RVC_FEATURE_ARENAS: "on" })).toThrow(/RUNNER_RVC_FEATURE_ARENAS/);
 	});
 
+	it("takes only an http or https API address", () => {
+		expect(loadConfig({ ...minimal, RUNNER_API_BASE_URL: "http://127.0.0.1:8787" }).apiBaseUrl).toBe(
+			"http://127.0.0.1:8787",
+		);
+		for (const url of ["mailto:ops@example.com", "ftp://api.example.com", "file:///etc/passwd"]) {
+			expect(() => loadConfig({ ...minimal, RUNNER_API_BASE_URL: url })).toThrow(
+				/RUNNER_API_BASE_URL: must be an http:\/\/ or https:\/\/ URL/,
+			);
+		}
+	});
+
 	it("lists every problem and never echoes the secret", () => {
 		let error: unknown;
 		try {

@@ -67,6 +67,9 @@ interface ActiveJob {
 	settled: Promise<void>;
 }
 
+/** The least time between the starts of two lease requests that came back empty. */
+export const MIN_LEASE_INTERVAL_MS = 1000;
+
 export class LeaseLoop {
 	#options: Required<LeaseLoopOptions>;
 	#deps: LeaseLoopDeps;
@@ -174,6 +177,12 @@ export class LeaseLoop {
 			}
 			const validations = batch.validations ?? [];
 			if (batch.leases.length + validations.length > 0) metrics.leaseWait.observe((performance.now() - asked) / 1000);
+			else {
+				// Nothing came: ask again no sooner than a second after asking (with RUNNER_LEASE_WAIT_SECONDS 0 the answer
+				// comes at once, and the loop would otherwise send thousands of requests a second).
+				const early = MIN_LEASE_INTERVAL_MS - (performance.now() - asked);
+				if (early > 0) await sleep(early, stopSignal);
+			}
 			for (const bad of batch.malformed) {
 				logger.error("lease does not match the contract", { lease_id: bad.leaseId, problem: bad.problem });
 				this.#track(
