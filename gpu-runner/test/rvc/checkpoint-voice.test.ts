@@ -5,7 +5,18 @@
  */
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import {
+	copyFileSync,
+	existsSync,
+	mkdtempSync,
+	readdirSync,
+	readFileSync,
+	rmSync,
+	statSync,
+	truncateSync,
+	utimesSync,
+	writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { promisify } from "node:util";
@@ -133,7 +144,30 @@ describe("rvc engine with a .pth synthesizer", () => {
 		for (const name of [...planted.older, ...planted.kept]) writeFileSync(join(dir, name), "an older build");
 		const built = await synthesizerOnnxPath(path);
 		expect(built).toBe(join(dir, `${sha256}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`));
-		expect(readdirSync(dir).sort()).toEqual([`${sha256}.bin`, basename(built), ...planted.kept].sort());
+		expect(readdirSync(dir).sort()).toEqual(
+			[`${sha256}.bin`, basename(built), `${basename(built)}.sha256`, ...planted.kept].sort(),
+		);
+	});
+
+	it("builds the synthesizer again where it was damaged after it was built, or has no checksum", async () => {
+		const dir = mkdtempSync(join(tmpdir(), "rvc-pth-"));
+		const path = join(dir, "checkpoint.bin");
+		copyFileSync(join(FIXTURES, "v2-f0-48k.pth"), path);
+		const built = await synthesizerOnnxPath(path);
+		// Damaged after it was built (cut short, here): the next process to use it builds it again.
+		const whole = readFileSync(built);
+		truncateSync(built, 60_000);
+		const later = new Date(Date.now() + 5_000);
+		utimesSync(path, later, later); // a new file to this process's memo, as it is to a new process
+		expect(await synthesizerOnnxPath(path)).toBe(built);
+		expect(readFileSync(built).equals(whole)).toBe(true);
+		// A build from before checksums were kept is made again too.
+		rmSync(`${built}.sha256`);
+		writeFileSync(built, "an unchecked build");
+		utimesSync(path, new Date(Date.now() + 10_000), new Date(Date.now() + 10_000));
+		await synthesizerOnnxPath(path);
+		expect(readFileSync(built).equals(whole)).toBe(true);
+		expect(readFileSync(`${built}.sha256`, "utf8")).toBe(createHash("sha256").update(whole).digest("hex"));
 	});
 });
 

@@ -4,8 +4,9 @@
  * graph (`synthesizer-graph.ts`) and written once beside it as `<sha256>.synthesizer-v<N>.onnx`, named by the
  * checkpoint's checksum and the graph builder's version, so every later job (and every runner process sharing
  * the folder) loads the built file directly. The file appears by an atomic rename, so a crash mid-write never
- * leaves a partial model under the final name. Graphs an earlier builder version made from the same checkpoint are
- * removed once the new one is in place.
+ * leaves a partial model under the final name, and its own checksum beside it (`.onnx.sha256`) is checked on its
+ * first use in each process, so one damaged later is built again. Graphs an earlier builder version made from the
+ * same checkpoint are removed once the new one is in place.
  */
 import { createHash, randomUUID } from "node:crypto";
 import { createReadStream } from "node:fs";
@@ -37,18 +38,37 @@ async function startsLikeZip(path: string): Promise<boolean> {
 async function buildBeside(path: string): Promise<string> {
 	const sha256 = await sha256Of(path);
 	const target = join(dirname(path), `${sha256}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`);
-	if ((await stat(target).catch(() => undefined))?.isFile()) return target;
+	const checksum = `${target}.sha256`;
+	if (await builtIntact(target, checksum)) return target;
 	const checkpoint = readRvcCheckpoint(new Uint8Array(await readFile(path)));
 	const { bytes } = buildSynthesizerGraph(checkpoint, { decodeSpan: true });
-	const temporary = join(dirname(path), `.synthesizer-${randomUUID()}`);
+	const temporaries = [randomUUID(), randomUUID()].map((id) => join(dirname(path), `.synthesizer-${id}`));
+	const [graphFile = "", checksumFile = ""] = temporaries;
 	try {
-		await writeFile(temporary, bytes);
-		await rename(temporary, target);
+		await writeFile(graphFile, bytes);
+		await writeFile(checksumFile, createHash("sha256").update(bytes).digest("hex"));
+		// The checksum last: a build with one is whole (a crash between the two leaves none, and it is built again).
+		await rm(checksum, { force: true });
+		await rename(graphFile, target);
+		await rename(checksumFile, checksum);
 	} finally {
-		await rm(temporary, { force: true });
+		await Promise.all(temporaries.map((file) => rm(file, { force: true })));
 	}
 	await removeOlderBuilds(dirname(path), sha256);
 	return target;
+}
+
+/**
+ * Whether the built file is there and still what was built: its checksum, written with it, is checked once per
+ * process (the folder outlives processes; a disk error or a hand that truncated it must not break the voice for
+ * good, as onnxruntime refuses a damaged graph on every job). A build without a checksum is made again.
+ */
+async function builtIntact(target: string, checksum: string): Promise<boolean> {
+	if (!(await stat(target).catch(() => undefined))?.isFile()) return false;
+	const expected = await readFile(checksum, "utf8").catch(() => undefined);
+	if (expected !== undefined && expected.trim() === (await sha256Of(target))) return true;
+	await rm(target, { force: true });
+	return false;
 }
 
 /**
@@ -60,7 +80,10 @@ async function removeOlderBuilds(dir: string, sha256: string): Promise<void> {
 	for (const name of await readdir(dir).catch(() => [] as string[])) {
 		if (!name.startsWith(prefix) || !name.endsWith(".onnx")) continue;
 		const version = Number(name.slice(prefix.length, -".onnx".length));
-		if (Number.isInteger(version) && version < SYNTHESIZER_GRAPH_VERSION) await rm(join(dir, name), { force: true });
+		if (Number.isInteger(version) && version < SYNTHESIZER_GRAPH_VERSION) {
+			await rm(join(dir, name), { force: true });
+			await rm(join(dir, `${name}.sha256`), { force: true });
+		}
 	}
 }
 
