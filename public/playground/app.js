@@ -403,11 +403,12 @@ async function createOwnVoice(event) {
 			await sleep(1000);
 			current = await api(`/api/v1/voices/${voice.id}`);
 		}
+		// The list first, so that it shows the voice as the message says when the message appears.
+		await loadVoices();
 		$("own-voice-status").textContent =
 			current.status === "ready"
 				? `Voice "${current.name}" is ready: pick it above to convert with it.`
 				: `Voice "${current.name}" failed: ${current.error_message}`;
-		await loadVoices();
 	} catch (error) {
 		$("own-voice-status").textContent = "";
 		showError(error.message);
