@@ -13,6 +13,22 @@ const benches = readdirSync(path.join(ROOT, "bench"))
 	.filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
 	.sort();
 
+// Names only: flags belong to a benchmark (the runner's take theirs in gpu-runner/), and a name that matches nothing
+// would otherwise run nothing and succeed.
+const known = [...readdirSync(path.join(ROOT, "bench")).filter((f) => f.endsWith(".bench.ts")), "runner"];
+if (only.some((o) => o.startsWith("-")) || (benches.length === 0 && !only.includes("runner"))) {
+	const help = only.includes("--help") || only.includes("-h");
+	(help ? console.log : console.error)(
+		[
+			...(help ? [] : [`No benchmark matches ${only.join(" ")}.`]),
+			"usage: npm run bench [-- NAME ...]   runs the benchmarks whose file names contain a NAME (all without one):",
+			...known.map((name) => `  ${name.replace(/\.bench\.ts$/, "")}`),
+			"The runner's take flags there: cd gpu-runner && npm run bench -- --threads 2 --jobs 8 --capacity 2 (or --long).",
+		].join("\n"),
+	);
+	process.exit(help ? 0 : 2);
+}
+
 let failed = 0;
 for (const file of benches) {
 	console.log(`\n=== ${file} ===`);
