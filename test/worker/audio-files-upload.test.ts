@@ -100,7 +100,9 @@ describe("PUT {upload_url}", () => {
 		await cut.started;
 		expect((await upload(file, wav)).status).toBe(200);
 		cut.abort(new Error("the client went away"));
-		expect((await cut.response).status).toBe(400);
+		// 400 when its handler was reading the body as it broke off; 409 when the handler first ran after the other
+		// upload finished (the request had only reached the runtime). Either way its bytes touch nothing.
+		expect([400, 409]).toContain((await cut.response).status);
 		expect(await storedBytes(client.accountId, file.id)).toEqual(wav);
 		expect(await getFile(api, file.id)).toMatchObject({ upload_status: "uploaded", size_bytes: wav.byteLength });
 	});
