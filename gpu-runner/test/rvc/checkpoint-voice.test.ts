@@ -27,6 +27,7 @@ import type { AudioBlock, Engine } from "../../src/engines/engine.ts";
 import { createRvcEngine } from "../../src/engines/rvc/index.ts";
 import { synthesizerOnnxPath } from "../../src/engines/rvc/synthesizer-file.ts";
 import { SYNTHESIZER_GRAPH_VERSION } from "../../src/engines/rvc/synthesizer-graph.ts";
+import { permanentFailure } from "../../src/job-errors.ts";
 import { buildTinyContentVec, buildTinyRmvpe, writeModels } from "./support/tiny-models.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
@@ -147,6 +148,20 @@ describe("rvc engine with a .pth synthesizer", () => {
 		expect(readdirSync(dir).sort()).toEqual(
 			[`${sha256}.bin`, basename(built), `${basename(built)}.sha256`, ...planted.kept].sort(),
 		);
+	});
+
+	it("removes a cached checkpoint damaged on disk, failing the job for another attempt to download it again", async () => {
+		const dir = mkdtempSync(join(tmpdir(), "rvc-pth-"));
+		const bytes = readFileSync(join(FIXTURES, "v2-f0-48k.pth"));
+		const path = join(dir, `${createHash("sha256").update(bytes).digest("hex")}.bin`);
+		const damaged = Buffer.from(bytes);
+		damaged[damaged.length >> 1] = (damaged[damaged.length >> 1] as number) ^ 0xff; // same size, one byte changed
+		writeFileSync(path, damaged);
+		const error = await synthesizerOnnxPath(path).catch((e: unknown) => e);
+		expect(error).toBeInstanceOf(Error);
+		expect((error as Error).message).toMatch(/\(damaged on disk\): removed, to be downloaded again/);
+		expect(permanentFailure(error)).toBeNull();
+		expect(existsSync(path)).toBe(false);
 	});
 
 	it("builds the synthesizer again where it was damaged after it was built, or has no checksum", async () => {

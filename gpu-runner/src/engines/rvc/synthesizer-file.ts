@@ -11,7 +11,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { open, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { readRvcCheckpoint } from "./rvc-checkpoint.ts";
 import { buildSynthesizerGraph, SYNTHESIZER_GRAPH_VERSION } from "./synthesizer-graph.ts";
 import { hasZipSignature } from "./zip-archive.ts";
@@ -37,6 +37,15 @@ async function startsLikeZip(path: string): Promise<boolean> {
 
 async function buildBeside(path: string): Promise<string> {
 	const sha256 = await sha256Of(path);
+	// The artifact cache names each file by the checksum it verified at download (`<sha256>.bin`). One that no
+	// longer has it was damaged on disk: a transient failure, and the next attempt downloads it again.
+	const named = /^([0-9a-f]{64})\.bin$/.exec(basename(path))?.[1];
+	if (named !== undefined && named !== sha256) {
+		await rm(path, { force: true });
+		throw new Error(
+			`the cached checkpoint ${path} no longer has the checksum it is named by (damaged on disk): removed, to be downloaded again`,
+		);
+	}
 	const target = join(dirname(path), `${sha256}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`);
 	const checksum = `${target}.sha256`;
 	if (await builtIntact(target, checksum)) return target;
