@@ -5,7 +5,11 @@
  *   npm run rvc -- export MODEL.pth OUT.onnx # writes the synthesizer ONNX (RVC's input names), prints the JSON
  *
  * The exported graph is the one the runner builds from a `.pth` voice itself, with RVC's input names
- * (`phone`, `phone_lengths`, `pitch`, `pitchf`, `ds`, `rnd`; no pitch inputs for f0 = 0 models).
+ * (`phone`, `phone_lengths`, `pitch`, `pitchf`, `ds`, `rnd`; no pitch inputs for f0 = 0 models), less the inputs
+ * the runner adds to decode only a span of frames (`decodeSpan`), which RVC's own callers do not pass.
+ *
+ * Exit codes: 0 done; 1 the file is refused (the JSON says why); 2 bad usage, or a file that cannot be read or
+ * written at all (missing, a folder, no permission), said in one line on stderr.
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { inspectModelFile } from "./engines/rvc/model-inspection.ts";
@@ -51,4 +55,16 @@ async function main(args: string[]): Promise<number> {
 	return 2;
 }
 
-process.exitCode = await main(process.argv.slice(2));
+/** A file the tool cannot open or write (ENOENT, EISDIR, EACCES, ...): the operator's mistake, not the file's. */
+const fileSystemCode = (error: unknown) =>
+	typeof (error as NodeJS.ErrnoException | null)?.code === "string" && (error as { syscall?: unknown }).syscall
+		? (error as NodeJS.ErrnoException).code
+		: undefined;
+
+const args = process.argv.slice(2);
+process.exitCode = await main(args).catch((error: unknown) => {
+	const code = fileSystemCode(error);
+	if (code === undefined) throw error;
+	console.error(`${(error as NodeJS.ErrnoException).path ?? args[1]}: cannot be used (${code})`);
+	return 2;
+});

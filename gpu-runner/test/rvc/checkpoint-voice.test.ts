@@ -214,6 +214,22 @@ describe("npm run rvc", () => {
 		});
 	});
 
+	it("tells a file it cannot read or write from a refused one: exit code 2, no JSON, no stack trace", async () => {
+		const dir = mkdtempSync(join(tmpdir(), "rvc-tool-"));
+		for (const args of [
+			["inspect", join(dir, "missing.pth")],
+			["inspect", dir],
+			["export", join(FIXTURES, "v2-f0-40k.pth"), join(dir, "no-such-folder", "out.onnx")],
+		]) {
+			const result = await run(process.execPath, [TOOL, ...args]).then(
+				() => ({ code: 0, stderr: "" }),
+				(error: { code: number; stderr: string }) => error,
+			);
+			expect(result.code, args.join(" ")).toBe(2);
+			expect(result.stderr.trim(), args.join(" ")).toMatch(/^\/\S+: cannot be used \((ENOENT|EISDIR)\)$/);
+		}
+	});
+
 	it("inspect gives the reason a file is refused, with exit code 1", async () => {
 		const { code, json } = await tool("inspect", join(FIXTURES, "refused-os-system.pth"));
 		expect(code).toBe(1);
