@@ -80,6 +80,16 @@ describe("lease loop against the runner API", () => {
 		expect(await runner.outcomes()).toEqual({ completed: 1 });
 	});
 
+	it("counts a job whose final report never reached the Worker as not_reported", async () => {
+		api.faults.set("complete", { status: 502, remaining: 1_000 });
+		api.enqueue(wavJob(0.5));
+		const started = startTestRunner(api);
+		runner = started;
+		await expect.poll(async () => (await started.outcomes()).not_reported, { timeout: 10_000 }).toBe(1);
+		expect(await started.outcomes()).toEqual({ not_reported: 1 });
+		expect(api.events.some((e) => e.type === "complete")).toBe(false);
+	});
+
 	it("fails a corrupt source permanently as corrupted_source", async () => {
 		const job = wavJob(1);
 		job.source = new Uint8Array([

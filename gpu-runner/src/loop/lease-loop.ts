@@ -67,6 +67,13 @@ interface ActiveJob {
 	settled: Promise<void>;
 }
 
+/**
+ * How a job ended, as the metrics count it: what the runner reported, unless the Worker never heard it (the
+ * report gave up: the lease expires there and the job is tried again) or the lease was gone already.
+ */
+const reportedAs = (sent: "sent" | "lost" | "gave_up", outcome: JobOutcome): JobOutcome =>
+	sent === "lost" ? "lease_lost" : sent === "gave_up" ? "not_reported" : outcome;
+
 /** The least time between the starts of two lease requests that came back empty. */
 export const MIN_LEASE_INTERVAL_MS = 1000;
 
@@ -246,7 +253,7 @@ export class LeaseLoop {
 			const sent = await this.#report(lease.lease_id, "report validation", () =>
 				api.reportValidation(lease.lease_id, report),
 			);
-			outcome = sent === "lost" ? "lease_lost" : "completed";
+			outcome = reportedAs(sent, "completed");
 			logger.info("voice validation finished", {
 				...log,
 				outcome: report.outcome,
@@ -309,7 +316,7 @@ export class LeaseLoop {
 					...(result.pitchShiftApplied ? { pitch_shift_applied: result.pitchShiftApplied } : {}),
 				}),
 			);
-			outcome = sent === "lost" ? "lease_lost" : "completed";
+			outcome = reportedAs(sent, "completed");
 			if (outcome === "completed") metrics.realTimeFactor.observe({ engine: engineName }, result.realTimeFactor);
 			logger.info("job finished", {
 				...log,
@@ -339,7 +346,7 @@ export class LeaseLoop {
 		if (reason instanceof LeaseLostAbort) return "lease_lost";
 		if (reason instanceof ShutdownAbort) {
 			const sent = await this.#report(id, "release", () => api.release(id, "runner shutting down"));
-			return sent === "lost" ? "lease_lost" : "released";
+			return reportedAs(sent, "released");
 		}
 		const permanent = permanentFailure(error);
 		const message = describeError(error).slice(0, 2000);
@@ -351,8 +358,7 @@ export class LeaseLoop {
 					: { kind: "transient", reason: "internal", message },
 			),
 		);
-		if (sent === "lost") return "lease_lost";
-		return permanent ? "failed_permanent" : "failed_transient";
+		return reportedAs(sent, permanent ? "failed_permanent" : "failed_transient");
 	}
 
 	/** Heartbeat at the lease's interval; a `lease_lost` answer aborts the job. Other errors are retried next tick. */

@@ -4,7 +4,14 @@
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 
-export type JobOutcome = "completed" | "failed_permanent" | "failed_transient" | "released" | "lease_lost";
+export type JobOutcome =
+	| "completed"
+	| "failed_permanent"
+	| "failed_transient"
+	| "released"
+	| "lease_lost"
+	/** The final report never reached the Worker (it gave up retrying): the lease expires there. */
+	| "not_reported";
 
 export class RunnerMetrics {
 	readonly registry = new Registry();
