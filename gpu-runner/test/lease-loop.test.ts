@@ -80,6 +80,18 @@ describe("lease loop against the runner API", () => {
 		expect(await runner.outcomes()).toEqual({ completed: 1 });
 	});
 
+	it("keeps reporting a finished job through an API outage within the report window", async () => {
+		// 30 failed tries (about a second here) is past the 5 attempts, within the window: the output is not lost.
+		api.faults.set("complete", { status: 503, remaining: 30 });
+		api.enqueue(wavJob(0.5));
+		const started = startTestRunner(api, { reportWindowMs: 20_000 });
+		runner = started;
+		await waitUntil(() => api.events.some((e) => e.type === "complete"));
+		expect(await started.outcomes()).toEqual({ completed: 1 });
+		const errors = (await started.metrics.apiErrors.get()).values.find((v) => v.labels.operation === "complete");
+		expect(errors?.value).toBe(30);
+	});
+
 	it("counts a job whose final report never reached the Worker as not_reported", async () => {
 		api.faults.set("complete", { status: 502, remaining: 1_000 });
 		api.enqueue(wavJob(0.5));

@@ -30,9 +30,18 @@ export interface LeaseLoopOptions {
 	capacity: number;
 	leaseWaitSeconds: number;
 	backoff?: BackoffPolicy;
-	/** Attempts for each final report before leaving the job to lease expiry. */
+	/** Attempts for each final report before leaving the job to lease expiry... */
 	reportAttempts?: number;
+	/**
+	 * ...and for how long (ms) it keeps trying past them: a finished job's report outlasts an API outage of up to
+	 * this long instead of waiting out the lease and being converted again. Default 30 s, within the 45 s lease,
+	 * whose last heartbeat was at most one interval (15 s) before the report.
+	 */
+	reportWindowMs?: number;
 }
+
+/** Longest wait between two tries of a final report, so that an API that comes back is heard from soon. */
+const REPORT_RETRY_MAX_MS = 5_000;
 
 export interface LeaseLoopDeps {
 	api: RunnerApi;
@@ -90,7 +99,7 @@ export class LeaseLoop {
 	#pendingReports = new Set<Promise<unknown>>();
 
 	constructor(options: LeaseLoopOptions, deps: LeaseLoopDeps) {
-		this.#options = { backoff: DEFAULT_BACKOFF, reportAttempts: 5, ...options };
+		this.#options = { backoff: DEFAULT_BACKOFF, reportAttempts: 5, reportWindowMs: 30_000, ...options };
 		this.#deps = deps;
 		deps.metrics.capacity.set(options.capacity);
 	}
@@ -118,9 +127,15 @@ export class LeaseLoop {
 			this.#stopping.abort();
 			// The long-poll is abandoned; the Worker may not learn that from the connection (a proxy between them can
 			// keep it open), and would grant the next job to nobody: 45 s and an attempt lost. So the runner says it.
+			// One try: the Worker may also have seen the connection close, and a stop is not held up by an outage.
 			const waitId = this.#waitInFlight;
 			if (waitId !== undefined) {
-				this.#track(this.#report(waitId, "cancel wait", () => this.#deps.api.cancelWait(waitId)));
+				this.#track(
+					this.#deps.api.cancelWait(waitId).catch((error: unknown) => {
+						this.#deps.metrics.apiErrors.inc({ operation: "cancel wait" });
+						this.#deps.logger.warn("could not cancel the lease wait", { error: describeError(error) });
+					}),
+				);
 			}
 		}
 		const allSettled = Promise.all([...this.#active.values()].map((job) => job.settled));
@@ -388,6 +403,7 @@ export class LeaseLoop {
 	/** Send a final report, retrying transient API errors with backoff. */
 	async #report(leaseId: string, operation: string, send: () => Promise<void>): Promise<"sent" | "lost" | "gave_up"> {
 		const { logger, metrics } = this.#deps;
+		const giveUpAt = performance.now() + this.#options.reportWindowMs;
 		for (let attempt = 1; ; attempt++) {
 			try {
 				await send();
@@ -396,7 +412,8 @@ export class LeaseLoop {
 				const apiError = error as Partial<ApiError>;
 				if (apiError.leaseLost) return "lost";
 				metrics.apiErrors.inc({ operation });
-				if (!apiError.retryable || attempt >= this.#options.reportAttempts) {
+				const tried = attempt >= this.#options.reportAttempts && performance.now() >= giveUpAt;
+				if (!apiError.retryable || tried) {
 					logger.error("could not report job; the lease will expire and the job be retried", {
 						lease_id: leaseId,
 						operation,
@@ -404,7 +421,8 @@ export class LeaseLoop {
 					});
 					return "gave_up";
 				}
-				await sleep(backoffDelay(attempt, this.#options.backoff));
+				const { backoff } = this.#options;
+				await sleep(backoffDelay(attempt, { ...backoff, maxMs: Math.min(backoff.maxMs, REPORT_RETRY_MAX_MS) }));
 			}
 		}
 	}

@@ -26,6 +26,8 @@ export function startTestRunner(
 		engines?: ReadonlyMap<EngineName, LoadedEngine>;
 		/** The artifact cache's budget, wired to the affinity as the runner does (default: none). */
 		artifactBudgetBytes?: number;
+		/** How long final reports keep trying past their attempts (default here: 0, so a test's outage ends fast). */
+		reportWindowMs?: number;
 	} = {},
 ) {
 	const dir = mkdtempSync(join(tmpdir(), "runner-test-"));
@@ -47,6 +49,7 @@ export function startTestRunner(
 			capacity: options.capacity ?? 1,
 			leaseWaitSeconds: 0.5,
 			backoff: { baseMs: 10, maxMs: 40 },
+			reportWindowMs: options.reportWindowMs ?? 0,
 		},
 		{
 			api: new RunnerApiClient({ apiBaseUrl: api.baseUrl, tokens }),
