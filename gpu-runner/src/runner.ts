@@ -61,6 +61,7 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 			active_jobs: loop?.activeJobs ?? 0,
 			capacity: config.capacity,
 			engines: engineProviders,
+			api: loop?.api ?? { reachable: null, failing_since: null, error: null },
 		}),
 	});
 	logger.info("health server listening", { port: health.port });

@@ -183,6 +183,7 @@ describe("health and metrics endpoint", () => {
 				active_jobs: 0,
 				capacity: 2,
 				engines: { dsp: { execution_provider: "cpu" } },
+				api: { reachable: false, failing_since: "2026-11-24T06:00:00.000Z", error: "lease: HTTP 503" },
 			}),
 		});
 		try {
@@ -191,7 +192,12 @@ describe("health and metrics endpoint", () => {
 			status = "busy";
 			const healthy = await fetch(`${url}/healthz`);
 			expect(healthy.status).toBe(200);
-			expect(await healthy.json()).toMatchObject({ status: "busy", engines: { dsp: { execution_provider: "cpu" } } });
+			// An unreachable Worker is said, but is no reason for a 503: restarting the runner would not help.
+			expect(await healthy.json()).toMatchObject({
+				status: "busy",
+				engines: { dsp: { execution_provider: "cpu" } },
+				api: { reachable: false, failing_since: "2026-11-24T06:00:00.000Z" },
+			});
 			metrics.jobs.inc({ engine: "dsp", outcome: "completed" });
 			const text = await (await fetch(`${url}/metrics`)).text();
 			expect(text).toContain('runner_jobs_total{engine="dsp",outcome="completed"} 1');

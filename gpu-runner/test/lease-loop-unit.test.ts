@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import type { Lease } from "../../src/contracts/runner.ts";
 import type { LeaseBatch, RunnerApi } from "../src/api/runner-api-client.ts";
 import { silentLogger } from "../src/logger.ts";
-import { LeaseLoop, MIN_LEASE_INTERVAL_MS } from "../src/loop/lease-loop.ts";
+import { LeaseLoop, type LeaseLoopOptions, MIN_LEASE_INTERVAL_MS } from "../src/loop/lease-loop.ts";
 import { RunnerMetrics } from "../src/observability/metrics.ts";
 
 const lease: Lease = {
@@ -30,6 +30,29 @@ const lease: Lease = {
 	use_preview: false,
 	preview_seconds: 10,
 };
+
+/** A loop whose API answers lease requests with `lease` and takes every other call quietly; it never runs a job. */
+function idleLoop(lease: RunnerApi["lease"], options: Partial<LeaseLoopOptions> = {}): LeaseLoop {
+	const api: RunnerApi = {
+		lease,
+		heartbeat: async () => ({ lease_expires_at: new Date().toISOString() }),
+		complete: async () => {},
+		fail: async () => {},
+		release: async () => {},
+		reportValidation: async () => {},
+		cancelWait: async () => {},
+	};
+	return new LeaseLoop(
+		{ runnerId: "unit", capacity: 1, leaseWaitSeconds: 1, ...options },
+		{
+			api,
+			engines: new Map(),
+			processJob: async () => Promise.reject(new Error("unused")),
+			metrics: new RunnerMetrics(),
+			logger: silentLogger,
+		},
+	);
+}
 
 describe("lease loop with an in-memory API", () => {
 	it("releases leases that arrive after the stop began instead of starting them, and cancels the wait", async () => {
@@ -85,30 +108,42 @@ describe("lease loop with an in-memory API", () => {
 		expect(reports.sort()).toEqual([`cancel wait ${waitId}`, "release lease-late: runner shutting down"].sort());
 	});
 
+	it("says whether the Worker answers its lease requests, since when it has not, and why", async () => {
+		let answer: "fail" | "empty" = "fail";
+		let requests = 0;
+		const loop = idleLoop(
+			async () => {
+				requests++;
+				if (answer === "fail") throw new Error("connect ECONNREFUSED 127.0.0.1:8787");
+				return { leases: [], malformed: [] };
+			},
+			{ leaseWaitSeconds: 0, backoff: { baseMs: 5, maxMs: 10 } },
+		);
+		expect(loop.api).toEqual({ reachable: null, failing_since: null, error: null });
+		const done = loop.start();
+		await expect.poll(() => requests).toBeGreaterThanOrEqual(3);
+		const failing = loop.api;
+		expect(failing).toMatchObject({ reachable: false, error: expect.stringContaining("ECONNREFUSED") });
+		// The first failure's time is kept while they go on.
+		const seen = requests;
+		await expect.poll(() => requests).toBeGreaterThanOrEqual(seen + 2);
+		expect(loop.api.failing_since).toBe(failing.failing_since);
+		answer = "empty";
+		await expect.poll(() => loop.api.reachable).toBe(true);
+		expect(loop.api).toEqual({ reachable: true, failing_since: null, error: null });
+		await loop.stop(0);
+		await done;
+	});
+
 	it("asks again no sooner than a second after an empty answer, even with a lease wait of 0", async () => {
 		let requests = 0;
-		const api: RunnerApi = {
-			// A Worker answering at once that nothing is there, as it does for wait_seconds 0.
-			lease: async () => {
+		// A Worker answering at once that nothing is there, as it does for wait_seconds 0.
+		const loop = idleLoop(
+			async () => {
 				requests++;
 				return { leases: [], malformed: [] };
 			},
-			heartbeat: async () => ({ lease_expires_at: new Date().toISOString() }),
-			complete: async () => {},
-			fail: async () => {},
-			release: async () => {},
-			reportValidation: async () => {},
-			cancelWait: async () => {},
-		};
-		const loop = new LeaseLoop(
-			{ runnerId: "unit", capacity: 1, leaseWaitSeconds: 0 },
-			{
-				api,
-				engines: new Map(),
-				processJob: async () => Promise.reject(new Error("unused")),
-				metrics: new RunnerMetrics(),
-				logger: silentLogger,
-			},
+			{ leaseWaitSeconds: 0 },
 		);
 		const done = loop.start();
 		await new Promise((resolve) => setTimeout(resolve, MIN_LEASE_INTERVAL_MS / 2));

@@ -43,6 +43,13 @@ export interface LeaseLoopOptions {
 /** Longest wait between two tries of a final report, so that an API that comes back is heard from soon. */
 const REPORT_RETRY_MAX_MS = 5_000;
 
+/** The Worker as the lease loop last found it (`GET /healthz`'s `api`). */
+export interface ApiStatus {
+	reachable: boolean | null;
+	failing_since: string | null;
+	error: string | null;
+}
+
 export interface LeaseLoopDeps {
 	api: RunnerApi;
 	engines: ReadonlyMap<EngineName, LoadedEngine>;
@@ -93,6 +100,9 @@ export class LeaseLoop {
 	#stopping = new AbortController();
 	/** The `wait_id` of the lease request on its way, which `stop()` cancels. */
 	#waitInFlight: string | undefined;
+	/** Whether a lease request was ever answered, and the failure of the latest ones since, if they fail. */
+	#leased = false;
+	#apiProblem: { since: string; error: string } | undefined;
 	#slotFreed: (() => void) | undefined;
 	#running: Promise<void> | undefined;
 	/** Reports not tied to a running job (malformed leases); awaited before the loop ends. */
@@ -112,6 +122,16 @@ export class LeaseLoop {
 
 	get activeJobs(): number {
 		return this.#active.size;
+	}
+
+	/**
+	 * Whether the Worker answered the last lease request (null before the first), and since when and why it has not:
+	 * health stays 200 for a runner that merely cannot reach the API (restarting it would not help), but says so.
+	 */
+	get api(): ApiStatus {
+		if (this.#apiProblem === undefined)
+			return { reachable: this.#leased ? true : null, failing_since: null, error: null };
+		return { reachable: false, failing_since: this.#apiProblem.since, error: this.#apiProblem.error };
 	}
 
 	/** Run until `stop()`; resolves once every leased job has been reported. */
@@ -182,9 +202,15 @@ export class LeaseLoop {
 					stopSignal,
 				);
 				failures = 0;
+				this.#leased = true;
+				this.#apiProblem = undefined;
 			} catch (error) {
 				if (stopSignal.aborted) break;
 				failures++;
+				this.#apiProblem = {
+					since: this.#apiProblem?.since ?? new Date().toISOString(),
+					error: describeError(error).slice(0, 500),
+				};
 				metrics.apiErrors.inc({ operation: "lease" });
 				const delay = backoffDelay(failures, this.#options.backoff);
 				logger.warn("lease request failed; backing off", {

@@ -1,7 +1,8 @@
 /**
  * Liveness/readiness and metrics over plain HTTP, for the container HEALTHCHECK and for Prometheus.
  * `GET /healthz` answers 200 when ready or busy and 503 while starting or stopping, with a JSON body that
- * names each engine's execution provider. `GET /metrics` is the Prometheus text format.
+ * names each engine's execution provider and says whether the Worker answers (`api`: still 200 when it does not,
+ * as a restart would not bring it back). `GET /metrics` is the Prometheus text format.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -15,6 +16,8 @@ export interface HealthSnapshot {
 	active_jobs: number;
 	capacity: number;
 	engines: Record<string, { execution_provider: string }>;
+	/** Whether the Worker answers the runner's lease requests (`LeaseLoop.api`). */
+	api: { reachable: boolean | null; failing_since: string | null; error: string | null };
 }
 
 export interface HealthServer {
