@@ -4,7 +4,7 @@
  * other bytes behind. libFLAC (the runner's wasm decoder) silently drops the last frame when anything but zeros
  * follows it, and a file cut short ends inside a frame. Shared by preprocessing (which refuses a file cut short and
  * states the length from the last frame when STREAMINFO leaves it unknown) and the runner's decoder (which stops at
- * the audio's end).
+ * the audio's end); the MP3 probe finds appended tags with `appendedTagsStart` too.
  */
 import { crc8, crc16, crc16Step } from "./flac-crc.ts";
 
@@ -95,7 +95,7 @@ const textAt = (b: Uint8Array, i: number, text: string) =>
  * ID3v1 (128 bytes, always last), an APE tag found by its footer, an ID3v2 tag found by its footer ("3DI"). Returns
  * `tail.byteLength` when there are none, and null when a tag reaches back past the start of `tail`.
  */
-function appendedTagsStart(tail: Uint8Array): number | null {
+export function appendedTagsStart(tail: Uint8Array): number | null {
 	let end = tail.byteLength;
 	if (textAt(tail, end - 128, "TAG")) end -= 128;
 	for (;;) {

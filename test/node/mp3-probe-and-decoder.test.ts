@@ -14,6 +14,8 @@ import { missingToolsMessage, run } from "../../gpu-runner/test/helpers/tools.ts
 import { makeWav } from "../../gpu-runner/test/helpers/wav-files.ts";
 import { memoryByteSource } from "../../src/audio-files/probe/byte-source.ts";
 import { probeAudio } from "../../src/audio-files/probe/probe-audio.ts";
+import { apeTag, id3v1, id3v2WithFooter } from "../support/appended-tags.ts";
+import { concatBytes } from "../support/pcm.ts";
 
 const toolsSkip = missingToolsMessage(["lame"]);
 
@@ -76,6 +78,8 @@ describe.skipIf(toolsSkip !== undefined)(`MP3 frames, stated and decoded${toolsS
 			["4 KiB of zero bytes", new Uint8Array(4096)],
 			["3000 bytes of junk", junk],
 			["a cut tag", Uint8Array.from("TAG A title", (c) => c.charCodeAt(0))],
+			["an APE tag and an ID3v1 tag", concatBytes([apeTag({ Title: "A title" }), id3v1()])],
+			["an ID3v2 tag with a footer", id3v2WithFooter()],
 		];
 		for (const name of ["bare-cbr.mp3", "tone.mp3"]) {
 			const whole = new Uint8Array(readFileSync(join(dir, name)));

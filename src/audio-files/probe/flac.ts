@@ -12,6 +12,7 @@ import {
 	flacTailBytes,
 	lastFlacFrame,
 } from "../../contracts/flac-stream-end.ts";
+import { appendedDataStart } from "./appended-data.ts";
 import type { AudioFacts } from "./audio-facts.ts";
 import { corrupted, truncated, zeroDuration } from "./probe-failure.ts";
 import { type ProbeReader, u16be, u24be, u32be } from "./probe-reader.ts";
@@ -53,8 +54,9 @@ function parseStreamInfo(b: Uint8Array): StreamInfo {
  * there: the file was cut inside its last frame, or more than the allowance follows the audio.
  */
 async function samplesToLastFrame(reader: ProbeReader, audioStart: number, info: StreamInfo): Promise<number | null> {
-	const afterBytes = await bytesAfterAudio(reader, audioStart);
-	if (afterBytes === null) return null;
+	const after = await appendedDataStart(reader, audioStart, afterAudioStart);
+	if (after === null) return null;
+	const afterBytes = reader.size - after;
 	// Bytes that are neither tags nor padding may follow the audio too: then the whole allowance is searched.
 	let last = null;
 	for (const after of [afterBytes, APPENDED_TAGS_MAX_BYTES]) {
@@ -65,20 +67,6 @@ async function samplesToLastFrame(reader: ProbeReader, audioStart: number, info:
 	if (!last) return null;
 	const { number, variable, blockSize } = last.header;
 	return (variable ? number : number * info.maxBlockSize) + blockSize;
-}
-
-/**
- * Bytes after the audio (tags, zero padding): looked for in the reader's window at the end, then as far as they
- * may reach.
- */
-async function bytesAfterAudio(reader: ProbeReader, audioStart: number): Promise<number | null> {
-	for (const length of [reader.windowBytes, APPENDED_TAGS_MAX_BYTES + 4096]) {
-		const span = Math.min(reader.size - audioStart, length);
-		const start = afterAudioStart(await reader.exactly(reader.size - span, span, "end of the FLAC file"));
-		if (start !== null) return span - start;
-		if (span < length) return null;
-	}
-	return null;
 }
 
 export async function probeFlac(reader: ProbeReader, start: number): Promise<AudioFacts> {

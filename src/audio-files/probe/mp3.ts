@@ -7,6 +7,7 @@
  * counted in large range reads (a file is under 100 MB, so at most a hundred 1 MB reads).
  */
 
+import { appendedTagsStart } from "../../contracts/flac-stream-end.ts";
 import {
 	confirmedFrame,
 	type MpegFrame,
@@ -14,9 +15,10 @@ import {
 	parseMpegFrame,
 	sameStream,
 } from "../../contracts/mpeg-frame.ts";
+import { appendedDataStart } from "./appended-data.ts";
 import type { AudioFacts } from "./audio-facts.ts";
 import { corrupted, truncated, unsupported, zeroDuration } from "./probe-failure.ts";
-import { ascii, type ProbeReader, u32be, u32le } from "./probe-reader.ts";
+import { ascii, type ProbeReader, u32be } from "./probe-reader.ts";
 
 /** How far past a tag or junk the first frame is looked for. */
 const SYNC_SEARCH_BYTES = 64 * 1024;
@@ -31,20 +33,6 @@ const MAX_FRAME_BYTES = 2881;
 interface FrameAt {
 	offset: number;
 	frame: MpegFrame;
-}
-
-/** Where the audio ends: before an ID3v1 tag and an APEv2 tag, if the file ends with them. */
-async function audioEnd(reader: ProbeReader): Promise<number> {
-	let end = reader.size;
-	if (end >= 128 && ascii(await reader.bytes(end - 128, 3), 0, 3) === "TAG") end -= 128;
-	if (end >= 32) {
-		const footer = await reader.bytes(end - 32, 32);
-		if (ascii(footer, 0, 8) === "APETAGEX") {
-			const hasHeader = ((footer[23] as number) & 0x80) !== 0;
-			end -= u32le(footer, 12) + (hasHeader ? 32 : 0);
-		}
-	}
-	return end;
 }
 
 async function findFirstFrame(reader: ProbeReader, start: number, end: number): Promise<FrameAt> {
@@ -198,7 +186,8 @@ async function constantBitrateFrames(reader: ProbeReader, first: FrameAt, end: n
 const DECODER_DELAY_SAMPLES = 529;
 
 export async function probeMp3(reader: ProbeReader, start: number): Promise<AudioFacts> {
-	const end = await audioEnd(reader);
+	// Where the audio ends: before the tags a tagger appended, if any.
+	const end = (await appendedDataStart(reader, start, appendedTagsStart)) ?? reader.size;
 	if (start >= end) throw truncated("The file holds an ID3 tag but no audio");
 	const first = await findFirstFrame(reader, start, end);
 	const { frame } = first;
