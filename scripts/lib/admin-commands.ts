@@ -251,6 +251,10 @@ async function voiceFields(
 		modelF0 = inspection.f0 === 1 ? true : inspection.f0 === 0 ? false : null;
 		modelWidth = typeof inspection.feature_dim === "number" ? inspection.feature_dim : null;
 	}
+	// The width of the features the voice's model reads: the new model's, or the one the current model recorded
+	// (voices added before it was recorded have none, and an index is then not checked).
+	const storedWidth = options.model === undefined ? current?.params.feature_dim : undefined;
+	const featureDim = modelWidth ?? (typeof storedWidth === "number" ? storedWidth : null);
 	if (options.index) {
 		const { bytes, inspection } = await inspectModel(
 			options.index,
@@ -258,14 +262,11 @@ async function voiceFields(
 			(inspection) => inspection.kind === "faiss_index",
 			"a faiss feature index (RVC's .index)",
 		);
-		// As validation refuses it for account voices: the index's vectors replace the model's input features. Without
-		// --model, the width the voice's model recorded (voices added before it was recorded are not checked).
-		const storedWidth = options.model === undefined ? current?.params.feature_dim : undefined;
-		const width = modelWidth ?? (typeof storedWidth === "number" ? storedWidth : null);
-		if (width !== null && typeof inspection.dim === "number" && inspection.dim !== width) {
+		// As validation refuses it for account voices: the index's vectors replace the model's input features.
+		if (featureDim !== null && typeof inspection.dim === "number" && inspection.dim !== featureDim) {
 			const reader = modelWidth !== null ? "--model reads" : "the voice's model reads";
 			throw new UsageError(
-				`--index ${options.index} holds ${inspection.dim}-wide features but ${reader} ${width}-wide ones (RVC v1 models use 256, v2 models 768): give the index trained with this model`,
+				`--index ${options.index} holds ${inspection.dim}-wide features but ${reader} ${featureDim}-wide ones (RVC v1 models use 256, v2 models 768): give the index trained with this model`,
 			);
 		}
 		artifacts.push({ name: "index", bytes, sha256: sha256(bytes) });
@@ -296,9 +297,8 @@ async function voiceFields(
 		// for a voice without (voice-capabilities.ts). New --params keep what the current model recorded.
 		const f0 = modelF0 ?? (options.model === undefined ? current?.params.f0 : undefined);
 		if (typeof f0 === "boolean") params = { ...params, f0 };
-		// The width of the features it reads, which an index given later must match.
-		const featureDim = modelWidth ?? (options.model === undefined ? current?.params.feature_dim : undefined);
-		if (typeof featureDim === "number") params = { ...params, feature_dim: featureDim };
+		// Kept, for an index given later to match.
+		if (featureDim !== null) params = { ...params, feature_dim: featureDim };
 		if (f0 === false && params.f0_method !== undefined) {
 			throw new UsageError(
 				"--params f0_method does not apply: the model has no pitch input (f0 = 0), so it tracks no pitch",
