@@ -26,30 +26,35 @@ afterEach(async () => {
 	rmSync(dir, { recursive: true, force: true });
 });
 
-function startRunnerProcess(graceSeconds: number): Promise<number | null> {
+/** Starts the runner's entry point with `env` (and PATH only); its output is gathered, and it resolves to the exit code. */
+function spawnRunner(env: NodeJS.ProcessEnv): Promise<number | null> {
 	child = spawn(process.execPath, ["--import", "./src/resolve-fallback.ts", "src/main.ts"], {
 		cwd: join(import.meta.dirname, ".."),
-		env: {
-			PATH: process.env.PATH,
-			RUNNER_API_BASE_URL: api.baseUrl,
-			RUNNER_CLIENT_ID: CLIENT_ID,
-			RUNNER_CLIENT_SECRET: CLIENT_SECRET,
-			RUNNER_HEALTH_HOST: "127.0.0.1",
-			RUNNER_HEALTH_PORT: "0",
-			RUNNER_CACHE_DIR: join(dir, "cache"),
-			RUNNER_WORK_DIR: join(dir, "work"),
-			RUNNER_LEASE_WAIT_SECONDS: "1",
-			RUNNER_SHUTDOWN_GRACE_SECONDS: String(graceSeconds),
-		},
+		env: { PATH: process.env.PATH, ...env },
 		stdio: ["ignore", "pipe", "pipe"],
 	});
-	child.stdout?.on("data", (chunk: Buffer) => {
-		output += chunk.toString();
-	});
-	child.stderr?.on("data", (chunk: Buffer) => {
-		output += chunk.toString();
-	});
+	for (const stream of [child.stdout, child.stderr]) {
+		stream?.on("data", (chunk: Buffer) => {
+			output += chunk.toString();
+		});
+	}
 	return new Promise((resolve) => child?.once("exit", (code) => resolve(code)));
+}
+
+/** The runner against the fake API, with `overrides` to its configuration. */
+function startRunnerProcess(graceSeconds: number, overrides: NodeJS.ProcessEnv = {}): Promise<number | null> {
+	return spawnRunner({
+		RUNNER_API_BASE_URL: api.baseUrl,
+		RUNNER_CLIENT_ID: CLIENT_ID,
+		RUNNER_CLIENT_SECRET: CLIENT_SECRET,
+		RUNNER_HEALTH_HOST: "127.0.0.1",
+		RUNNER_HEALTH_PORT: "0",
+		RUNNER_CACHE_DIR: join(dir, "cache"),
+		RUNNER_WORK_DIR: join(dir, "work"),
+		RUNNER_LEASE_WAIT_SECONDS: "1",
+		RUNNER_SHUTDOWN_GRACE_SECONDS: String(graceSeconds),
+		...overrides,
+	});
 }
 
 async function leasedJob(seconds: number, trickle: number) {
@@ -114,43 +119,17 @@ describe("runner process signals", () => {
 	});
 
 	it("refuses to start with bad configuration and says why", async () => {
-		child = spawn(process.execPath, ["--import", "./src/resolve-fallback.ts", "src/main.ts"], {
-			cwd: join(import.meta.dirname, ".."),
-			env: { PATH: process.env.PATH, RUNNER_API_BASE_URL: "nope" },
-			stdio: ["ignore", "pipe", "pipe"],
-		});
-		child.stderr?.on("data", (chunk: Buffer) => {
-			output += chunk.toString();
-		});
-		const code = await new Promise((resolve) => child?.once("exit", resolve));
-		expect(code).toBe(2);
+		expect(await spawnRunner({ RUNNER_API_BASE_URL: "nope" })).toBe(2);
 		expect(output).toContain("RUNNER_CLIENT_SECRET");
 	});
 
 	it("refuses to start when the work or cache folder cannot be written, naming each variable", async () => {
 		const file = join(dir, "a-file");
 		writeFileSync(file, "");
-		child = spawn(process.execPath, ["--import", "./src/resolve-fallback.ts", "src/main.ts"], {
-			cwd: join(import.meta.dirname, ".."),
-			env: {
-				PATH: process.env.PATH,
-				RUNNER_API_BASE_URL: api.baseUrl,
-				RUNNER_CLIENT_ID: CLIENT_ID,
-				RUNNER_CLIENT_SECRET: CLIENT_SECRET,
-				RUNNER_HEALTH_HOST: "127.0.0.1",
-				RUNNER_HEALTH_PORT: "0",
-				RUNNER_CACHE_DIR: join(file, "cache"),
-				RUNNER_WORK_DIR: join(file, "work"),
-			},
-			stdio: ["ignore", "pipe", "pipe"],
+		const code = await startRunnerProcess(60, {
+			RUNNER_CACHE_DIR: join(file, "cache"),
+			RUNNER_WORK_DIR: join(file, "work"),
 		});
-		child.stdout?.on("data", (chunk: Buffer) => {
-			output += chunk.toString();
-		});
-		child.stderr?.on("data", (chunk: Buffer) => {
-			output += chunk.toString();
-		});
-		const code = await new Promise((resolve) => child?.once("exit", resolve));
 		expect(code).toBe(2);
 		expect(output).toContain("RUNNER_WORK_DIR");
 		expect(output).toContain("RUNNER_CACHE_DIR");

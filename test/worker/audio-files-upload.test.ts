@@ -7,6 +7,7 @@ import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
 import { signStorageUrl } from "../../src/storage/signed-url.ts";
 import { makeWav } from "../support/wav-generator.ts";
 import {
+	type Api,
 	getFile,
 	heldUpload,
 	objectKeyOf,
@@ -79,6 +80,12 @@ describe("PUT {upload_url}", () => {
 		expect((await storedObject(client.accountId, file.id))?.size).toBe(wav.byteLength);
 	});
 
+	/** The file is uploaded with exactly `bytes`, in storage and in what the API says of it. */
+	async function expectUploaded(api: Api, accountId: string, fileId: string, bytes: Uint8Array) {
+		expect(await storedBytes(accountId, fileId)).toEqual(bytes);
+		expect(await getFile(api, fileId)).toMatchObject({ upload_status: "uploaded", size_bytes: bytes.byteLength });
+	}
+
 	it("keeps the bytes of the upload it took when two go through one address at once", async () => {
 		const { api, client, file } = await newFile();
 		const slow = makeWav({ sampleRate: 8_000, channels: 2, frames: 8_000, encoding: "pcm", bits: 16 });
@@ -90,8 +97,7 @@ describe("PUT {upload_url}", () => {
 		const refused = await held.response;
 		expect(refused.status).toBe(409);
 		expect(await refused.json()).toMatchObject({ code: "already_uploaded" });
-		expect(await storedBytes(client.accountId, file.id)).toEqual(wav);
-		expect(await getFile(api, file.id)).toMatchObject({ upload_status: "uploaded", size_bytes: wav.byteLength });
+		await expectUploaded(api, client.accountId, file.id, wav);
 	});
 
 	it("keeps a finished upload's bytes when another through the same address is cut off", async () => {
@@ -103,8 +109,7 @@ describe("PUT {upload_url}", () => {
 		// 400 when its handler was reading the body as it broke off; 409 when the handler first ran after the other
 		// upload finished (the request had only reached the runtime). Either way its bytes touch nothing.
 		expect([400, 409]).toContain((await cut.response).status);
-		expect(await storedBytes(client.accountId, file.id)).toEqual(wav);
-		expect(await getFile(api, file.id)).toMatchObject({ upload_status: "uploaded", size_bytes: wav.byteLength });
+		await expectUploaded(api, client.accountId, file.id, wav);
 	});
 
 	it("keeps the newest address's upload when an older one, regenerated mid-upload, finishes after it", async () => {
@@ -116,7 +121,7 @@ describe("PUT {upload_url}", () => {
 		expect((await upload(newest, wav)).status).toBe(200);
 		old.release();
 		expect((await old.response).status).toBe(409);
-		expect(await storedBytes(client.accountId, file.id)).toEqual(wav);
+		await expectUploaded(api, client.accountId, file.id, wav);
 	});
 
 	it("refuses another Content-Type with 415 naming the registered one", async () => {
