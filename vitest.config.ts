@@ -49,6 +49,7 @@ export default defineConfig(async () => {
 					test: {
 						name: "node",
 						include: ["test/node/**/*.test.ts"],
+						setupFiles: ["./gpu-runner/test/helpers/scratch-cleanup.ts"],
 						environment: "node",
 						testTimeout: 120_000,
 						hookTimeout: 180_000,

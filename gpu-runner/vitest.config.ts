@@ -12,6 +12,7 @@ export default defineConfig({
 	test: {
 		environment: "node",
 		include: ["test/**/*.test.ts"],
+		setupFiles: ["./test/helpers/scratch-cleanup.ts"],
 		testTimeout: 60_000,
 		hookTimeout: 60_000,
 	},

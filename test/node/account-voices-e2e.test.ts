@@ -5,10 +5,10 @@
  * signed), and a conversion with the voice completes with the model's sample rate and the source's length. A voice
  * whose index does not fit its model fails validation with the reason.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { scratchDir } from "../../gpu-runner/test/helpers/scratch.ts";
 import { buildTinyContentVec, buildTinyRmvpe } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
 import { runAdmin } from "../../scripts/lib/admin-commands.ts";
 import { VoiceConversionClient, VoiceConversionError } from "../../sdk/index.ts";
@@ -110,7 +110,7 @@ beforeAll(async () => {
 		clientSecret: credentials.clientSecret,
 	});
 	// The operator's part: the deployment's base models, set with the admin command against this stack.
-	const models = mkdtempSync(path.join(tmpdir(), "account-voices-models-"));
+	const models = scratchDir("account-voices-models");
 	writeFileSync(path.join(models, "contentvec.onnx"), buildTinyContentVec());
 	writeFileSync(path.join(models, "rmvpe.onnx"), buildTinyRmvpe({ pitchBin: 168 }));
 	for (const name of ["contentvec", "rmvpe"]) {
@@ -118,7 +118,7 @@ beforeAll(async () => {
 	}
 	runner = startRunner(stack.url, runnerClient, {
 		RUNNER_ENGINES: "dsp,rvc",
-		RUNNER_CACHE_DIR: mkdtempSync(path.join(tmpdir(), "account-voices-e2e-")),
+		RUNNER_CACHE_DIR: scratchDir("account-voices-e2e"),
 	});
 	const receiverUrl = `http://127.0.0.1:${await receiver.listen()}`;
 	secret = (
@@ -216,7 +216,7 @@ describe("account voices end to end", () => {
 	}, 120_000);
 
 	it("creates a voice from the CLI with a bar per file and the validation status live, and deletes it", async () => {
-		const dir = mkdtempSync(path.join(tmpdir(), "voices-cli-"));
+		const dir = scratchDir("voices-cli");
 		const sample = path.join(dir, "sample.wav");
 		writeFileSync(sample, makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 }));
 		const args = ["voices", "create", "--name", "From the CLI", "--index-rate", "0.6"];

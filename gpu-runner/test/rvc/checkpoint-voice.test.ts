@@ -8,7 +8,6 @@ import { createHash } from "node:crypto";
 import {
 	copyFileSync,
 	existsSync,
-	mkdtempSync,
 	readdirSync,
 	readFileSync,
 	rmSync,
@@ -17,7 +16,6 @@ import {
 	utimesSync,
 	writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { promisify } from "node:util";
 import * as ort from "onnxruntime-node";
@@ -28,6 +26,7 @@ import { createRvcEngine } from "../../src/engines/rvc/index.ts";
 import { synthesizerOnnxPath } from "../../src/engines/rvc/synthesizer-file.ts";
 import { SYNTHESIZER_GRAPH_VERSION } from "../../src/engines/rvc/synthesizer-graph.ts";
 import { permanentFailure } from "../../src/job-errors.ts";
+import { scratchDir } from "../helpers/scratch.ts";
 import { buildTinyContentVec, buildTinyRmvpe, writeModels } from "./support/tiny-models.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
@@ -53,7 +52,7 @@ describe("rvc engine with a .pth synthesizer", () => {
 	beforeAll(async () => {
 		artifactPaths = writeModels({ contentvec: buildTinyContentVec(), rmvpe: buildTinyRmvpe({ pitchBin: 168 }) });
 		// Named as the runner's artifact cache names files: by checksum, no extension.
-		const dir = mkdtempSync(join(tmpdir(), "rvc-pth-"));
+		const dir = scratchDir("rvc-pth");
 		const bytes = readFileSync(join(FIXTURES, "v2-f0-48k.pth"));
 		checkpoint = join(dir, `${createHash("sha256").update(bytes).digest("hex")}.bin`);
 		copyFileSync(join(FIXTURES, "v2-f0-48k.pth"), checkpoint);
@@ -96,7 +95,7 @@ describe("rvc engine with a .pth synthesizer", () => {
 	});
 
 	it("runs an f0 = 0 checkpoint (no pitch inputs, no rmvpe needed)", async () => {
-		const dir = mkdtempSync(join(tmpdir(), "rvc-pth-"));
+		const dir = scratchDir("rvc-pth");
 		const nono = join(dir, "nono.bin");
 		copyFileSync(join(FIXTURES, "v2-nono-40k.pth"), nono);
 		const paths = new Map([
@@ -129,7 +128,7 @@ describe("rvc engine with a .pth synthesizer", () => {
 	});
 
 	it("removes graphs an earlier builder version made from the same checkpoint, and nothing else", async () => {
-		const dir = mkdtempSync(join(tmpdir(), "rvc-pth-"));
+		const dir = scratchDir("rvc-pth");
 		const bytes = readFileSync(join(FIXTURES, "v2-f0-48k.pth"));
 		const sha256 = createHash("sha256").update(bytes).digest("hex");
 		const path = join(dir, `${sha256}.bin`);
@@ -151,7 +150,7 @@ describe("rvc engine with a .pth synthesizer", () => {
 	});
 
 	it("removes a cached checkpoint damaged on disk, failing the job for another attempt to download it again", async () => {
-		const dir = mkdtempSync(join(tmpdir(), "rvc-pth-"));
+		const dir = scratchDir("rvc-pth");
 		const bytes = readFileSync(join(FIXTURES, "v2-f0-48k.pth"));
 		const path = join(dir, `${createHash("sha256").update(bytes).digest("hex")}.bin`);
 		const damaged = Buffer.from(bytes);
@@ -165,7 +164,7 @@ describe("rvc engine with a .pth synthesizer", () => {
 	});
 
 	it("builds the synthesizer again where it was damaged after it was built, or has no checksum", async () => {
-		const dir = mkdtempSync(join(tmpdir(), "rvc-pth-"));
+		const dir = scratchDir("rvc-pth");
 		const path = join(dir, "checkpoint.bin");
 		copyFileSync(join(FIXTURES, "v2-f0-48k.pth"), path);
 		const built = await synthesizerOnnxPath(path);
@@ -215,7 +214,7 @@ describe("npm run rvc", () => {
 	});
 
 	it("tells a file it cannot read or write from a refused one: exit code 2, no JSON, no stack trace", async () => {
-		const dir = mkdtempSync(join(tmpdir(), "rvc-tool-"));
+		const dir = scratchDir("rvc-tool");
 		for (const args of [
 			["inspect", join(dir, "missing.pth")],
 			["inspect", dir],
@@ -249,7 +248,7 @@ describe("npm run rvc", () => {
 	});
 
 	it("export writes the synthesizer ONNX with RVC's inputs; inspect measures its rate", async () => {
-		const out = join(mkdtempSync(join(tmpdir(), "rvc-export-")), "voice.onnx");
+		const out = join(scratchDir("rvc-export"), "voice.onnx");
 		const exported = await tool("export", join(FIXTURES, "v2-f0-32k.pth"), out);
 		expect(exported.code).toBe(0);
 		expect(exported.json).toMatchObject({ kind: "rvc_checkpoint", sample_rate: 32000, exported: { file: out } });
@@ -267,7 +266,7 @@ describe("npm run rvc", () => {
 	});
 
 	it("export refuses what is not a checkpoint; bad usage exits 2", async () => {
-		const out = join(mkdtempSync(join(tmpdir(), "rvc-export-")), "voice.onnx");
+		const out = join(scratchDir("rvc-export"), "voice.onnx");
 		const refused = await tool("export", join(FIXTURES, "refused-unknown-version.pth"), out);
 		expect(refused.code).toBe(1);
 		expect(refused.json?.refused).toMatchObject({ problem: "unknown_version" });

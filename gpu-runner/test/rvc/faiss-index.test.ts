@@ -3,12 +3,12 @@
  * (fixtures/make-index-fixtures.py, Debian's faiss 1.7.3): every supported kind parses, search returns faiss's
  * ids and distances for the same queries, and every refusal names its reason.
  */
-import { mkdtempSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeFaissIndexFile, describeFeatureIndex, readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
 import { IndexSearcher, MISSING_SCORE } from "../../src/engines/rvc/index-search.ts";
+import { scratchDir } from "../helpers/scratch.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures", "index");
 const RVC_INDEX = "added_IVF20_Flat_nprobe_1_tiny_v2.index";
@@ -21,7 +21,7 @@ interface Reference {
 }
 const reference = JSON.parse(readFileSync(join(FIXTURES, "reference.json"), "utf8")) as Reference;
 const queries = Float32Array.from(reference.queries.flat());
-const scratch = mkdtempSync(join(tmpdir(), "faiss-index-test-"));
+const scratch = scratchDir("faiss-index-test");
 
 /** Writes `bytes` to a scratch file and returns its path. */
 function scratchFile(name: string, bytes: Uint8Array): string {

@@ -3,11 +3,11 @@
  * index is dropped (which is what frees a dropped index's memory), room made before a new index is read, and
  * failed loads not kept.
  */
-import { copyFileSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { copyFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { IndexCache } from "../../src/engines/rvc/index-cache.ts";
+import { scratchDir } from "../helpers/scratch.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures", "index");
 const IVF = join(FIXTURES, "added_IVF20_Flat_nprobe_1_tiny_v2.index");
@@ -81,7 +81,7 @@ describe("IndexCache", () => {
 	});
 
 	it("does not keep a file that fails to load, so a fixed one is read next time", async () => {
-		const dir = mkdtempSync(join(tmpdir(), "index-cache-test-"));
+		const dir = scratchDir("index-cache-test");
 		const path = join(dir, "voice.index");
 		writeFileSync(path, "not a faiss index");
 		const cache = new IndexCache(2);

@@ -2,8 +2,7 @@
  * A feature index on its own thread: the same blended features as retrieval on this thread, the main thread
  * free while a large index is searched, and a bad file failing with the engine's own error.
  */
-import { closeSync, mkdtempSync, openSync, writeFileSync, writeSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { closeSync, openSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeFaissIndexFile, readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
@@ -11,10 +10,11 @@ import { retrieveFeatures } from "../../src/engines/rvc/feature-retrieval.ts";
 import { IndexSearcher } from "../../src/engines/rvc/index-search.ts";
 import { IndexThread } from "../../src/engines/rvc/index-thread.ts";
 import { NormalNoise } from "../../src/engines/rvc/random.ts";
+import { scratchDir } from "../helpers/scratch.ts";
 import { timerGapsDuring } from "../helpers/timer-gaps.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures", "index");
-const scratch = mkdtempSync(join(tmpdir(), "index-thread-test-"));
+const scratch = scratchDir("index-thread-test");
 
 /** A faiss `IxF2` (flat L2) file: header, the size prefix (a float count), then the vectors. */
 function writeFlatIndex(path: string, vectors: Float32Array, dim: number): void {

@@ -4,8 +4,7 @@
  * built synthesizer cached beside the checkpoint); each kind of unusable voice fails with a message naming why.
  */
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ModelArtifact, VoiceValidationLease } from "../../../src/contracts/runner.ts";
@@ -15,6 +14,7 @@ import { createRvcEngine } from "../../src/engines/rvc/index.ts";
 import { SYNTHESIZER_GRAPH_VERSION } from "../../src/engines/rvc/synthesizer-graph.ts";
 import { createVoiceValidator, type VoiceValidator } from "../../src/validation/voice-validator.ts";
 import { FakeRunnerApi } from "../helpers/fake-runner-api.ts";
+import { scratchDir } from "../helpers/scratch.ts";
 import { makeWav } from "../helpers/wav-files.ts";
 import { buildTinyContentVec, buildTinyRmvpe } from "./support/tiny-models.ts";
 
@@ -69,7 +69,7 @@ beforeAll(async () => {
 	engine = createRvcEngine({ executionProviders: ["cpu"] });
 	await engine.init();
 	api = await new FakeRunnerApi().start();
-	cache = new ArtifactCache(mkdtempSync(join(tmpdir(), "voice-validation-")));
+	cache = new ArtifactCache(scratchDir("voice-validation"));
 	// The engine as the validator sees it, recording the jobs it is given.
 	const recording: Engine = {
 		...engine,

@@ -8,10 +8,10 @@
  *   per frame, silenced where pitchf is 0, plus a 1e-3-scaled term that reads every other input (phone,
  *   phone_lengths, pitch through a 256-entry table, ds, rnd) so they must all be fed with the right types.
  */
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { OnnxGraphBuilder } from "../../../src/engines/rvc/onnx-writer.ts";
+import { scratchDir } from "../../helpers/scratch.ts";
 
 /** Deterministic small weights in [-scale, scale]. */
 export function pseudoRandom(length: number, seed: number, scale: number): Float32Array {
@@ -192,7 +192,7 @@ function buildTinySynthesizerWithoutPitch(options: TinySynthesizerOptions): Uint
 
 /** Writes models into a fresh temporary folder and returns their paths by artifact name. */
 export function writeModels(models: Record<string, Uint8Array>): Map<string, string> {
-	const dir = mkdtempSync(join(tmpdir(), "rvc-test-"));
+	const dir = scratchDir("rvc-test");
 	const paths = new Map<string, string>();
 	for (const [artifact, bytes] of Object.entries(models)) {
 		const path = join(dir, `${artifact}.onnx`);
