@@ -22,6 +22,7 @@
  */
 import { availableParallelism, cpus } from "node:os";
 import { parseArgs } from "node:util";
+import "../../gpu-runner/src/engines/rvc/onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import { sessionOptionsFor } from "../../gpu-runner/src/engines/rvc/execution-provider.ts";
 import { OnnxGraphBuilder } from "../../gpu-runner/src/engines/rvc/onnx-writer.ts";

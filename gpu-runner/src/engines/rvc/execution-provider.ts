@@ -6,6 +6,7 @@
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import "./onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import { OnnxGraphBuilder } from "./onnx-writer.ts";
 

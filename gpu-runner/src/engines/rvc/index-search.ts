@@ -15,6 +15,7 @@
  * than needed, so float32 rounding in the product cannot drop a true neighbour at the boundary) are then scored
  * exactly in double precision, which is also how IVF lists are scanned, and the best k kept.
  */
+import "./onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import { RvcEngineError } from "./errors.ts";
 import { sessionOptionsFor } from "./execution-provider.ts";

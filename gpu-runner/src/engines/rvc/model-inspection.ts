@@ -9,6 +9,7 @@
  */
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
+import "./onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import { RvcEngineError } from "./errors.ts";
 import { describeFaissIndexFile } from "./faiss-index.ts";

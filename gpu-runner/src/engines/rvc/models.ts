@@ -13,6 +13,7 @@
  */
 
 import { readFile } from "node:fs/promises";
+import "./onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import { type DecodeLayout, decodedFrames, decodeLayout, joinPieces } from "./decode-pieces.ts";
 import { FeatureWidthMismatch, RvcEngineError } from "./errors.ts";

@@ -4,6 +4,7 @@
  * requests). Kept to node builtins, onnxruntime-node and `thread-protocol.ts`: this file is loaded by a worker
  * thread, outside any bundler.
  */
+import "./onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import type { HostRequest, WireTensor } from "./session-wire.ts";
 import { forPosting, type Handled, serveRequests } from "./thread-protocol.ts";

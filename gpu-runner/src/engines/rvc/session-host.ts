@@ -10,6 +10,7 @@
  * Tensors cross as `WireTensor`s: the feeds are copied (structured clone, of the feed's own part only; a few MB per
  * run, against runs of seconds), the outputs are handed over without a copy.
  */
+import "./onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import type { HostRequest, TensorData, WireTensor } from "./session-wire.ts";
 import { ThreadClient } from "./thread-client.ts";
