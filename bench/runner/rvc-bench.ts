@@ -3,23 +3,7 @@
  * rvc-models.ts), built into a temporary folder at run time and deleted afterwards. Each measured case runs in
  * its own child process, so building the models does not count in its peak RSS.
  *
- *   npm run bench (in gpu-runner/)                      # everything, rvc part: 40 s of audio
- *   node --import ./src/resolve-fallback.ts ../bench/runner/rvc-bench.ts --threads 2 [--seconds 40] [--chunk-seconds 10]
- *     --jobs 8 [--job-seconds 10] [--capacity 2]        # throughput of 8 jobs at capacity 1 and 2
- *     --memory-minutes 1,10  (or --long: 1,10,60)       # peak RSS converting that much audio
- *     --contentvec-int8                                 # ContentVec with int8 matrix products
- *     --feature-arenas / --no-feature-arenas            # ContentVec and RMVPE keep CPU arenas or not (RUNNER_RVC_FEATURE_ARENAS;
- *                                                       #   default: the engine's, on where model threads share them)
- *     --decode-pieces N                                 # pieces per decoded span (default: one per session thread; 1: off)
- *     --lone-capacity 2                                 # the 40 s job alone on a runner of that capacity (default 1)
- *     --no-lend-threads                                 # idle model threads do not decode parts of a job's spans
- *     --voices 5 [--job-seconds 6] [--cached-voices N]  # jobs of 5 voices in turn (then the first again): time and
- *                                                       #   peak RSS per job, the engine keeping N voices' synthesizers
- *     --rms-mix-rate 1                                  # the voice's rms_mix_rate (default RVC's 0.25)
- *     --reference-graph                                 # the synthesizer as built before: 1-D decoder, whole window decoded
- *     --no-source-noise                                 # no Gaussian noise in the NSF source, for --compare-with
- *     --save-output FILE / --compare-with FILE          # the 40 s output as raw float32; error against another
- *     --providers cuda                                  # on a GPU machine; GPU memory from nvidia-smi
+ * How to run it, and every flag: `USAGE` below (`--help` prints it).
  *
  * RTF = processing time / audio duration (below 1 is faster than real time). Wall-clock RTF depends on what
  * else the machine runs, so the CPU time per audio second and the load average are printed beside it. Figures
@@ -35,33 +19,68 @@ import { createRvcEngine, type RvcChunkStats } from "../../gpu-runner/src/engine
 import type { VoiceDescriptor } from "../../src/contracts/runner.ts";
 import { type BuiltModel, buildContentVec, buildRmvpe, buildSynthesizer40k } from "./rvc-models.ts";
 
-const { values } = parseArgs({
-	options: {
-		seconds: { type: "string", default: "40" },
-		threads: { type: "string" },
-		providers: { type: "string", default: "cuda,webgpu,cpu" },
-		"chunk-seconds": { type: "string" },
-		jobs: { type: "string" },
-		"job-seconds": { type: "string", default: "10" },
-		capacity: { type: "string", default: "2" },
-		"memory-minutes": { type: "string" },
-		long: { type: "boolean", default: false },
-		"contentvec-int8": { type: "boolean", default: false },
-		"feature-arenas": { type: "boolean", default: false },
-		"no-feature-arenas": { type: "boolean", default: false },
-		"decode-pieces": { type: "string" },
-		"lone-capacity": { type: "string", default: "1" },
-		"no-lend-threads": { type: "boolean", default: false },
-		voices: { type: "string" },
-		"cached-voices": { type: "string" },
-		"rms-mix-rate": { type: "string" },
-		"reference-graph": { type: "boolean", default: false },
-		"no-source-noise": { type: "boolean", default: false },
-		"save-output": { type: "string" },
-		"compare-with": { type: "string" },
-		child: { type: "string" },
-	},
-});
+const USAGE = `Usage (from gpu-runner/):
+  npm run bench                                         # everything, rvc part: 40 s of audio
+  node --import ./src/resolve-fallback.ts ../bench/runner/rvc-bench.ts --threads 2 [--seconds 40] [--chunk-seconds 10]
+    --jobs 8 [--job-seconds 10] [--capacity 2]        # throughput of 8 jobs at capacity 1 and 2
+    --memory-minutes 1,10  (or --long: 1,10,60)       # peak RSS converting that much audio
+    --contentvec-int8                                 # ContentVec with int8 matrix products
+    --feature-arenas / --no-feature-arenas            # ContentVec and RMVPE keep CPU arenas or not (RUNNER_RVC_FEATURE_ARENAS;
+                                                      #   default: the engine's, on where model threads share them)
+    --decode-pieces N                                 # pieces per decoded span (default: one per session thread; 1: off)
+    --lone-capacity 2                                 # the 40 s job alone on a runner of that capacity (default 1)
+    --no-lend-threads                                 # idle model threads do not decode parts of a job's spans
+    --voices 5 [--job-seconds 6] [--cached-voices N]  # jobs of 5 voices in turn (then the first again): time and
+                                                      #   peak RSS per job, the engine keeping N voices' synthesizers
+    --rms-mix-rate 1                                  # the voice's rms_mix_rate (default RVC's 0.25)
+    --reference-graph                                 # the synthesizer as built before: 1-D decoder, whole window decoded
+    --no-source-noise                                 # no Gaussian noise in the NSF source, for --compare-with
+    --save-output FILE / --compare-with FILE          # the 40 s output as raw float32; error against another
+    --providers cuda                                  # on a GPU machine; GPU memory from nvidia-smi
+`;
+
+const OPTIONS = {
+	seconds: { type: "string", default: "40" },
+	threads: { type: "string" },
+	providers: { type: "string", default: "cuda,webgpu,cpu" },
+	"chunk-seconds": { type: "string" },
+	jobs: { type: "string" },
+	"job-seconds": { type: "string", default: "10" },
+	capacity: { type: "string", default: "2" },
+	"memory-minutes": { type: "string" },
+	long: { type: "boolean", default: false },
+	"contentvec-int8": { type: "boolean", default: false },
+	"feature-arenas": { type: "boolean", default: false },
+	"no-feature-arenas": { type: "boolean", default: false },
+	"decode-pieces": { type: "string" },
+	"lone-capacity": { type: "string", default: "1" },
+	"no-lend-threads": { type: "boolean", default: false },
+	voices: { type: "string" },
+	"cached-voices": { type: "string" },
+	"rms-mix-rate": { type: "string" },
+	"reference-graph": { type: "boolean", default: false },
+	"no-source-noise": { type: "boolean", default: false },
+	"save-output": { type: "string" },
+	"compare-with": { type: "string" },
+	child: { type: "string" },
+	help: { type: "boolean", short: "h", default: false },
+} as const;
+
+/** The flags, or the usage on stderr and exit code 2 for one this bench does not know. */
+function parseFlags() {
+	try {
+		return parseArgs({ options: OPTIONS }).values;
+	} catch (error) {
+		process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
+		process.exit(2);
+	}
+}
+
+const values = parseFlags();
+if (values.help) {
+	process.stdout.write(USAGE);
+	process.exit(0);
+}
 
 const IN_RATE = 16000;
 const OUT_RATE = 40000;
