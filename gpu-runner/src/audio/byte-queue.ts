@@ -34,6 +34,12 @@ export class ByteQueue {
 		return out;
 	}
 
+	/** The next byte without removing it; the caller checks `length` first. */
+	peek(): number {
+		if (this.#length === 0) throw new RangeError("ByteQueue.peek() with no bytes queued");
+		return (this.#chunks[0] as Uint8Array)[this.#offset] as number;
+	}
+
 	/** Drop up to `n` bytes; returns how many were dropped. */
 	skip(n: number): number {
 		let dropped = 0;

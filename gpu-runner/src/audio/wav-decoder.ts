@@ -2,7 +2,9 @@
  * Streaming WAV (RIFF/WAVE) decoder. Parses chunk by chunk as bytes arrive and yields planar float blocks,
  * so memory stays at one network chunk however long the file is. Supports PCM 8/16/24/32-bit, IEEE float
  * 32/64-bit, and WAVE_FORMAT_EXTENSIBLE wrapping either (the default of ffmpeg and sox for >16-bit or
- * multichannel files), which the old npm WAV decoders reject.
+ * multichannel files), which the old npm WAV decoders reject; RIFF and RF64 (sizes in a `ds64` chunk, which
+ * broadcast recorders write at any length). What it accepts is what preprocessing accepts
+ * (`src/audio-files/probe/wav.ts`; `test/node/wav-probe-and-decoder.test.ts` holds both to it).
  */
 import { corruptedSource, unsupportedFormat } from "../job-errors.ts";
 import { ByteQueue } from "./byte-queue.ts";
@@ -13,6 +15,10 @@ const WAVE_FORMAT_IEEE_FLOAT = 0x0003;
 const WAVE_FORMAT_EXTENSIBLE = 0xfffe;
 /** Writers that stream a WAV of unknown length leave the data size at 0 or all ones: read to the end. */
 const UNKNOWN_SIZES = new Set([0, 0xffffffff]);
+/** An RF64 file's 32-bit size fields hold this; the real sizes are in its `ds64` chunk. */
+const SIZE_IN_DS64 = 0xffffffff;
+/** A `ds64` chunk is 28 bytes and a table of 12-byte entries that writers leave empty; more is not a ds64. */
+const DS64_MAX_BYTES = 64 * 1024;
 
 export interface WavFormat {
 	/** `pcm` or `float` after unwrapping WAVE_FORMAT_EXTENSIBLE. */
@@ -82,8 +88,10 @@ function sampleReader(format: WavFormat, view: DataView): (offset: number) => nu
 type State =
 	| { kind: "riff-header" }
 	| { kind: "chunk-header" }
-	| { kind: "skip"; remaining: number }
-	| { kind: "fmt"; size: number; padded: boolean }
+	| { kind: "skip"; remaining: number; padded: boolean }
+	| { kind: "pad" }
+	| { kind: "fmt"; size: number }
+	| { kind: "ds64"; size: number }
 	| { kind: "data"; remaining: number; untilEnd: boolean };
 
 /** Decode a WAV byte stream into blocks of at most one network chunk's worth of frames. */
@@ -91,6 +99,8 @@ export async function* decodeWav(bytes: AsyncIterable<Uint8Array>): AsyncGenerat
 	const queue = new ByteQueue();
 	let state = { kind: "riff-header" } as State;
 	let format: WavFormat | undefined;
+	let rf64 = false;
+	let ds64DataSize: number | undefined;
 	let framesDecoded = 0;
 
 	for await (const chunk of bytes) {
@@ -100,28 +110,41 @@ export async function* decodeWav(bytes: AsyncIterable<Uint8Array>): AsyncGenerat
 				if (queue.length < 12) break;
 				const header = queue.read(12);
 				const riff = ascii(header, 0, 4);
-				if (riff === "RF64") throw unsupportedFormat("RF64 WAV (over 4 GB) is not supported");
-				if (riff !== "RIFF" || ascii(header, 8, 4) !== "WAVE") throw corruptedSource("not a RIFF/WAVE file");
+				rf64 = riff === "RF64";
+				if ((riff !== "RIFF" && !rf64) || ascii(header, 8, 4) !== "WAVE") throw corruptedSource("not a RIFF/WAVE file");
 				state = { kind: "chunk-header" };
 			} else if (state.kind === "chunk-header") {
 				if (queue.length < 8) break;
 				const header = queue.read(8);
 				const id = ascii(header, 0, 4);
 				const size = new DataView(header.buffer).getUint32(4, true);
-				if (id === "fmt ") state = { kind: "fmt", size, padded: size % 2 === 1 };
-				else if (id === "data") {
+				if (id === "fmt ") state = { kind: "fmt", size };
+				else if (id === "ds64" && rf64) {
+					if (size < 16 || size > DS64_MAX_BYTES) throw corruptedSource(`RF64 ds64 chunk of ${size} bytes`);
+					state = { kind: "ds64", size };
+				} else if (id === "data") {
 					if (!format) throw corruptedSource("WAV data chunk comes before the fmt chunk");
-					state = { kind: "data", remaining: size, untilEnd: UNKNOWN_SIZES.has(size) };
-				} else state = { kind: "skip", remaining: size + (size % 2) }; // chunks are word aligned
+					if (rf64 && size === SIZE_IN_DS64) {
+						if (ds64DataSize === undefined) throw corruptedSource("RF64 file has no ds64 chunk with the data size");
+						state = { kind: "data", remaining: ds64DataSize, untilEnd: false };
+					} else state = { kind: "data", remaining: size, untilEnd: UNKNOWN_SIZES.has(size) };
+				} else state = { kind: "skip", remaining: size, padded: size % 2 === 1 };
 			} else if (state.kind === "skip") {
 				state.remaining -= queue.skip(state.remaining);
 				if (state.remaining > 0) break;
+				state = state.padded ? { kind: "pad" } : { kind: "chunk-header" };
+			} else if (state.kind === "pad") {
+				// Chunks are word aligned: an odd-sized one is followed by a zero pad byte. Some writers leave it
+				// out; then the byte there is not zero but the first of the next chunk's id.
+				if (queue.length < 1) break;
+				if (queue.peek() === 0) queue.skip(1);
 				state = { kind: "chunk-header" };
-			} else if (state.kind === "fmt") {
-				const total = state.size + (state.padded ? 1 : 0);
-				if (queue.length < total) break;
-				format = parseFmtChunk(queue.read(total).subarray(0, state.size));
-				state = { kind: "chunk-header" };
+			} else if (state.kind === "fmt" || state.kind === "ds64") {
+				if (queue.length < state.size) break;
+				const body = queue.read(state.size);
+				if (state.kind === "fmt") format = parseFmtChunk(body);
+				else ds64DataSize = Number(new DataView(body.buffer).getBigUint64(8, true));
+				state = state.size % 2 === 1 ? { kind: "pad" } : { kind: "chunk-header" };
 			} else {
 				const wavFormat = format as WavFormat;
 				const available = state.untilEnd ? queue.length : Math.min(queue.length, state.remaining);
@@ -130,7 +153,7 @@ export async function* decodeWav(bytes: AsyncIterable<Uint8Array>): AsyncGenerat
 					if (!state.untilEnd && state.remaining < wavFormat.blockAlign) {
 						// Data done (a stray partial frame is dropped); later chunks (LIST, id3) are not audio.
 						queue.skip(state.remaining);
-						state = { kind: "skip", remaining: Number.POSITIVE_INFINITY };
+						state = { kind: "skip", remaining: Number.POSITIVE_INFINITY, padded: false };
 						continue;
 					}
 					break;

@@ -77,6 +77,17 @@ function parseFmt(body: Uint8Array): WavFormat {
 const describe = (f: WavFormat) =>
 	`${f.encoding === WAVE_FORMAT_PCM ? "PCM" : "IEEE float"} ${f.bitsPerSample}-bit${f.extensible ? " (extensible)" : ""}`;
 
+/** Whether the bytes from `offset` to the end of the file are whole chunks (a header each, the body inside the file). */
+async function onlyChunksFrom(reader: ProbeReader, offset: number): Promise<boolean> {
+	for (let chunk = 0; chunk < MAX_CHUNKS && offset + 8 <= reader.size; chunk++) {
+		const header = await reader.exactly(offset, 8, "header of a WAV chunk");
+		const size = u32le(header, 4);
+		if (!/^[\x20-\x7e]{4}$/.test(ascii(header, 0, 4)) || offset + 8 + size > reader.size) return false;
+		offset += 8 + size + (size & 1);
+	}
+	return offset >= reader.size;
+}
+
 export async function probeWav(reader: ProbeReader): Promise<AudioFacts> {
 	const riff = await reader.exactly(0, 12, "RIFF header");
 	const isRf64 = ascii(riff, 0, 4) === "RF64";
@@ -98,6 +109,10 @@ export async function probeWav(reader: ProbeReader): Promise<AudioFacts> {
 			if (size === SIZE_UNKNOWN) {
 				if (isRf64 && ds64DataSize === undefined) throw corrupted("The RF64 file has no ds64 chunk with the data size");
 				size = isRf64 ? (ds64DataSize as number) : available;
+			} else if (size === 0 && !(await onlyChunksFrom(reader, body))) {
+				// A recorder that stopped before writing its sizes: the samples run to the end of the file, as the
+				// runner reads them. An empty data chunk followed by other chunks is still empty.
+				size = available;
 			}
 			if (size > available) {
 				throw truncated(`The WAV data chunk declares ${size} bytes of audio but the file holds only ${available}`);
@@ -114,8 +129,10 @@ export async function probeWav(reader: ProbeReader): Promise<AudioFacts> {
 		} else if (!/^[\x20-\x7e]{4}$/.test(id)) {
 			throw corrupted(`Unreadable WAV chunk id at byte ${offset}; the file is damaged`);
 		}
-		// Chunks are word-aligned: an odd-sized chunk is followed by one pad byte.
-		offset = body + size + (size & 1);
+		offset = body + size;
+		// Chunks are word-aligned: an odd-sized chunk is followed by a zero pad byte. Some writers leave it out; the
+		// byte there is then not zero but the first of the next chunk's id (the runner reads it the same way).
+		if (size & 1 && offset < reader.size && (await reader.exactly(offset, 1, "pad byte"))[0] === 0) offset += 1;
 	}
 	throw truncated(format ? "The WAV file has no data chunk" : "The WAV file has no fmt chunk");
 }
