@@ -2,7 +2,8 @@
  * The rvc engine end to end on tiny ONNX models built here with RVC's tensor names, types and shapes
  * (see support/tiny-models.ts), and its error messages for wrong inputs, params and models.
  */
-import { writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
@@ -11,6 +12,7 @@ import type { AudioBlock, Engine, EngineJob } from "../../src/engines/engine.ts"
 import { ButterworthHighPass } from "../../src/engines/rvc/high-pass.ts";
 import { createRvcEngine, type RvcChunkStats } from "../../src/engines/rvc/index.ts";
 import { PermanentJobError } from "../../src/job-errors.ts";
+import { scratchDir } from "../helpers/scratch.ts";
 import { buildTinyContentVec, buildTinyRmvpe, buildTinySynthesizer, writeModels } from "./support/tiny-models.ts";
 
 const IN_RATE = 16000;
@@ -331,6 +333,26 @@ describe("rvc engine with tiny models", () => {
 			).rejects.toMatchObject({ code: "invalid_index", message: expect.stringContaining("truncated.index") });
 			// Not when the voice's own settings leave the index unused.
 			await engine.prepare?.(voice({ index_rate: 0 }), new Map(echo).set("index", join(INDEXES, "truncated.index")));
+		});
+
+		it("removes a cached index damaged on disk that no longer reads, failing the job for another attempt to download it again", async () => {
+			const bytes = readFileSync(join(INDEXES, "constant-flat.index"));
+			const path = join(scratchDir("rvc-index"), `${createHash("sha256").update(bytes).digest("hex")}.bin`);
+			const damaged = Buffer.from(bytes);
+			damaged[0] = (damaged[0] as number) ^ 0xff; // same size: its index type no longer reads
+			writeFileSync(path, damaged);
+			const paths = new Map(echo).set("index", path);
+			const error = await collect(run(withPause(), job({ artifactPaths: paths }))).catch((e: unknown) => e);
+			expect((error as Error).message).toMatch(/feature index .* \(damaged on disk\): removed, to be downloaded again/);
+			expect(error).not.toBeInstanceOf(PermanentJobError);
+			expect(existsSync(path)).toBe(false);
+			// The same bytes under a name that is not their checksum (not from the cache): refused for what they are.
+			const named = join(scratchDir("rvc-index"), "voice.index");
+			writeFileSync(named, damaged);
+			await expect(
+				collect(run(withPause(), job({ artifactPaths: new Map(echo).set("index", named) }))),
+			).rejects.toMatchObject({ code: "invalid_index" });
+			expect(existsSync(named)).toBe(true);
 		});
 
 		it("refuses an index whose width does not fit the voice", async () => {

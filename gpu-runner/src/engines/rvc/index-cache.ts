@@ -3,8 +3,10 @@
  * (`index-thread.ts`). An index can be hundreds of MB, so only `capacity` are kept: beyond it the least recently
  * used idle ones are dropped, and before a new one is read. Dropping an index closes its thread, which frees its
  * memory at once; only idle ones are dropped, so no retrieval is cut. A file that fails to load is not kept, so a
- * fixed file is read again next time.
+ * fixed file is read again next time; a cached one damaged on disk is removed (`removeIfDamaged`), to be downloaded
+ * again.
  */
+import { removeIfDamaged } from "../../artifacts/damaged-artifact.ts";
 import { IndexThread } from "./index-thread.ts";
 import { once } from "./once.ts";
 
@@ -51,7 +53,13 @@ export class IndexCache {
 		if (entry === undefined) {
 			// Room first: an idle index past the capacity goes, its memory with its thread, before the new one is read.
 			const room = transient ? Promise.resolve() : this.#evict(1);
-			const loaded = room.then(() => IndexThread.open(path, this.#threadOptions));
+			const loaded = room.then(() =>
+				IndexThread.open(path, this.#threadOptions).catch(async (error: unknown) => {
+					// Checked after the fact: hashing a large index on every first read would cost seconds.
+					await removeIfDamaged(path, "feature index");
+					throw error;
+				}),
+			);
 			const created: Entry = { loaded, transient, users: 0, lastUsed: 0 };
 			entry = created;
 			this.#entries.set(path, created);

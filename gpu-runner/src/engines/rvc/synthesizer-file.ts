@@ -9,20 +9,14 @@
  * same checkpoint are removed once the new one is in place.
  */
 import { createHash, randomUUID } from "node:crypto";
-import { createReadStream } from "node:fs";
 import { open, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
+import { dirname, join } from "node:path";
+import { removeIfDamaged, sha256Of } from "../../artifacts/damaged-artifact.ts";
 import { readRvcCheckpoint } from "./rvc-checkpoint.ts";
 import { buildSynthesizerGraph, SYNTHESIZER_GRAPH_VERSION } from "./synthesizer-graph.ts";
 import { hasZipSignature } from "./zip-archive.ts";
 
 const building = new Map<string, Promise<string>>();
-
-async function sha256Of(path: string): Promise<string> {
-	const hash = createHash("sha256");
-	for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
-	return hash.digest("hex");
-}
 
 async function startsLikeZip(path: string): Promise<boolean> {
 	const file = await open(path, "r");
@@ -37,15 +31,7 @@ async function startsLikeZip(path: string): Promise<boolean> {
 
 async function buildBeside(path: string): Promise<string> {
 	const sha256 = await sha256Of(path);
-	// The artifact cache names each file by the checksum it verified at download (`<sha256>.bin`). One that no
-	// longer has it was damaged on disk: a transient failure, and the next attempt downloads it again.
-	const named = /^([0-9a-f]{64})\.bin$/.exec(basename(path))?.[1];
-	if (named !== undefined && named !== sha256) {
-		await rm(path, { force: true });
-		throw new Error(
-			`the cached checkpoint ${path} no longer has the checksum it is named by (damaged on disk): removed, to be downloaded again`,
-		);
-	}
+	await removeIfDamaged(path, "checkpoint", sha256);
 	const target = join(dirname(path), `${sha256}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`);
 	const checksum = `${target}.sha256`;
 	if (await builtIntact(target, checksum)) return target;

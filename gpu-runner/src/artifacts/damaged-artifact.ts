@@ -1,0 +1,29 @@
+/**
+ * The artifact cache names each file by the checksum it verified at download (`<sha256>.bin`), and on reuse checks
+ * only its size. A file that fails to load is checked in full: one that no longer has the checksum it is named by was
+ * damaged on disk, and is removed, so the next attempt downloads it again.
+ */
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { rm } from "node:fs/promises";
+import { basename } from "node:path";
+
+export async function sha256Of(path: string): Promise<string> {
+	const hash = createHash("sha256");
+	for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+	return hash.digest("hex");
+}
+
+/**
+ * Throws a transient error (plain `Error`: the job is tried again) after removing `path` when it is named by a
+ * checksum it no longer has; returns when it has it, or is not named by one (a file the operator gave by path).
+ * `sha256`: the file's checksum, where the caller has it already.
+ */
+export async function removeIfDamaged(path: string, what: string, sha256?: string): Promise<void> {
+	const named = /^([0-9a-f]{64})\.bin$/.exec(basename(path))?.[1];
+	if (named === undefined || named === (sha256 ?? (await sha256Of(path)))) return;
+	await rm(path, { force: true });
+	throw new Error(
+		`the cached ${what} ${path} no longer has the checksum it is named by (damaged on disk): removed, to be downloaded again`,
+	);
+}
