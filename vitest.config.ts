@@ -2,9 +2,10 @@ import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
+import { keepLocalRunsLocal } from "./scripts/lib/local-only.ts";
 
-// Miniflare would otherwise download a sample `request.cf` object from the internet; tests never reach out.
-process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
+// Tests never reach out (no sample `request.cf` download, no wrangler metrics).
+keepLocalRunsLocal();
 
 const key = (id: string) => `${id}:${randomBytes(32).toString("base64url")}`;
 

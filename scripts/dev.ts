@@ -7,6 +7,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { localBackend, ROOT } from "./lib/admin-backend.ts";
 import { ensureDevVars } from "./lib/dev-vars.ts";
+import { keepLocalRunsLocal } from "./lib/local-only.ts";
 import { type Managed, start, stop, waitForHttp } from "./lib/processes.ts";
 import { seedDemo } from "./lib/seed.ts";
 
@@ -36,8 +37,7 @@ async function main(): Promise<void> {
 	process.on("SIGINT", () => void shutdown(0));
 	process.on("SIGTERM", () => void shutdown(0));
 
-	// Local runs stay local: no download of miniflare's sample `request.cf` object (wrangler inherits this).
-	process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
+	keepLocalRunsLocal();
 	await ensureDevVars(path.join(ROOT, ".dev.vars"));
 	await run("migrate", ["wrangler", "d1", "migrations", "apply", "DB", "--local"]);
 

@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { createTestHarness, type TestHarness } from "wrangler";
 import type { AdminBackend } from "../../scripts/lib/admin-backend.ts";
+import { keepLocalRunsLocal } from "../../scripts/lib/local-only.ts";
 import { createAccount, createClient, createVoice, type VoiceFields } from "../../scripts/lib/provisioning.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "../..");
@@ -87,8 +88,7 @@ export async function callApi<T = Record<string, unknown>>(
 }
 
 export async function startLocalStack(options: { vars?: Record<string, string> } = {}): Promise<LocalStack> {
-	// Miniflare would otherwise download a sample `request.cf` object from the internet; nothing here may.
-	process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
+	keepLocalRunsLocal();
 	const harness = createTestHarness({
 		root: ROOT,
 		workers: [
