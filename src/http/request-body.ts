@@ -3,6 +3,12 @@ import { ApiError, badRequest } from "./errors.ts";
 /** JSON request bodies are small; anything bigger is a client mistake (uploads go to storage addresses). */
 export const MAX_JSON_BODY_BYTES = 64 * 1024;
 
+/**
+ * No request body nests deeper than a few levels; a deeper one is refused before any code walks it recursively
+ * (the idempotency hash does), which 64 KiB of brackets would otherwise drive past the stack.
+ */
+export const MAX_JSON_DEPTH = 64;
+
 /** Reads at most `limit` bytes of a body, refusing with 413 as soon as it grows past it. */
 export async function readLimitedText(request: Request, limit: number): Promise<string> {
 	const declared = Number(request.headers.get("Content-Length") ?? Number.NaN);
@@ -37,7 +43,24 @@ export function mediaType(request: Request): string {
 	return (request.headers.get("Content-Type") ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
 }
 
-/** Parses a JSON body: 415 for another content type, 413 when too large, 400 for malformed JSON. */
+/** How deep the arrays and objects of well-formed JSON text nest, counted without recursion. */
+function nestingDepth(json: string): number {
+	let depth = 0;
+	let deepest = 0;
+	let inString = false;
+	for (let i = 0; i < json.length; i++) {
+		const c = json[i];
+		if (inString) {
+			if (c === "\\") i++;
+			else if (c === '"') inString = false;
+		} else if (c === '"') inString = true;
+		else if (c === "{" || c === "[") deepest = Math.max(deepest, ++depth);
+		else if (c === "}" || c === "]") depth--;
+	}
+	return deepest;
+}
+
+/** Parses a JSON body: 415 for another content type, 413 when too large, 400 for malformed or too deeply nested JSON. */
 export async function readJsonBody(request: Request): Promise<unknown> {
 	const type = mediaType(request);
 	if (type !== "application/json" && !type.endsWith("+json")) {
@@ -45,11 +68,16 @@ export async function readJsonBody(request: Request): Promise<unknown> {
 	}
 	const text = await readLimitedText(request, MAX_JSON_BODY_BYTES);
 	if (text.trim() === "") throw badRequest("Request body is empty; a JSON object is required");
+	let value: unknown;
 	try {
-		return JSON.parse(text);
+		value = JSON.parse(text);
 	} catch {
 		throw badRequest("Request body is not valid JSON");
 	}
+	if (nestingDepth(text) > MAX_JSON_DEPTH) {
+		throw badRequest(`Request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`);
+	}
+	return value;
 }
 
 /** The `Content-Length` of an upload; 411 when it is missing or not a plain number (chunked bodies are refused). */

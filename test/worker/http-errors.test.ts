@@ -90,6 +90,28 @@ describe("JSON request errors", () => {
 		expect(await response.json()).toMatchObject({ success: false, code: "unsupported_media_type" });
 	});
 
+	it("answers 400 for JSON nested too deeply, with or without an Idempotency-Key", async () => {
+		const { api } = await signedInClient();
+		// 20,000 levels fit in 64 KiB; walking them recursively (the idempotency hash) ran out of stack: a 500.
+		const deep = `{"file_name":"a.wav","mime_type":"audio/wav","x":${"[".repeat(20_000)}${"]".repeat(20_000)}}`;
+		for (const headers of [{ "Idempotency-Key": "deep-body" }, {}] as Record<string, string>[]) {
+			const response = await api("/api/v1/audio-files", {
+				method: "POST",
+				body: deep,
+				headers: { "Content-Type": "application/json", ...headers },
+			});
+			expect(response.status).toBe(400);
+			expect(await response.json()).toMatchObject({
+				success: false,
+				code: "invalid_request",
+				message: expect.stringMatching(/more than 64 levels deep/),
+			});
+		}
+		// Brackets inside strings are not nesting.
+		const named = await post(JSON.stringify({ file_name: `${"[{".repeat(100)}.wav`, mime_type: "audio/wav" }));
+		expect(named.status).toBe(201);
+	});
+
 	it("answers 413 for an oversized JSON body", async () => {
 		const response = await post(JSON.stringify({ file_name: "a".repeat(70_000), mime_type: "audio/wav" }));
 		expect(response.status).toBe(413);
