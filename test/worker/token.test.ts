@@ -86,6 +86,37 @@ describe("POST /oauth2/token", () => {
 		expect(await response.json()).toMatchObject({ success: false, error });
 	});
 
+	it("answers 400 invalid_request for a repeated parameter (RFC 6749 section 3.2), whichever copy is valid", async () => {
+		const client = await provisionClient();
+		const other = await provisionClient();
+		for (const [name, first, second] of [
+			["client_id", client.clientId, other.clientId],
+			["client_secret", client.clientSecret, other.clientSecret],
+			["scope", BASE_SCOPE, RUNNER_SCOPE],
+			["grant_type", "client_credentials", "client_credentials"],
+		] as [string, string, string][]) {
+			const form = new URLSearchParams({
+				grant_type: "client_credentials",
+				client_id: client.clientId,
+				client_secret: client.clientSecret,
+				scope: BASE_SCOPE,
+			});
+			form.set(name, first);
+			form.append(name, second);
+			const response = await call("/oauth2/token", {
+				method: "POST",
+				headers: { "Content-Type": "application/x-www-form-urlencoded" },
+				body: form.toString(),
+			});
+			expect(response.status).toBe(400);
+			expect(await response.json()).toMatchObject({
+				success: false,
+				error: "invalid_request",
+				message: `${name} must be sent once, not repeated`,
+			});
+		}
+	});
+
 	it("refuses a JSON body with a clear message", async () => {
 		const response = await call("/oauth2/token", {
 			method: "POST",

@@ -19,6 +19,7 @@ type OAuthError = Extract<
 >;
 
 const NO_STORE = { "Cache-Control": "no-store", Pragma: "no-cache" };
+const FORM_PARAMETERS = ["grant_type", "client_id", "client_secret", "scope"] as const;
 
 function oauthError(status: number, error: OAuthError, description: string, basicChallenge = false): Response {
 	const headers: Record<string, string> = { ...NO_STORE };
@@ -71,6 +72,9 @@ export const tokenRoute = defineRoute({
 			return oauthError(400, "invalid_request", "Content-Type must be application/x-www-form-urlencoded");
 		}
 		const form = new URLSearchParams(await readLimitedText(request, MAX_JSON_BODY_BYTES));
+		// RFC 6749 §3.2: parameters must not repeat; which copy counts would otherwise be up to whoever parses.
+		const repeated = FORM_PARAMETERS.find((name) => form.getAll(name).length > 1);
+		if (repeated) return oauthError(400, "invalid_request", `${repeated} must be sent once, not repeated`);
 		const grantType = form.get("grant_type");
 		if (!grantType) return oauthError(400, "invalid_request", "grant_type is required");
 		if (grantType !== "client_credentials") {
