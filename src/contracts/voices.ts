@@ -83,9 +83,13 @@ export const AccountVoice = VoiceModel.extend({
 });
 export type AccountVoice = z.infer<typeof AccountVoice>;
 
+/** Names, tags and file names are shown in lists (names also matched by the CLI): no control characters (NUL, newlines, escapes). */
+const printable = <T extends z.ZodString>(text: T) =>
+	text.refine((value) => !CONTROL_CHARACTERS.test(value), "must not contain control characters");
+
 const FileDeclaration = (role: VoiceFileRoleName) =>
 	z.strictObject({
-		file_name: z.string().trim().min(1).max(255),
+		file_name: printable(z.string().trim().min(1).max(255)),
 		size_bytes: z
 			.number()
 			.int()
@@ -95,9 +99,6 @@ const FileDeclaration = (role: VoiceFileRoleName) =>
 			}),
 	});
 
-/** A name or tag is shown in lists and matched by the CLI: no control characters (NUL, newlines, escapes). */
-const printable = <T extends z.ZodString>(text: T) =>
-	text.refine((value) => !CONTROL_CHARACTERS.test(value), "must not contain control characters");
 const Name = printable(z.string().trim().min(1).max(VOICE_LIMITS.maxNameLength));
 const Tags = z.array(printable(z.string().trim().min(1).max(VOICE_LIMITS.maxTagLength))).max(VOICE_LIMITS.maxTags);
 const Description = z.string().max(VOICE_LIMITS.maxDescriptionLength);

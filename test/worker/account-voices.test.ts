@@ -479,10 +479,15 @@ describe("account voices", () => {
 		expect(response.status).toBe(201);
 	});
 
-	it("refuses names and tags with control characters, on creation and on change", async () => {
+	it("refuses names, tags and file names with control characters, on creation and on change", async () => {
 		const alice = await user();
-		for (const body of [{ name: "null\u0000byte" }, { name: "Fine", tags: ["two\nlines"] }]) {
-			const response = await createVoice(alice, { ...body, files: declare({ model: PNG }) });
+		const escaped = { model: { file_name: "model\u001b[2J.pth", size_bytes: PNG.byteLength } };
+		for (const body of [
+			{ name: "null\u0000byte", files: declare({ model: PNG }) },
+			{ name: "Fine", tags: ["two\nlines"], files: declare({ model: PNG }) },
+			{ name: "Fine", files: escaped },
+		]) {
+			const response = await createVoice(alice, body);
 			expect(response.status).toBe(400);
 			expect(await json<Problem>(response)).toMatchObject({
 				code: "invalid_request",
