@@ -60,7 +60,24 @@ function nestingDepth(json: string): number {
 	return deepest;
 }
 
-/** Parses a JSON body: 415 for another content type, 413 when too large, 400 for malformed or too deeply nested JSON. */
+/** With the `u` flag a surrogate pair is one code point, so this finds only a half of one standing alone. */
+const UNPAIRED_SURROGATE = /\p{Surrogate}/u;
+
+/** Whether a string, key or value anywhere in `value` holds an unpaired surrogate (depth already bounded). */
+function holdsUnpairedSurrogate(value: unknown): boolean {
+	if (typeof value === "string") return UNPAIRED_SURROGATE.test(value);
+	if (Array.isArray(value)) return value.some(holdsUnpairedSurrogate);
+	if (value && typeof value === "object") {
+		return Object.entries(value).some(([key, item]) => UNPAIRED_SURROGATE.test(key) || holdsUnpairedSurrogate(item));
+	}
+	return false;
+}
+
+/**
+ * Parses a JSON body: 415 for another content type, 413 when too large, 400 for malformed or too deeply nested
+ * JSON, and for text that is not Unicode (an escaped lone surrogate such as `\ud800`, which UTF-8, and so D1, cannot
+ * hold: it would be stored as replacement characters, unlike what was accepted and echoed).
+ */
 export async function readJsonBody(request: Request): Promise<unknown> {
 	const type = mediaType(request);
 	if (type !== "application/json" && !type.endsWith("+json")) {
@@ -76,6 +93,9 @@ export async function readJsonBody(request: Request): Promise<unknown> {
 	}
 	if (nestingDepth(text) > MAX_JSON_DEPTH) {
 		throw badRequest(`Request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`);
+	}
+	if (holdsUnpairedSurrogate(value)) {
+		throw badRequest("Request body holds text that is not valid Unicode: an unpaired surrogate escape such as \\ud800");
 	}
 	return value;
 }

@@ -112,6 +112,32 @@ describe("JSON request errors", () => {
 		expect(named.status).toBe(201);
 	});
 
+	it("answers 400 for an unpaired surrogate escape, and keeps a name with a paired one as sent", async () => {
+		// JSON.stringify would escape the lone half too; the text is written out as a client would send it.
+		for (const body of [
+			'{"file_name":"take\\ud800.wav","mime_type":"audio/wav"}',
+			'{"file_name":"take.wav","mime_type":"audio/wav","\\udfff":1}',
+		]) {
+			const response = await post(body);
+			expect(response.status).toBe(400);
+			expect(await response.json()).toMatchObject({
+				code: "invalid_request",
+				message: expect.stringMatching(/not valid Unicode/),
+			});
+		}
+		const { api } = await signedInClient();
+		const created = await api("/api/v1/audio-files", {
+			method: "POST",
+			headers: { "Content-Type": "application/json" },
+			body: '{"file_name":"take \\ud83c\\udfa4.wav","mime_type":"audio/wav"}',
+		});
+		expect(created.status).toBe(201);
+		const { data } = (await created.json()) as { data: { id: string; file_name: string } };
+		expect(data.file_name).toBe("take \u{1F3A4}.wav");
+		const stored = (await (await api(`/api/v1/audio-files/${data.id}`)).json()) as { data: { file_name: string } };
+		expect(stored.data.file_name).toBe("take \u{1F3A4}.wav");
+	});
+
 	it("answers 413 for an oversized JSON body", async () => {
 		const response = await post(JSON.stringify({ file_name: "a".repeat(70_000), mime_type: "audio/wav" }));
 		expect(response.status).toBe(413);
