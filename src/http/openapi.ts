@@ -2,7 +2,10 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-openapi";
 import type { z } from "zod";
 import { ErrorBody } from "../contracts/common.ts";
+import { MAX_JSON_BODY_BYTES, MAX_JSON_DEPTH } from "./request-body.ts";
 import type { RouteDefinition } from "./route.ts";
+
+const REQUEST_BODY_LIMITS = `Request bodies are JSON (\`application/json\`) of at most ${MAX_JSON_BODY_BYTES / 1024} KiB (413 \`payload_too_large\` beyond), with arrays and objects nested at most ${MAX_JSON_DEPTH} levels deep and text that is valid Unicode (no unpaired surrogate escapes); otherwise 400 \`invalid_request\`. Audio and voice files go to the pre-signed upload addresses instead.`;
 
 /** `notes`: paragraphs that depend on the deployment's configuration (its time limits), added to the description. */
 export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl: string, notes: string[] = []) {
@@ -39,6 +42,7 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl: strin
 			version: "1.0.0",
 			description: [
 				"Convert a recording into the same performance in a chosen voice. Obtain a token at /oauth2/token (client credentials), then call /api/v1/*.",
+				REQUEST_BODY_LIMITS,
 				...notes,
 			].join("\n\n"),
 		},

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { API_ERROR_CODES } from "../../src/contracts/errors.ts";
+import { MAX_JSON_BODY_BYTES, MAX_JSON_DEPTH } from "../../src/http/request-body.ts";
 import { call, signedInClient } from "./helpers.ts";
 
 describe("error envelope", () => {
@@ -36,6 +37,13 @@ describe("OpenAPI document", () => {
 		expect(doc.paths["/api/v1/voices/{id}"]?.get?.responses).toHaveProperty("404");
 		expect(doc.paths["/oauth2/token"]?.post).toBeDefined();
 		expect(Object.keys(doc.paths).some((p) => p.startsWith("/storage") || p.startsWith("/internal"))).toBe(false);
+	});
+
+	it("states the limits of request bodies that the routes enforce", async () => {
+		const doc = (await (await call("/openapi.json")).json()) as { info: { description: string } };
+		expect(doc.info.description).toContain(`at most ${MAX_JSON_BODY_BYTES / 1024} KiB`);
+		expect(doc.info.description).toContain(`nested at most ${MAX_JSON_DEPTH} levels deep`);
+		expect(doc.info.description).toContain("no unpaired surrogate escapes");
 	});
 
 	it("lists every error code in the error schema", async () => {
