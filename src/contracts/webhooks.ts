@@ -1,6 +1,6 @@
 /** Webhook subscriptions, the delivery log and delivery payloads (spec sections 2, 4 and 6). */
 import { z } from "zod";
-import { Id, Timestamp } from "./common.ts";
+import { Id, integerText, Timestamp } from "./common.ts";
 
 /** Names a client subscribes with, also sent as `X-Webhook-Event` (underscore form). */
 export const SUBSCRIBABLE_EVENTS = [
@@ -83,12 +83,15 @@ export const DELIVERY_LOG_DEFAULT_LIMIT = 50;
 export const DELIVERY_LOG_MAX_LIMIT = 100;
 
 export const DeliveryLogQuery = z.object({
-	limit: z.coerce
-		.number({ error: "must be an integer" })
-		.int({ error: "must be an integer" })
-		.min(1, { error: "must be at least 1" })
-		.max(DELIVERY_LOG_MAX_LIMIT, { error: `must be at most ${DELIVERY_LOG_MAX_LIMIT}` })
-		.default(DELIVERY_LOG_DEFAULT_LIMIT),
+	limit: z.preprocess(
+		integerText,
+		z
+			.number({ error: "must be an integer" })
+			.int({ error: "must be an integer" })
+			.min(1, { error: "must be at least 1" })
+			.max(DELIVERY_LOG_MAX_LIMIT, { error: `must be at most ${DELIVERY_LOG_MAX_LIMIT}` })
+			.default(DELIVERY_LOG_DEFAULT_LIMIT),
+	),
 });
 
 export const DeliveryParams = z.object({ id: Id, delivery_id: Id });

@@ -123,12 +123,31 @@ describe("GET /api/v1/audio-files", () => {
 		["limit=101", "query.limit: must be an integer from 1 to 100"],
 		["limit=abc", "query.limit: must be an integer from 1 to 100"],
 		["limit=2.5", "query.limit: must be an integer from 1 to 100"],
+		// Not plain decimal digits: not read as 16, 100, 5 or the default, as Number() would.
+		["limit=0x10", "query.limit: must be an integer from 1 to 100"],
+		["limit=1e2", "query.limit: must be an integer from 1 to 100"],
+		["limit=%205", "query.limit: must be an integer from 1 to 100"],
+		["limit=", "query.limit: must be an integer from 1 to 100"],
 		["cursor=not-a-cursor", "query.cursor"],
 	])("refuses %s with a 400 saying %s", async (query, problem) => {
 		const { api } = await signedInClient();
 		const response = await api(`/api/v1/audio-files?${query}`);
 		expect(response.status).toBe(400);
 		expect(((await response.json()) as { message: string }).message).toContain(problem);
+	});
+
+	it("states one problem for a limit too large for a number", async () => {
+		const { api } = await signedInClient();
+		const response = await api("/api/v1/audio-files?limit=99999999999999999999");
+		expect(response.status).toBe(400);
+		const body = (await response.json()) as { errors: { field: string }[] };
+		expect(body.errors.map((e) => e.field)).toEqual(["query.limit"]);
+	});
+
+	it("reads a limit written in plain digits, leading zeros too", async () => {
+		const { api } = await signedInClient();
+		expect((await api("/api/v1/audio-files?limit=007")).status).toBe(200);
+		expect((await api("/api/v1/audio-files")).status).toBe(200);
 	});
 });
 
