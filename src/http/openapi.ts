@@ -3,7 +3,29 @@ import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-ope
 import type { z } from "zod";
 import { ErrorBody } from "../contracts/common.ts";
 import { MAX_JSON_BODY_BYTES, MAX_JSON_DEPTH } from "./request-body.ts";
-import type { RouteDefinition } from "./route.ts";
+import type { ResponseSpec, RouteDefinition } from "./route.ts";
+
+/**
+ * What the router answers before a route's handler runs (`router.ts`: authentication, then the params, query and
+ * JSON body), for the routes that do not describe these statuses themselves.
+ */
+function routerResponses(route: RouteDefinition): Record<number, ResponseSpec> {
+	const responses: Record<number, ResponseSpec> = {};
+	if (route.auth !== "none") {
+		responses[401] = {
+			description:
+				"Missing, malformed, expired or revoked bearer token, or one without this endpoint's scope (`unauthorized`, `invalid_token`, `invalid_request`)",
+		};
+	}
+	if (route.query || route.body) {
+		responses[400] = { description: "Invalid request (`invalid_request`, naming the field in `errors`)" };
+	}
+	if (route.body) {
+		responses[413] = { description: `JSON body over ${MAX_JSON_BODY_BYTES} bytes (\`payload_too_large\`)` };
+		responses[415] = { description: "Body not sent as `application/json` (`unsupported_media_type`)" };
+	}
+	return responses;
+}
 
 const REQUEST_BODY_LIMITS = `Request bodies are JSON (\`application/json\`) of at most ${MAX_JSON_BODY_BYTES / 1024} KiB (413 \`payload_too_large\` beyond), with arrays and objects nested at most ${MAX_JSON_DEPTH} levels deep and text that is valid Unicode (no unpaired surrogate escapes); otherwise 400 \`invalid_request\`. Audio and voice files go to the pre-signed upload addresses instead.`;
 
@@ -14,7 +36,7 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl: strin
 	for (const route of routes) {
 		if (route.internal || route.method === "HEAD") continue;
 		const responses: Record<string, { description: string; content?: Record<string, { schema: z.ZodType }> }> = {};
-		for (const [status, spec] of Object.entries(route.responses)) {
+		for (const [status, spec] of Object.entries({ ...routerResponses(route), ...route.responses })) {
 			const schema = spec.schema ?? (Number(status) >= 400 ? ErrorBody : undefined);
 			responses[status] = schema
 				? { description: spec.description, content: { "application/json": { schema } } }

@@ -57,6 +57,55 @@ describe("OpenAPI document", () => {
 	});
 });
 
+describe("OpenAPI statuses the router answers", () => {
+	type Operations = Record<string, Record<string, { responses: Record<string, unknown> }>>;
+	const documented = async (path: string, method: string) => {
+		const doc = (await (await call("/openapi.json")).json()) as { paths: Operations };
+		return Object.keys(doc.paths[path]?.[method]?.responses ?? {});
+	};
+
+	it("lists 401 on every authenticated operation, as every one answers it", async () => {
+		const doc = (await (await call("/openapi.json")).json()) as {
+			paths: Record<string, Record<string, { security?: unknown[]; responses: Record<string, unknown> }>>;
+		};
+		const missing = Object.entries(doc.paths).flatMap(([path, operations]) =>
+			Object.entries(operations)
+				.filter(([, operation]) => operation.security !== undefined && !("401" in operation.responses))
+				.map(([method]) => `${method} ${path}`),
+		);
+		expect(missing).toEqual([]);
+		const response = await call("/api/v1/voices");
+		expect(response.status).toBe(401);
+		expect(await documented("/api/v1/voices", "get")).toContain("401");
+	});
+
+	it("lists 400 where a query is validated, and 413 and 415 where a JSON body is read", async () => {
+		const { api } = await signedInClient();
+		const badQuery = await api("/api/v1/voices?owner=nobody");
+		expect(badQuery.status).toBe(400);
+		expect(await documented("/api/v1/voices", "get")).toContain("400");
+		const notJson = await api("/api/v1/webhooks/subscriptions", {
+			method: "POST",
+			headers: { "Content-Type": "text/plain" },
+			body: "url=https://example.com",
+		});
+		expect(notJson.status).toBe(415);
+		const tooLarge = await api("/api/v1/webhooks/subscriptions", {
+			method: "POST",
+			headers: { "Content-Type": "application/json" },
+			body: JSON.stringify({
+				url: "https://example.com/hooks",
+				events: ["conversion_completed"],
+				description: "a".repeat(70_000),
+			}),
+		});
+		expect(tooLarge.status).toBe(413);
+		expect(await documented("/api/v1/webhooks/subscriptions", "post")).toEqual(
+			expect.arrayContaining(["400", "401", "413", "415"]),
+		);
+	});
+});
+
 interface ErrorResponseDoc {
 	content?: Record<string, { schema: { properties?: Record<string, { enum?: string[] }> } }>;
 }
