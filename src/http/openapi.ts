@@ -53,6 +53,9 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl: strin
 				...(route.query ? { query: route.query as z.ZodObject } : {}),
 				...(route.headers ? { headers: route.headers } : {}),
 				...(route.body ? { body: { content: { "application/json": { schema: route.body } }, required: true } } : {}),
+				...(route.form
+					? { body: { content: { "application/x-www-form-urlencoded": { schema: route.form } }, required: true } }
+					: {}),
 			},
 			responses,
 		});

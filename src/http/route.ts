@@ -42,6 +42,11 @@ export interface RouteDefinition<
 	params?: P;
 	query?: Q;
 	body?: B;
+	/**
+	 * A form body (`application/x-www-form-urlencoded`), for the document only: the handler reads it itself (the
+	 * token endpoint, whose errors follow OAuth 2.0).
+	 */
+	form?: z.ZodObject;
 	/** Request headers worth documenting (e.g. `Idempotency-Key`). */
 	headers?: z.ZodObject;
 	responses: Record<number, ResponseSpec>;

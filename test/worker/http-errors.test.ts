@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { API_ERROR_CODES } from "../../src/contracts/errors.ts";
 import { MAX_JSON_BODY_BYTES, MAX_JSON_DEPTH } from "../../src/http/request-body.ts";
-import { call, signedInClient } from "./helpers.ts";
+import { call, provisionClient, requestToken, signedInClient } from "./helpers.ts";
 
 describe("error envelope", () => {
 	it("answers 404 for an unknown route", async () => {
@@ -105,6 +105,32 @@ describe("OpenAPI statuses the router answers", () => {
 		);
 	});
 });
+
+describe("OpenAPI token endpoint", () => {
+	it("documents the form fields that get a token", async () => {
+		const doc = (await (await call("/openapi.json")).json()) as {
+			paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: FormSchema }> } }>>;
+		};
+		const form = doc.paths["/oauth2/token"]?.post?.requestBody?.content["application/x-www-form-urlencoded"]?.schema;
+		expect(Object.keys(form?.properties ?? {}).sort()).toEqual(["client_id", "client_secret", "grant_type", "scope"]);
+		expect(form?.required).toEqual(expect.arrayContaining(["grant_type", "scope"]));
+		expect(form?.properties.grant_type?.enum).toEqual(["client_credentials"]);
+		expect(form?.properties.scope?.enum).toContain("voice-conversion-api/base");
+		const client = await provisionClient();
+		const response = await requestToken({
+			grant_type: "client_credentials",
+			client_id: client.clientId,
+			client_secret: client.clientSecret,
+			scope: "voice-conversion-api/base",
+		});
+		expect(response.status).toBe(200);
+	});
+});
+
+interface FormSchema {
+	properties: Record<string, { enum?: string[] }>;
+	required?: string[];
+}
 
 interface ErrorResponseDoc {
 	content?: Record<string, { schema: { properties?: Record<string, { enum?: string[] }> } }>;

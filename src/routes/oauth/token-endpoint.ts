@@ -56,12 +56,21 @@ export const TokenResponse = z.object({
 	token_type: z.literal("Bearer"),
 });
 
+/** The form fields, as the document shows them; the handler reads them itself, to answer with OAuth's errors. */
+const TokenRequest = z.object({
+	grant_type: z.literal("client_credentials"),
+	client_id: z.string().optional().describe("Required unless sent as HTTP Basic credentials"),
+	client_secret: z.string().optional().describe("Required unless sent as HTTP Basic credentials"),
+	scope: z.literal(BASE_SCOPE),
+});
+
 export const tokenRoute = defineRoute({
 	method: "POST",
 	path: "/oauth2/token",
 	auth: "none",
 	summary: "Exchange client credentials for an access token",
 	tags: ["Authentication"],
+	form: TokenRequest,
 	responses: {
 		200: { description: "Access token (not wrapped in the envelope)", schema: TokenResponse },
 		400: { description: "Malformed request or unsupported grant type" },
