@@ -44,6 +44,8 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--remote [--e
                [--image FILE] [--sample FILE] [--artifact NAME=FILE ...] [--active true|false]
   voice list
 
+voice commands act on the service's voices; an account's own voices are its to manage, through the API.
+
 rvc voices: --model is the synthesizer (RVC's .pth checkpoint or an ONNX export), --index its feature index; both
 are recognised by their bytes. --params holds the voice's defaults: sample_rate, index_rate, protect,
 rms_mix_rate, f0_method, transpose_semitones. Whether the model takes pitch (f0) and the width of the features it
@@ -331,8 +333,15 @@ async function voiceFields(
 	return fields;
 }
 
+/** A service voice, by id or name: an account's own voices are its to change, through the API. */
 async function findVoiceId(backend: AdminBackend, id: string | undefined, name: string | undefined): Promise<string> {
-	if (id) return uuid(id, "id");
+	if (id) {
+		const rows = await backend.query<{ id: string }>(
+			`SELECT id FROM voices WHERE account_id IS NULL AND id = ${sqlValue(uuid(id, "id"))}`,
+		);
+		if (!rows[0]) throw new UsageError(`No service voice with id ${id}`);
+		return rows[0].id;
+	}
 	const rows = await backend.query<{ id: string }>(
 		// Names are the service's to look up; an account's voices may share them (they are private to it).
 		`SELECT id FROM voices WHERE account_id IS NULL AND name = ${sqlValue(required(name, "name"))}`,
@@ -433,7 +442,7 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			return (
 				await backend.query<Record<string, string | number | null>>(
 					`SELECT id AS voice_id, name, engine, tags, engine_params, artifacts, pitch_range_low_hz,
-					 pitch_range_high_hz, is_active FROM voices ORDER BY name`,
+					 pitch_range_high_hz, is_active FROM voices WHERE account_id IS NULL ORDER BY name`,
 				)
 			).map(({ tags, engine_params, artifacts, pitch_range_low_hz, pitch_range_high_hz, ...row }) => ({
 				...row,

@@ -125,6 +125,27 @@ describe("admin CLI", () => {
 		await expect(admin("voice", "create", "--name", "Shared name")).rejects.toThrow(/already exists/);
 	});
 
+	it("leaves an account's own voice alone: voice update --id refuses it, and voice list does not show it", async () => {
+		const account = (await admin("account", "create", "--name", "Owner of a voice")) as { account_id: string };
+		const id = crypto.randomUUID();
+		const now = new Date().toISOString();
+		await backend.execute([
+			`INSERT INTO voices (id, account_id, name, tags, engine, engine_params, artifacts, status, created_at, updated_at)
+			 VALUES ('${id}', '${account.account_id}', 'Customer voice', '["theirs"]', 'rvc', '{"sample_rate":40000}', '[]',
+			 'ready', '${now}', '${now}')`,
+		]);
+		await expect(admin("voice", "update", "--id", id, "--engine", "dsp", "--params", "{}")).rejects.toThrow(
+			`No service voice with id ${id}`,
+		);
+		const [row] = await backend.query<{ engine: string; engine_params: string; tags: string }>(
+			`SELECT engine, engine_params, tags FROM voices WHERE id = '${id}'`,
+		);
+		expect(row).toEqual({ engine: "rvc", engine_params: '{"sample_rate":40000}', tags: '["theirs"]' });
+		const listed = (await admin("voice", "list")) as { voice_id: string }[];
+		expect(listed.length).toBeGreaterThan(0);
+		expect(listed.map((v) => v.voice_id)).not.toContain(id);
+	});
+
 	it("refuses a sample that is not audio, and writes nothing", async () => {
 		const notAudio = path.join(dir, "notes.txt");
 		await writeFile(notAudio, "just some text");
