@@ -420,3 +420,27 @@ describe("playground in headless Chromium", () => {
 		}
 	}, 120_000);
 });
+
+describe("API reference page in headless Chromium", () => {
+	it("shows each operation's request body, the token endpoint's form fields included", async () => {
+		const context = await browser.newContext();
+		try {
+			const page = await context.newPage();
+			const pageErrors: string[] = [];
+			page.on("pageerror", (error) => pageErrors.push(String(error)));
+			await page.goto(`${stack.url}/docs`);
+			const token = page.locator("#POST-oauth2-token");
+			await token.waitFor();
+			const text = (await token.textContent()) ?? "";
+			expect(text).toContain("application/x-www-form-urlencoded");
+			for (const field of ["grant_type", "client_id", "client_secret", "scope"]) expect(text).toContain(field);
+			expect(text).toContain("grant_type=client_credentials");
+			const conversions = (await page.locator("#POST-api-v1-voice-conversions").textContent()) ?? "";
+			expect(conversions).toContain("application/json");
+			expect(conversions).toContain("voice_model_id");
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	});
+});

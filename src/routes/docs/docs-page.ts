@@ -80,8 +80,13 @@ fetch("/openapi.json").then((r) => r.json()).then((doc) => {
       html += "<div class=op id='" + id + "'><p><span class='method " + method + "'>" + method + "</span> <code>" + esc(path) + "</code> — " + esc(op.summary) + (op.security ? " <span class=muted>(bearer token)</span>" : "") + "</p>";
       const params = op.parameters || [];
       if (params.length) html += "<p><b>Parameters</b></p><table>" + params.map((p) => "<tr><td><code>" + esc(p.name) + "</code></td><td class=muted>" + esc(p.in) + (p.required ? ", required" : "") + "</td><td class=muted>" + esc(typeOf(p.schema)) + "</td></tr>").join("") + "</table>";
-      const body = op.requestBody?.content?.["application/json"]?.schema;
-      if (body) html += "<p><b>Request body</b></p>" + fields(body) + "<pre>" + esc(JSON.stringify(example(body), null, 2)) + "</pre>";
+      const [bodyType, bodyContent] = Object.entries(op.requestBody?.content || {})[0] || [];
+      const body = bodyContent?.schema;
+      if (body) {
+        const sample = example(body);
+        const shown = bodyType === "application/json" ? JSON.stringify(sample, null, 2) : new URLSearchParams(sample).toString();
+        html += "<p><b>Request body</b> <span class=muted>" + esc(bodyType) + "</span></p>" + fields(body) + "<pre>" + esc(shown) + "</pre>";
+      }
       html += "<p><b>Responses</b></p><table>" + Object.entries(op.responses || {}).map(([status, r]) => "<tr><td><code>" + status + "</code></td><td>" + esc(r.description) + "</td></tr>").join("") + "</table>";
       const ok = Object.entries(op.responses || {}).find(([s]) => s.startsWith("2"));
       const okSchema = ok?.[1]?.content?.["application/json"]?.schema;
