@@ -2,6 +2,7 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-openapi";
 import type { z } from "zod";
 import { ErrorBody } from "../contracts/common.ts";
+import { IdempotencyHeaders } from "./idempotency.ts";
 import { MAX_JSON_BODY_BYTES, MAX_JSON_DEPTH } from "./request-body.ts";
 import type { ResponseSpec, RouteDefinition } from "./route.ts";
 
@@ -23,6 +24,12 @@ function routerResponses(route: RouteDefinition): Record<number, ResponseSpec> {
 	if (route.body) {
 		responses[413] = { description: `JSON body over ${MAX_JSON_BODY_BYTES} bytes (\`payload_too_large\`)` };
 		responses[415] = { description: "Body not sent as `application/json` (`unsupported_media_type`)" };
+	}
+	if (route.idempotent) {
+		responses[409] = {
+			description:
+				"`Idempotency-Key` already used with another body (`idempotency_key_reused`), or its first request is still running (`idempotency_request_in_progress`, `idempotency_conflict`): retry shortly",
+		};
 	}
 	return responses;
 }
@@ -51,7 +58,7 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl: strin
 			request: {
 				...(route.params ? { params: route.params as z.ZodObject } : {}),
 				...(route.query ? { query: route.query as z.ZodObject } : {}),
-				...(route.headers ? { headers: route.headers } : {}),
+				...(route.headers || route.idempotent ? { headers: route.headers ?? IdempotencyHeaders } : {}),
 				...(route.body ? { body: { content: { "application/json": { schema: route.body } }, required: true } } : {}),
 				...(route.form
 					? { body: { content: { "application/x-www-form-urlencoded": { schema: route.form } }, required: true } }

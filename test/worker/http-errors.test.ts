@@ -106,6 +106,32 @@ describe("OpenAPI statuses the router answers", () => {
 	});
 });
 
+describe("OpenAPI idempotent operations", () => {
+	it("document the Idempotency-Key header and the 409 of a key reused, on every operation that honours it", async () => {
+		const doc = (await (await call("/openapi.json")).json()) as {
+			paths: Record<string, Record<string, { parameters?: { name: string; in: string }[]; responses: object }>>;
+		};
+		for (const path of ["/api/v1/audio-files", "/api/v1/voice-conversions", "/api/v1/voices"]) {
+			const operation = doc.paths[path]?.post;
+			expect(operation?.parameters, path).toContainEqual(
+				expect.objectContaining({ name: "Idempotency-Key", in: "header" }),
+			);
+			expect(operation?.responses, path).toHaveProperty("409");
+		}
+		const { api } = await signedInClient();
+		const register = (fileName: string) =>
+			api("/api/v1/audio-files", {
+				method: "POST",
+				headers: { "Content-Type": "application/json", "Idempotency-Key": "register-once" },
+				body: JSON.stringify({ file_name: fileName, mime_type: "audio/wav" }),
+			});
+		expect((await register("a.wav")).status).toBe(201);
+		const reused = await register("b.wav");
+		expect(reused.status).toBe(409);
+		expect(await reused.json()).toMatchObject({ code: "idempotency_key_reused" });
+	});
+});
+
 describe("OpenAPI token endpoint", () => {
 	it("documents the form fields that get a token", async () => {
 		const doc = (await (await call("/openapi.json")).json()) as {

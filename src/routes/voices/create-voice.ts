@@ -40,7 +40,7 @@ export const createVoiceRoute = defineRoute({
 				"(WAV, MP3, FLAC)",
 		},
 		409: {
-			description: `\`voice_limit_reached\` (at most ${VOICE_LIMITS.voicesPerAccount} voices per account), \`voice_name_taken\` (one of your voices has this name)`,
+			description: `\`voice_limit_reached\` (at most ${VOICE_LIMITS.voicesPerAccount} voices per account), \`voice_name_taken\` (one of your voices has this name); Idempotency-Key reused with another body, or still in progress`,
 		},
 	},
 	async handler({ env, request, auth, body }) {
