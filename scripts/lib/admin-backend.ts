@@ -72,9 +72,22 @@ export async function localBackend(persistTo?: string): Promise<AdminBackend> {
 	};
 }
 
+/** With `--json`, wrangler reports a failure as `{"error":{"text"}}` on stdout: its reason, for the message. */
+function jsonErrorText(out: string): string | undefined {
+	try {
+		const text = (JSON.parse(out) as { error?: { text?: unknown } }).error?.text;
+		return typeof text === "string" ? text : undefined;
+	} catch {
+		return undefined;
+	}
+}
+
 function wrangler(args: string[]): Promise<string> {
+	// `--json` output is printed at wrangler's "log" level, errors included: a quieter WRANGLER_LOG (the admin CLI
+	// sets "error") would leave a failed query without its reason.
+	const env = args.includes("--json") ? { ...process.env, WRANGLER_LOG: "log" } : process.env;
 	return new Promise((resolve, reject) => {
-		const child = spawn("npx", ["wrangler", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+		const child = spawn("npx", ["wrangler", ...args], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
 		let out = "";
 		let err = "";
 		child.stdout.on("data", (d) => {
@@ -84,7 +97,9 @@ function wrangler(args: string[]): Promise<string> {
 			err += d;
 		});
 		child.on("close", (code) =>
-			code === 0 ? resolve(out) : reject(new Error(`wrangler ${args[0]} ${args[1]} failed:\n${err || out}`)),
+			code === 0
+				? resolve(out)
+				: reject(new Error(`wrangler ${args[0]} ${args[1]} failed:\n${jsonErrorText(out) ?? (err || out)}`)),
 		);
 	});
 }

@@ -10,7 +10,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { resolveConnection } from "../../cli/config.ts";
 import { buildTinyContentVec, buildTinySynthesizer } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
-import { type AdminBackend, localBackend, ROOT } from "../../scripts/lib/admin-backend.ts";
+import { type AdminBackend, localBackend, ROOT, remoteBackend } from "../../scripts/lib/admin-backend.ts";
 import { runAdmin, UsageError } from "../../scripts/lib/admin-commands.ts";
 import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "../../scripts/lib/demo-voices.ts";
 import { seedDemo } from "../../scripts/lib/seed.ts";
@@ -406,6 +406,27 @@ describe("admin CLI", () => {
 });
 
 /** What `npm run dev` saves for the CLI (scripts/lib/seed.ts), read back the way the CLI reads it (cli/config.ts). */
+describe("admin CLI against the deployed D1 (--remote)", () => {
+	it("says why wrangler failed a query, where the message was empty", async () => {
+		// No Cloudflare credentials at all, so wrangler refuses before any network access, with its reason.
+		const saved = { ...process.env };
+		const home = await mkdtemp(path.join(tmpdir(), "vc-admin-home-"));
+		for (const name of ["CLOUDFLARE_API_TOKEN", "CLOUDFLARE_API_KEY", "CLOUDFLARE_EMAIL", "CLOUDFLARE_ACCOUNT_ID"]) {
+			delete process.env[name];
+		}
+		process.env.XDG_CONFIG_HOME = home;
+		process.env.WRANGLER_LOG = "error"; // what `npm run admin` sets
+		try {
+			await expect(runAdmin(["account", "list"], remoteBackend())).rejects.toThrow(
+				/wrangler d1 execute failed:\n.*CLOUDFLARE_API_TOKEN/,
+			);
+		} finally {
+			process.env = saved;
+			await rm(home, { recursive: true, force: true });
+		}
+	}, 60_000);
+});
+
 describe("demo seed", () => {
 	it("saves the address the dev stack listens on with the demo client, and the CLI connects there", async () => {
 		const file = path.join(dir, ".wrangler", "demo-credentials.json");
