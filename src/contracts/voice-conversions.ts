@@ -143,7 +143,7 @@ export const VoiceConversion = z.object({
 	/** Set when the conversion failed, in words meant for the client. */
 	error_message: z.string().nullable().meta({
 		description:
-			"Why the conversion failed, naming one cause: corrupted source audio (undecodable or cut-short data, contradictory header values, NaN or infinite samples in a float WAV, or audio that decodes to another length than the file states), unsupported format (not WAV, MP3 or FLAC, another WAV encoding, a sample rate outside 4,000 to 768,000 Hz or more than 32 channels), a file over 100 MB or empty, or an internal error; or the source never arrived (deleted, missing from storage, not uploaded before its upload address expired), or the conversion waited past the deployment's time limit with no worker on it (see the API description). Null unless failed.",
+			"Why the conversion failed, naming one cause: corrupted source audio (undecodable or cut-short data, contradictory header values, NaN or infinite samples in a float WAV, or audio that decodes to another length than the file states), unsupported format (not WAV, MP3 or FLAC, another WAV encoding, a sample rate outside 4,000 to 768,000 Hz or more than 32 channels), a file over 100 MB or empty, an output that would be over 2 GiB as a WAV (about 3 h 22 min of 44.1 kHz stereo), or an internal error (the worker stopped responding on every attempt among them); or the source never arrived (deleted, missing from storage, not uploaded before its upload address expired), or the conversion waited past the deployment's time limit with no worker on it (see the API description). Null unless failed.",
 	}),
 });
 export type VoiceConversion = z.infer<typeof VoiceConversion>;
