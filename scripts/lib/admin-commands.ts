@@ -6,6 +6,7 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { DspVoiceParams } from "../../gpu-runner/src/engines/dsp/voice-params.ts";
 import { VoiceSettings } from "../../src/contracts/voice-conversions.ts";
 import type { AdminBackend } from "./admin-backend.ts";
 import {
@@ -272,6 +273,14 @@ async function voiceFields(
 			);
 		}
 		artifacts.push({ name: "index", bytes, sha256: sha256(bytes) });
+	}
+	if (engine !== "rvc" && fields.params !== undefined) {
+		// Checked by the dsp engine's own rules: it fails every conversion of a voice whose params it refuses.
+		const checked = DspVoiceParams.safeParse(fields.params);
+		if (!checked.success) {
+			const problems = checked.error.issues.map((i) => `${i.path.join(".")} ${i.message}`);
+			throw new UsageError(`--params for a dsp voice: ${problems.join("; ")}`);
+		}
 	}
 	if (engine === "rvc") {
 		for (const read of ["f0", "feature_dim"]) {

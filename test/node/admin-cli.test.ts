@@ -99,6 +99,8 @@ describe("admin CLI", () => {
 		[["client", "create", "--account", "00000000-0000-4000-8000-000000000000"], /No account/],
 		[["voice", "create", "--name", "X", "--engine", "gpu"], /--engine must be one of/],
 		[["voice", "create", "--name", "X", "--params", "[1]"], /JSON object/],
+		[["voice", "create", "--name", "X", "--params", '{"formant_shift":30}'], /dsp voice: formant_shift/],
+		[["voice", "update", "--name", "Tenor II", "--params", '{"brightness":"high"}'], /dsp voice: brightness/],
 		[["voice", "create", "--name", "X", "--image", "/nonexistent.png"], /Cannot read image/],
 		[["voice", "update", "--name", "Nobody", "--tags", "a"], /No voice named/],
 		[["voice", "create", "--name", "X", "--artifact", "bad name=/tmp/x"], /NAME=FILE/],
