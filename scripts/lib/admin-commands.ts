@@ -149,6 +149,38 @@ const describeKind = (inspection: ModelInspection) =>
 const isSynthesizer = (inspection: ModelInspection) =>
 	inspection.kind === "rvc_checkpoint" || (inspection.kind === "onnx" && inspection.role === "synthesizer");
 
+type TensorFacts = { type?: string; shape?: (number | string)[] };
+
+/**
+ * Whether an ONNX model has the layout the rvc engine runs as this base model (`models.ts`, as RVC exports them):
+ * ContentVec takes 16 kHz audio, `[1, 1, samples]` or `[1, samples]`, and gives `[1, frames, 768]` features (256 for
+ * v1); RMVPE takes a `[1, 128, frames]` log-mel and gives `[1, frames, 360]` salience. Sizes a model leaves
+ * symbolic are not held against it.
+ */
+function fitsBaseModel(name: BaseModelName, inspection: ModelInspection): boolean {
+	if (inspection.kind !== "onnx" || inspection.role === "synthesizer") return false;
+	const inputs = (inspection.inputs ?? []) as TensorFacts[];
+	const input = inputs[0];
+	const output = ((inspection.outputs ?? []) as TensorFacts[])[0];
+	if (inputs.length !== 1 || input?.type !== "float32" || output?.type !== "float32") return false;
+	const inShape = input.shape ?? [];
+	const outShape = output.shape ?? [];
+	const sized = (shape: (number | string)[], axis: number, ...allowed: number[]) =>
+		typeof shape[axis] !== "number" || allowed.includes(shape[axis] as number);
+	if (outShape.length !== 0 && outShape.length !== 3) return false;
+	if (name === "contentvec") {
+		if (![0, 2, 3].includes(inShape.length) || (inShape.length === 3 && !sized(inShape, 1, 1))) return false;
+		return sized(outShape, 2, 768, 256);
+	}
+	if (inShape.length !== 0 && inShape.length !== 3) return false;
+	return sized(inShape, 1, 128) && sized(outShape, 2, 360);
+}
+
+const BASE_MODEL_LAYOUTS: Record<BaseModelName, string> = {
+	contentvec: "a ContentVec ONNX model (16 kHz audio [1, 1, samples] in, [1, frames, 768] features out)",
+	rmvpe: "an RMVPE ONNX model ([1, 128, frames] log-mel in, [1, frames, 360] pitch salience out)",
+};
+
 /** `LOW-HIGH` in Hz, e.g. `165-330`. */
 function pitchRange(value: string): { low: number; high: number } {
 	const match = /^\s*(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)\s*$/.exec(value);
@@ -471,8 +503,8 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			const { bytes } = await inspectModel(
 				file,
 				"base-model",
-				(inspection) => inspection.kind === "onnx" && inspection.role !== "synthesizer",
-				`an ONNX ${name} model`,
+				(inspection) => fitsBaseModel(name as BaseModelName, inspection),
+				BASE_MODEL_LAYOUTS[name as BaseModelName],
 			);
 			const digest = sha256(bytes);
 			const key = baseModelKey(name as BaseModelName, digest);

@@ -9,7 +9,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { resolveConnection } from "../../cli/config.ts";
-import { buildTinyContentVec, buildTinySynthesizer } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
+import {
+	buildTinyContentVec,
+	buildTinyRmvpe,
+	buildTinySynthesizer,
+} from "../../gpu-runner/test/rvc/support/tiny-models.ts";
 import { type AdminBackend, localBackend, ROOT, remoteBackend } from "../../scripts/lib/admin-backend.ts";
 import { runAdmin, UsageError } from "../../scripts/lib/admin-commands.ts";
 import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "../../scripts/lib/demo-voices.ts";
@@ -194,8 +198,25 @@ describe("admin CLI", () => {
 	it("refuses a base model that is not ONNX, by its bytes", async () => {
 		const index = path.join(FIXTURES, "index/flat-l2.index");
 		await expect(admin("base-model", "set", "rmvpe", index)).rejects.toThrow(
-			/^\/\S+\.index is not an ONNX rmvpe model \(it is a faiss index\)/,
+			/^\/\S+\.index is not an RMVPE ONNX model .*\(it is a faiss index\)$/,
 		);
+	});
+
+	it("refuses an ONNX model of the other role, or a synthesizer, as a base model, and writes nothing", async () => {
+		const contentvec = path.join(dir, "swapped-contentvec.onnx");
+		const rmvpe = path.join(dir, "swapped-rmvpe.onnx");
+		const synthesizer = path.join(dir, "swapped-synthesizer.onnx");
+		await writeFile(contentvec, buildTinyContentVec());
+		await writeFile(rmvpe, buildTinyRmvpe({ pitchBin: 100 }));
+		await writeFile(synthesizer, buildTinySynthesizer({ sampleRate: 40000 }));
+		const before = await admin("base-model", "list");
+		await expect(admin("base-model", "set", "contentvec", rmvpe)).rejects.toThrow(
+			/is not a ContentVec ONNX model .*\(it is an ONNX model, role unknown\)/,
+		);
+		await expect(admin("base-model", "set", "rmvpe", contentvec)).rejects.toThrow(/is not an RMVPE ONNX model/);
+		await expect(admin("base-model", "set", "rmvpe", synthesizer)).rejects.toThrow(/role synthesizer/);
+		expect(await admin("base-model", "list")).toEqual(before);
+		expect(await admin("base-model", "set", "rmvpe", rmvpe)).toMatchObject({ name: "rmvpe" });
 	});
 
 	it("creates an rvc voice from its model and index, with its defaults and the pitch range of its sample", async () => {
