@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../src/contracts/runner.ts";
 import { decodeWav } from "../src/audio/wav-decoder.ts";
 import { DspEngine } from "../src/engines/dsp/dsp-engine.ts";
-import { cents, harmonicTone, median, medianPitch, peak, trackPitch, voicedRmsDb } from "./helpers/signals.ts";
+import { cents, harmonicTone, median, medianPitch, peak, sine, trackPitch, voicedRmsDb } from "./helpers/signals.ts";
 import { blocksOf, bytesOf, collect } from "./helpers/streams.ts";
 import { missingToolsMessage, run } from "./helpers/tools.ts";
 
@@ -120,6 +120,27 @@ describe("dsp engine on a harmonic tone", () => {
 		const out = await collect(engine.convert(blocksOf([left, right], 32_000, 1001), job, new AbortController().signal));
 		expect(out.channels).toHaveLength(2);
 		expect(out.channels[0]?.length).toBe(left.length);
+	});
+
+	it("shifts each channel of a source whose channels differ by the job's semitones", async () => {
+		const engine = new DspEngine();
+		// Signalsmith Stretch shifting both channels in one instance mixed them: left came out near 440 Hz, right near 610.
+		const left = sine(440, 2, 48_000);
+		const right = sine(660, 2, 48_000);
+		for (const semitones of [4, -7]) {
+			const job = { voice: voice(), semitones, artifactPaths: new Map(), input: { sampleRate: 48_000, channels: 2 } };
+			const out = await collect(engine.convert(blocksOf([left, right], 48_000), job, new AbortController().signal));
+			for (const [channel, f0] of [
+				[0, 440],
+				[1, 660],
+			] as const) {
+				const measured = medianPitch(trackPitch(out.channels[channel] as Float32Array, 48_000));
+				const error = cents(measured, f0 * 2 ** (semitones / 12));
+				expect(Math.abs(error), `channel ${channel} at ${semitones} st: ${measured.toFixed(1)} Hz`).toBeLessThanOrEqual(
+					10,
+				);
+			}
+		}
 	});
 });
 

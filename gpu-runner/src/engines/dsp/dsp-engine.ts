@@ -2,13 +2,14 @@
  * The `dsp` engine: the embedded default that needs no model files and no GPU. Pitch shift by the job's
  * semitones with formant compensation (Signalsmith Stretch), then the voice's timbre (formant shift,
  * brightness), loudness matched to the source and peak limited. Output keeps the source's sample rate and
- * channels, and exactly its length (`AlignedPitchShifter`).
+ * channels, and exactly its length (`AlignedPitchShifter`); each channel is shifted on its own
+ * (`ChannelwisePitchShifter`).
  */
 import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
 import { PermanentJobError } from "../../job-errors.ts";
 import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
 import { BrightnessShelf, LoudnessMatcher, PeakLimiter } from "./level-control.ts";
-import { AlignedPitchShifter, PitchShifter } from "./signalsmith-stretch.ts";
+import { ChannelwisePitchShifter, PitchShifter } from "./signalsmith-stretch.ts";
 import { DspVoiceParams } from "./voice-params.ts";
 
 export function parseDspVoiceParams(voice: VoiceDescriptor): DspVoiceParams {
@@ -64,7 +65,7 @@ export class DspEngine implements Engine {
 	async *convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock> {
 		const params = applyDspVoiceSettings(parseDspVoiceParams(job.voice), job.voiceSettings);
 		const { sampleRate, channels } = job.input;
-		const shifter = await AlignedPitchShifter.create(channels, sampleRate, {
+		const shifter = await ChannelwisePitchShifter.create(channels, sampleRate, {
 			semitones: job.semitones,
 			formantSemitones: params.formant_shift,
 			formantBaseHz: params.formant_base_hz,

@@ -197,3 +197,52 @@ export class AlignedPitchShifter {
 		return out.map((c) => c.subarray(drop, drop + length));
 	}
 }
+
+/**
+ * One mono `AlignedPitchShifter` per channel. Signalsmith Stretch shifts the channels of one instance together,
+ * with one formant envelope and one frequency analysis for all of them; with formant compensation on, channels
+ * whose content differs bleed into each other and lose their pitch (a stereo source with 440 Hz on the left and
+ * 660 Hz on the right, shifted up 4 semitones, came out near 440 Hz on the left and 610 Hz on the right, each
+ * channel also carrying the other's partials). Separate instances shift every channel on its own; identical
+ * channels still come out identical, since the processing is deterministic.
+ */
+export class ChannelwisePitchShifter {
+	readonly #shifters: AlignedPitchShifter[];
+
+	private constructor(shifters: AlignedPitchShifter[]) {
+		this.#shifters = shifters;
+	}
+
+	static async create(
+		channels: number,
+		sampleRate: number,
+		settings: StretchSettings,
+	): Promise<ChannelwisePitchShifter> {
+		const shifters: AlignedPitchShifter[] = [];
+		for (let c = 0; c < channels; c++) shifters.push(await AlignedPitchShifter.create(1, sampleRate, settings));
+		return new ChannelwisePitchShifter(shifters);
+	}
+
+	/** Shifts `block` (one array per channel, any length); yields the shifted frames as they are released. */
+	*push(block: Float32Array[]): Generator<Float32Array[]> {
+		const frames = block[0]?.length ?? 0;
+		yield* this.#zip(this.#shifters.map((shifter, c) => shifter.push([block[c] ?? new Float32Array(frames)])));
+	}
+
+	/** Yields the frames still inside the shifters. */
+	*flush(): Generator<Float32Array[]> {
+		yield* this.#zip(this.#shifters.map((shifter) => shifter.flush()));
+	}
+
+	/** The shifters see the same frame counts, so they release blocks of the same lengths in step. */
+	*#zip(outputs: Generator<Float32Array[]>[]): Generator<Float32Array[]> {
+		for (;;) {
+			const next = outputs.map((output) => output.next());
+			if (next.every((n) => n.done)) return;
+			yield next.map((n) => {
+				if (n.done) throw new Error("pitch shifters of one job fell out of step");
+				return n.value[0] as Float32Array;
+			});
+		}
+	}
+}
