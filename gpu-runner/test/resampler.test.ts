@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { resampleStream } from "../src/audio/resampler.ts";
+import { converterRates, resampleStream } from "../src/audio/resampler.ts";
 import { sine } from "./helpers/signals.ts";
 import { blocksOf, collect } from "./helpers/streams.ts";
 
@@ -41,6 +41,28 @@ describe("streaming resampler", () => {
 			0.5 * Math.sin((2 * Math.PI * 500 * t) / 40_000),
 			2,
 		);
+	});
+
+	// libsamplerate-js refuses rates above 192 kHz; sources are accepted up to 768 kHz (an rvc job or an auto key at
+	// 384 kHz failed with "invalid inputSampleRate").
+	for (const inputRate of [384_000, 705_600, 768_000, 767_999]) {
+		it(`${inputRate / 1000} kHz → 16 kHz keeps a 1 kHz tone and gives the exact length`, async () => {
+			const input = sine(1000, 0.5, inputRate, 0.5);
+			const out = await collect(resampleStream(blocksOf([input], inputRate, 50_000), 16_000));
+			const samples = out.channels[0] as Float32Array;
+			expect(samples.length).toBe(Math.round((input.length * 16_000) / inputRate));
+			expect(amplitudeAt(samples.subarray(500, samples.length - 500), 1000, 16_000)).toBeCloseTo(0.5, 2);
+		});
+	}
+
+	it("gives libsamplerate-js rates within its limit and with the same ratio", () => {
+		expect(converterRates(44_100, 16_000)).toEqual([44_100, 16_000]);
+		expect(converterRates(384_000, 16_000)).toEqual([192_000, 8000]);
+		expect(converterRates(705_600, 40_000)).toEqual([191_835, 10_875]); // 441:25
+		const [input, output] = converterRates(767_999, 16_000);
+		expect(Math.max(input, output)).toBeLessThanOrEqual(192_000);
+		// No exact fraction fits: the closest convergent is off by about a millionth (9 ms in 2 hours).
+		expect(Math.abs(output / input / (16_000 / 767_999) - 1)).toBeLessThan(1e-5);
 	});
 
 	it("passes blocks through untouched when the rate already matches", async () => {

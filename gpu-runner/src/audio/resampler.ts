@@ -14,6 +14,30 @@ const { ConverterType, create } = libsamplerate;
 /** Enough silence to push out the longest sinc filter delay (SINC_BEST is < 3000 frames at any ratio). */
 const FLUSH_FRAMES = 4096;
 
+/** libsamplerate-js refuses either rate above this ("invalid inputSampleRate"), though sources go up to 768 kHz. */
+const CONVERTER_MAX_RATE = 192_000;
+
+/**
+ * The rates to give libsamplerate-js for converting `inputRate` to `outputRate`. libsamplerate itself uses only
+ * their ratio (the rates reach it as integers), so above 192 kHz it gets the same ratio in smaller terms: the
+ * reduced fraction, scaled back up as far as the limit allows (384 kHz → 16 kHz becomes 192 kHz → 8 kHz), or, for
+ * a ratio whose reduced terms do not fit, its closest continued-fraction convergent that does.
+ */
+export function converterRates(inputRate: number, outputRate: number): [number, number] {
+	if (inputRate <= CONVERTER_MAX_RATE && outputRate <= CONVERTER_MAX_RATE) return [inputRate, outputRate];
+	let [inPrevious, outPrevious, inTerm, outTerm] = [0, 1, 1, 0];
+	let [a, b] = [inputRate, outputRate];
+	while (b !== 0) {
+		const quotient = Math.floor(a / b);
+		const [inNext, outNext] = [quotient * inTerm + inPrevious, quotient * outTerm + outPrevious];
+		if (inNext > CONVERTER_MAX_RATE || outNext > CONVERTER_MAX_RATE) break;
+		[inPrevious, outPrevious, inTerm, outTerm] = [inTerm, outTerm, inNext, outNext];
+		[a, b] = [b, a - quotient * b];
+	}
+	const scale = Math.floor(CONVERTER_MAX_RATE / Math.max(inTerm, outTerm));
+	return [inTerm * scale, outTerm * scale];
+}
+
 export async function* resampleStream(
 	blocks: AsyncIterable<AudioBlock>,
 	outputRate: number,
@@ -32,7 +56,10 @@ export async function* resampleStream(
 			if (!src) {
 				channels = block.channels.length;
 				inputRate = block.sampleRate;
-				src = await create(channels, inputRate, outputRate, { converterType: ConverterType.SRC_SINC_MEDIUM_QUALITY });
+				const [converterInput, converterOutput] = converterRates(inputRate, outputRate);
+				src = await create(channels, converterInput, converterOutput, {
+					converterType: ConverterType.SRC_SINC_MEDIUM_QUALITY,
+				});
 			}
 			framesIn += blockFrames(block);
 			const out = deinterleave(src.full(interleave(block.channels)), channels, outputRate);
