@@ -7,6 +7,7 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { DspVoiceParams } from "../../gpu-runner/src/engines/dsp/voice-params.ts";
+import { CPU_PARAM_DEFAULTS, parseRvcParams } from "../../gpu-runner/src/engines/rvc/params.ts";
 import { VoiceSettings } from "../../src/contracts/voice-conversions.ts";
 import type { AdminBackend } from "./admin-backend.ts";
 import {
@@ -212,6 +213,31 @@ function checkRvcParams(params: Record<string, unknown>): void {
 }
 
 /**
+ * The rest of an rvc voice's params (chunking, noise, speaker), by the runner's own rules, which refuse the job:
+ * as a GPU runner reads them and as a CPU runner does (with its shorter chunks by default), so that no runner refuses
+ * the voice. `chunk_seconds` 4 alone, say, suits the CPU's 0.75 s cut search but not the 5 s one elsewhere.
+ */
+function checkRvcEngineParams(params: Record<string, unknown>): void {
+	for (const defaults of [{}, CPU_PARAM_DEFAULTS]) {
+		try {
+			parseRvcParams(params, defaults);
+		} catch (error) {
+			const message = (error as Error).message.replace(/^invalid rvc voice params: /, "");
+			throw new UsageError(`--params for an rvc voice: ${message}`);
+		}
+	}
+}
+
+/** A dsp voice's params, by the runner's own schema (a voice it refuses fails every conversion). */
+function checkDspParams(params: Record<string, unknown>): void {
+	const parsed = DspVoiceParams.safeParse(params);
+	if (!parsed.success) {
+		const problems = parsed.error.issues.map((issue) => `${issue.path.join(".")} ${issue.message}`);
+		throw new UsageError(`--params for a dsp voice: ${problems.join("; ")}`);
+	}
+}
+
+/**
  * Validates voice options and uploads any files; returns the columns to write. `current` is the voice being
  * updated: new model files replace its files of the same name, the others stay.
  */
@@ -306,14 +332,7 @@ async function voiceFields(
 		}
 		artifacts.push({ name: "index", bytes, sha256: sha256(bytes) });
 	}
-	if (engine !== "rvc" && fields.params !== undefined) {
-		// Checked by the dsp engine's own rules: it fails every conversion of a voice whose params it refuses.
-		const checked = DspVoiceParams.safeParse(fields.params);
-		if (!checked.success) {
-			const problems = checked.error.issues.map((i) => `${i.path.join(".")} ${i.message}`);
-			throw new UsageError(`--params for a dsp voice: ${problems.join("; ")}`);
-		}
-	}
+	if (engine !== "rvc" && fields.params !== undefined) checkDspParams(fields.params);
 	if (engine === "rvc") {
 		for (const read of ["f0", "feature_dim"]) {
 			if (fields.params !== undefined && read in fields.params) {
@@ -347,6 +366,7 @@ async function voiceFields(
 				"--params f0_method does not apply: the model has no pitch input (f0 = 0), so it tracks no pitch",
 			);
 		}
+		checkRvcEngineParams(params);
 		if (params !== (fields.params ?? current?.params)) fields.params = params;
 	}
 	if (options["pitch-range"] !== undefined) fields.pitchRangeHz = pitchRange(options["pitch-range"]);

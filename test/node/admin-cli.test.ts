@@ -103,7 +103,9 @@ describe("admin CLI", () => {
 		[["client", "create", "--account", "00000000-0000-4000-8000-000000000000"], /No account/],
 		[["voice", "create", "--name", "X", "--engine", "gpu"], /--engine must be one of/],
 		[["voice", "create", "--name", "X", "--params", "[1]"], /JSON object/],
-		[["voice", "create", "--name", "X", "--params", '{"formant_shift":30}'], /dsp voice: formant_shift/],
+		// Params the runner refuses would fail every conversion of the voice as an internal error.
+		[["voice", "create", "--name", "X", "--params", '{"formant_shift":30}'], /--params for a dsp voice: formant_shift/],
+		[["voice", "create", "--name", "X", "--params", '{"tonality_limit_hz":1000}'], /tonality_limit_hz/],
 		[["voice", "update", "--name", "Tenor II", "--params", '{"brightness":"high"}'], /dsp voice: brightness/],
 		[["voice", "create", "--name", "X", "--image", "/nonexistent.png"], /Cannot read image/],
 		[["voice", "update", "--name", "Nobody", "--tags", "a"], /No voice named/],
@@ -408,6 +410,15 @@ describe("admin CLI", () => {
 				/index_rate must be a number from 0 to 1/,
 			],
 			[[...rvc, "--model", model, "--params", '{"sample_rate":40000,"formant_shift":3}'], /formant_shift must be 0/],
+			[
+				[...rvc, "--model", model, "--params", '{"sample_rate":40000,"chunk_seconds":0}'],
+				/--params for an rvc voice: chunk_seconds must be a number in 1\.\.120, got 0/,
+			],
+			// Fine on a CPU runner (its cut search is 0.75 s), refused by any other (5 s).
+			[
+				[...rvc, "--model", model, "--params", '{"sample_rate":40000,"chunk_seconds":4}'],
+				/--params for an rvc voice: chunk_search_seconds must be shorter than chunk_seconds/,
+			],
 			[["voice", "create", "--name", "Refused", "--model", model], /--model and --index are for rvc voices/],
 			[[...rvc, "--model", model, ...rate, "--pitch-range", "300-200"], /--pitch-range must be LOW-HIGH/],
 		];

@@ -41,7 +41,7 @@ export interface SessionSettings {
  * Whether a model's session keeps its CPU arena. The decoder's activations are tens of MB each (32 to 512
  * channels at up to 48 kHz): freed to the system after every use, each was page-faulted and zeroed again by the
  * kernel on the next run (measured on the bench's 12 s: 8.3 million minor faults, 30 s of system time). The
- * arena reuses them; it holds the synthesizer's peak, which the CPU chunk length bounds (`CPU_CHUNK_SECONDS`).
+ * arena reuses them; it holds the synthesizer's peak, which the CPU chunk length bounds (`CPU_PARAM_DEFAULTS`).
  * ContentVec and RMVPE go without one by default, so the three do not each keep a peak; with `featureArenas`
  * they keep theirs too, for a runner with memory to spare: on the bench, ContentVec runs about twice as fast and
  * the whole conversion 10-15 % faster, for 150-230 MiB more at the peak (README).

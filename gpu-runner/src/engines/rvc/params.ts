@@ -119,6 +119,16 @@ function formantShiftProblem(raw: unknown): string | undefined {
 		: `formant_shift must be 0 for rvc voices, got ${JSON.stringify(raw)}: the voice model fixes the timbre and RVC has no formant control (the dsp engine shifts formants)`;
 }
 
+/**
+ * Default `chunk_seconds` and `chunk_search_seconds` on the CPU provider (30 s and 5 s elsewhere). Short windows
+ * keep the synthesizer's arena small (its activations grow with the window) and ContentVec's attention cheap
+ * (quadratic in the window); below about 5 s the second of context on each side costs more than it saves.
+ * Measured on the bench's 40 s, 2 threads (search a quarter of the chunk): RTF 1.34 / peak RSS 1791 MiB at 10 s,
+ * 1.18 / 1536 at 6 s, 1.27 / 1482 at 5 s, 1.36 / 1385 at 4 s. The search bounds the longest window, which the
+ * arena grows to: over a minute at 5 s chunks, peak RSS 1510 MiB with 1.25 s, 1416 with 0.75 s, 1396 with 0.5 s.
+ */
+export const CPU_PARAM_DEFAULTS: Partial<RvcParams> = { chunkSeconds: 5, chunkSearchSeconds: 0.75 };
+
 /** Validates `params`; `defaults` replaces built-in defaults (the engine shortens chunks on the CPU). */
 export function parseRvcParams(params: Record<string, unknown>, defaults: Partial<RvcParams> = {}): RvcParams {
 	const problems: string[] = [];

@@ -47,7 +47,7 @@ import type { IndexThread } from "./index-thread.ts";
 import { StreamingLoudnessMix } from "./loudness-mix.ts";
 import { LogMelSpectrogram, RMVPE_HOP, RMVPE_SAMPLE_RATE } from "./mel.ts";
 import { type LoadedModels, ModelCache, type ModelPaths, type SynthesizerModel } from "./models.ts";
-import { applyVoiceSettings, parseRvcParams, type RvcParams } from "./params.ts";
+import { applyVoiceSettings, CPU_PARAM_DEFAULTS, parseRvcParams, type RvcParams } from "./params.ts";
 import { decodeSalience, shiftAndQuantise } from "./pitch.ts";
 import { NormalNoise } from "./random.ts";
 import { SlotPool } from "./slot-pool.ts";
@@ -151,16 +151,6 @@ export interface RvcEngineOptions {
 /** Input samples per ContentVec frame at 16 kHz (HuBERT's feature encoder stride). */
 const CONTENTVEC_STRIDE = 320;
 
-/**
- * Default `chunk_seconds` and `chunk_search_seconds` on the CPU provider (30 s and 5 s elsewhere). Short windows
- * keep the synthesizer's arena small (its activations grow with the window) and ContentVec's attention cheap
- * (quadratic in the window); below about 5 s the second of context on each side costs more than it saves.
- * Measured on the bench's 40 s, 2 threads (search a quarter of the chunk): RTF 1.34 / peak RSS 1791 MiB at 10 s,
- * 1.18 / 1536 at 6 s, 1.27 / 1482 at 5 s, 1.36 / 1385 at 4 s. The search bounds the longest window, which the
- * arena grows to: over a minute at 5 s chunks, peak RSS 1510 MiB with 1.25 s, 1416 with 0.75 s, 1396 with 0.5 s.
- */
-export const CPU_CHUNK_SECONDS = 5;
-export const CPU_CHUNK_SEARCH_SECONDS = 0.75;
 /**
  * The longest chunk a voice's `chunk_seconds` gets on the CPU provider. The runner's thread stays free while a
  * model runs (`session-host.ts`), but a 120 s window would grow the synthesizer's arena to several GB and an
@@ -488,13 +478,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	// let an abort (checked between chunks) take effect sooner.
 	const voiceParams = (voice: VoiceDescriptor, settings: EngineJob["voiceSettings"]): RvcParams => {
 		const cpu = selection?.provider === "cpu";
-		const params = applyVoiceSettings(
-			parseRvcParams(
-				voice.params,
-				cpu ? { chunkSeconds: CPU_CHUNK_SECONDS, chunkSearchSeconds: CPU_CHUNK_SEARCH_SECONDS } : {},
-			),
-			settings,
-		);
+		const params = applyVoiceSettings(parseRvcParams(voice.params, cpu ? CPU_PARAM_DEFAULTS : {}), settings);
 		if (!cpu || params.chunkSeconds <= CPU_MAX_CHUNK_SECONDS) return params;
 		return {
 			...params,
