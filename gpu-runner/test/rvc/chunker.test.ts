@@ -172,6 +172,49 @@ describe("chunked conversion", () => {
 		expect(maxJump(await phaseShifted(0))).toBeGreaterThan(smoothest * 3);
 	});
 
+	it("keeps a sustained tone's level through joins of pieces whose phases disagree", async () => {
+		// Each piece carries the same note with a phase of its own, as RVC's NSF source does per window; a crossfade
+		// of two out-of-phase copies alone cancels them. 5 ms RMS frames around every join against the steady level.
+		const frequency = 220;
+		const amplitude = 0.5;
+		const phases = [0, Math.PI, 0.5 * Math.PI, 1.7 * Math.PI, 0.9 * Math.PI, 0.2 * Math.PI, 1.2 * Math.PI];
+		const cuts: number[] = [];
+		const joined = await collect(
+			convertInChunks(streamed(testSignal(12)), plan({ crossfadeSeconds: 0.04 }), async (w) => {
+				if (w.index > 0) cuts.push(w.segmentStart * RATIO);
+				const phase = phases[w.index % phases.length] as number;
+				return Float32Array.from(
+					{ length: w.samples.length * RATIO },
+					(_, k) => amplitude * Math.sin((2 * Math.PI * frequency * (w.windowStart * RATIO + k)) / OUT_RATE + phase),
+				);
+			}),
+		);
+		expect(joined.length).toBe(12 * OUT_RATE);
+		expect(cuts.length).toBeGreaterThanOrEqual(4);
+		const frame = 0.005 * OUT_RATE;
+		const rms = (from: number) =>
+			Math.sqrt(joined.subarray(from, from + frame).reduce((sum, v) => sum + v * v, 0) / frame);
+		const steady = amplitude / Math.SQRT2;
+		for (const cut of cuts) {
+			for (let at = cut - 0.03 * OUT_RATE; at < cut + 0.03 * OUT_RATE; at += frame) {
+				expect(20 * Math.log10(rms(at) / steady), `${at / OUT_RATE} s, join at ${cut / OUT_RATE} s`).toBeGreaterThan(
+					-0.5,
+				);
+			}
+		}
+	});
+
+	it("leaves pieces that agree where they are: the whole-signal result, sample for sample", async () => {
+		const signal = testSignal(12);
+		const joined = await collect(convertInChunks(streamed(signal), plan({ crossfadeSeconds: 0.04 }), resampleWindow));
+		const whole = await resampleWindow({ samples: signal } as ChunkWindow);
+		expect(joined.length).toBe(12 * OUT_RATE);
+		let worst = 0;
+		for (let k = 0; k < joined.length - RATIO; k++)
+			worst = Math.max(worst, Math.abs((joined[k] as number) - (whole[k] as number)));
+		expect(worst).toBeLessThan(1e-6);
+	});
+
 	it("streams: the first output comes before the input is used up", async () => {
 		const counter = { taken: 0, done: false };
 		const blocks = convertInChunks(streamed(testSignal(20), counter), plan(), resampleWindow);

@@ -9,6 +9,12 @@
  * join is click-free even where the quietest point is not silent. Unlike RVC, which needs the whole file up
  * front, segments are cut as the input arrives, so at most about target + search + 2 x context samples of
  * input are held.
+ *
+ * Where a join falls inside a sustained note, neighbouring pieces carry it with phases of their own (RVC's NSF
+ * source starts each window's harmonics at random phases), and a crossfade of two out-of-phase tones dips, down to
+ * -12 dB for 40 ms in singing. So before the crossfade, each piece is shifted by up to `alignSamples` either way
+ * (10 ms: half the period of a 50 Hz note) to where its start matches the previous piece's end best; the piece's
+ * timing moves by at most that much, and the output keeps its length.
  */
 import { reflectIndex } from "./reflect-pad.ts";
 
@@ -28,6 +34,8 @@ export interface ChunkPlan {
 	contextSamples: number;
 	/** Output samples over which neighbouring segments are crossfaded (even). */
 	crossfadeSamples: number;
+	/** Output samples a piece may be shifted either way to line up with the previous one before their crossfade. */
+	alignSamples: number;
 	/** Output samples per input sample; `hop * outputPerInput` must be a whole number. */
 	outputPerInput: number;
 	/**
@@ -52,17 +60,28 @@ export interface ChunkPlanSeconds {
 	windowMultipleSeconds?: number;
 }
 
+/** How far a piece may be shifted to line up with the previous one (`ChunkPlan.alignSamples`), where context allows. */
+export const JOIN_ALIGN_SECONDS = 0.01;
+
 /** Turns durations into a plan with every input length on a frame boundary; throws on inconsistent settings. */
 export function makeChunkPlan(s: ChunkPlanSeconds): ChunkPlan {
 	const frames = (seconds: number): number => Math.round((seconds * s.inputRate) / s.hop) * s.hop;
+	const contextSamples = frames(s.contextSeconds);
+	const crossfadeSamples = 2 * Math.round((s.crossfadeSeconds * s.outputRate) / 2);
+	const outputPerInput = s.outputRate / s.inputRate;
 	const plan: ChunkPlan = {
 		hop: s.hop,
 		cutStep: s.cutStep ?? s.hop,
 		targetSamples: frames(s.chunkSeconds),
 		searchSamples: frames(s.searchSeconds),
-		contextSamples: frames(s.contextSeconds),
-		crossfadeSamples: 2 * Math.round((s.crossfadeSeconds * s.outputRate) / 2),
-		outputPerInput: s.outputRate / s.inputRate,
+		contextSamples,
+		crossfadeSamples,
+		// The shifted piece is read from its context, which half the crossfade uses already.
+		alignSamples: Math.max(
+			0,
+			Math.min(Math.round(JOIN_ALIGN_SECONDS * s.outputRate), contextSamples * outputPerInput - crossfadeSamples / 2),
+		),
+		outputPerInput,
 		windowMultiple: Math.max(s.hop, frames(s.windowMultipleSeconds ?? 0)),
 	};
 	validateChunkPlan(plan);
@@ -87,6 +106,10 @@ export function validateChunkPlan(plan: ChunkPlan): void {
 		problems.push("crossfade must be an even, non-negative number of samples");
 	if (plan.crossfadeSamples / 2 > plan.contextSamples * plan.outputPerInput)
 		problems.push("half the crossfade must fit in the context");
+	if (!Number.isInteger(plan.alignSamples) || plan.alignSamples < 0)
+		problems.push("the alignment must be a non-negative whole number of samples");
+	else if (plan.crossfadeSamples / 2 + plan.alignSamples > plan.contextSamples * plan.outputPerInput)
+		problems.push("half the crossfade and the alignment must fit in the context");
 	for (const key of ["targetSamples", "searchSamples", "contextSamples"] as const) {
 		if (plan[key] % plan.hop !== 0) problems.push(`${key} must be a multiple of the hop`);
 	}
@@ -172,6 +195,33 @@ function findQuietCut(buffer: InputBuffer, target: number, search: number, hop: 
 	return best;
 }
 
+/**
+ * The shift within ±`maxShift` at which `next[at + shift ..]` matches `tail` best: the largest normalised
+ * cross-correlation over the tail's length. Ties go to the smaller shift, so pieces that agree are not moved.
+ */
+function bestShift(tail: Float32Array, next: Float32Array, at: number, maxShift: number): number {
+	const n = tail.length;
+	let best = 0;
+	let bestScore = Number.NEGATIVE_INFINITY;
+	for (let distance = 0; distance <= maxShift; distance++) {
+		for (const shift of distance === 0 ? [0] : [-distance, distance]) {
+			let dot = 0;
+			let energy = 0;
+			for (let k = 0; k < n; k++) {
+				const b = next[at + shift + k] as number;
+				dot += (tail[k] as number) * b;
+				energy += b * b;
+			}
+			const score = energy > 0 ? dot / Math.sqrt(energy) : 0;
+			if (score > bestScore) {
+				bestScore = score;
+				best = shift;
+			}
+		}
+	}
+	return best;
+}
+
 /** Raised-cosine fade-in weight for sample k of an n-sample crossfade; the fade-out weight is 1 minus it. */
 function fadeIn(k: number, n: number): number {
 	return 0.5 - 0.5 * Math.cos((Math.PI * (k + 0.5)) / n);
@@ -226,21 +276,24 @@ export async function* convertInChunks(
 			);
 		}
 		let emitStart = 0;
+		// Where this piece's output is read from: its own position, shifted to line up with the previous piece.
+		let offset = outOffset;
 		if (previousTail !== undefined) {
 			const from = segmentStart * ratio - half - outOffset;
+			offset -= previousTail.length > 0 ? bestShift(previousTail, converted, from, plan.alignSamples) : 0;
 			const joined = new Float32Array(crossfadeSamples);
 			for (let k = 0; k < crossfadeSamples; k++) {
 				const w = fadeIn(k, crossfadeSamples);
-				joined[k] = (previousTail[k] as number) * (1 - w) + (converted[from + k] as number) * w;
+				joined[k] = (previousTail[k] as number) * (1 - w) + (converted[from + outOffset - offset + k] as number) * w;
 			}
 			yield joined;
 			emitStart = segmentStart * ratio + half;
 		}
 		const emitEnd = final ? Math.round(total * ratio) : segmentEnd * ratio - half;
-		if (emitEnd > emitStart) yield converted.slice(emitStart - outOffset, emitEnd - outOffset);
+		if (emitEnd > emitStart) yield converted.slice(emitStart - offset, emitEnd - offset);
 		previousTail = final
 			? undefined
-			: converted.slice(segmentEnd * ratio - half - outOffset, segmentEnd * ratio + half - outOffset);
+			: converted.slice(segmentEnd * ratio - half - offset, segmentEnd * ratio + half - offset);
 		index++;
 		segmentStart = segmentEnd;
 		buffer.discardBefore(segmentStart - contextSamples);

@@ -30,7 +30,7 @@ import { PermanentJobError } from "../../job-errors.ts";
 import { AlignedPitchShifter } from "../dsp/signalsmith-stretch.ts";
 import { DspVoiceParams } from "../dsp/voice-params.ts";
 import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
-import { type ChunkPlan, type ChunkWindow, convertInChunks, makeChunkPlan } from "./chunker.ts";
+import { type ChunkPlan, type ChunkWindow, convertInChunks, JOIN_ALIGN_SECONDS, makeChunkPlan } from "./chunker.ts";
 import { type DecodeLayout, decodedFrames, splitLayout } from "./decode-pieces.ts";
 import { RvcEngineError } from "./errors.ts";
 import {
@@ -259,11 +259,11 @@ async function* monoSamples(
 
 /**
  * The frames of a window the synthesizer decodes: all of them, or, where the graph can decode a span, the
- * segment with half the crossfade and DECODE_SPAN_MARGIN_FRAMES either side, so the context that the chunker
- * cuts away is run through the text encoder and the flow (which see the whole window) but not through the
- * decoder, the bulk of the work. Not with loudness mixing (`rms_mix_rate` below 1): its one-second RMS frames
- * over the window would see the silence outside the span. Not on CUDA either (`spans` false): every span length
- * would be a new shape for cuDNN's algorithm search.
+ * segment with half the crossfade, the join's alignment (`JOIN_ALIGN_SECONDS`) and DECODE_SPAN_MARGIN_FRAMES
+ * either side, so the context that the chunker cuts away is run through the text encoder and the flow (which see
+ * the whole window) but not through the decoder, the bulk of the work (loudness mixing runs over the joined output,
+ * so it never sees the silence left outside the span). Not on CUDA (`spans` false): every span length would be a
+ * new shape for cuDNN's algorithm search.
  */
 function decodedSpan(
 	window: ChunkWindow,
@@ -272,7 +272,7 @@ function decodedSpan(
 	spans: boolean,
 ): { start: number; frames: number } {
 	if (!spans) return { start: 0, frames };
-	const reach = Math.ceil((params.crossfadeSeconds / 2) * 100) + DECODE_SPAN_MARGIN_FRAMES;
+	const reach = Math.ceil((params.crossfadeSeconds / 2 + JOIN_ALIGN_SECONDS) * 100) + DECODE_SPAN_MARGIN_FRAMES;
 	// Whole frames around the segment: the last one ends with the source, rarely on a frame boundary.
 	const start = Math.max(0, Math.floor((window.segmentStart - window.windowStart) / RMVPE_HOP) - reach);
 	const end = Math.min(frames, Math.ceil((window.segmentEnd - window.windowStart) / RMVPE_HOP) + reach);
