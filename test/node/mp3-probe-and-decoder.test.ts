@@ -42,6 +42,27 @@ describe.skipIf(toolsSkip !== undefined)(`MP3 frames, stated and decoded${toolsS
 		]);
 		// No Xing/Info frame (-t): its length comes from its size, as the CBR streams of some encoders and cutters.
 		run("lame", ["--quiet", "-t", "-b", "128", join(dir, "stereo.wav"), join(dir, "bare-cbr.mp3")]);
+		// A second take, VBR and 1.5 s long, plain and tagged (ID3v2 in front, ID3v1 behind), for joined files.
+		writeFileSync(
+			join(dir, "take.wav"),
+			makeWav([sine(330, 1.5, rate, 0.5), sine(220, 1.5, rate, 0.5)], rate, { kind: "pcm", bits: 16 }),
+		);
+		run("lame", ["--quiet", "-V", "2", join(dir, "take.wav"), join(dir, "take.mp3")]);
+		for (const [from, to, title] of [
+			["stereo.wav", "tone-tagged.mp3", "One"],
+			["take.wav", "take-tagged.mp3", "Two"],
+		]) {
+			run("lame", [
+				"--quiet",
+				"-b",
+				"192",
+				"--tt",
+				title as string,
+				"--add-id3v2",
+				join(dir, from as string),
+				join(dir, to as string),
+			]);
+		}
 	});
 	afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -92,6 +113,23 @@ describe.skipIf(toolsSkip !== undefined)(`MP3 frames, stated and decoded${toolsS
 				expect(decoded, `${name} and ${what}`).toBe(stated);
 				expect(stated, `${name} and ${what}`).toBe(alone.stated);
 			}
+		}
+	});
+
+	it("states all of two MP3 files joined end to end (cat), whose first header counts the first file only", async () => {
+		const read = (name: string) => new Uint8Array(readFileSync(join(dir, name)));
+		for (const [first, second] of [
+			["tone.mp3", "take.mp3"],
+			["take.mp3", "tone.mp3"],
+			["tone.mp3", "tone.mp3"],
+			["tone-tagged.mp3", "take-tagged.mp3"],
+		] as const) {
+			const alone = (await decodedAndStated(read(first))).stated + (await decodedAndStated(read(second))).stated;
+			const { decoded, stated } = await decodedAndStated(concatBytes([read(first), read(second)]));
+			expect(decoded, `${first} then ${second}`).toBe(stated);
+			// Both files, and the second's header frame, encoder delay and padding, which a decoder plays too.
+			expect(stated - alone, `${first} then ${second}`).toBeGreaterThanOrEqual(0);
+			expect(stated - alone, `${first} then ${second}`).toBeLessThan(3 * 1152);
 		}
 	});
 

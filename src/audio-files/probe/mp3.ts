@@ -4,7 +4,9 @@
  * is the audio that was encoded. Without such a header the stream is sampled: if frames at its start, middle and end
  * share one bitrate it is constant-bitrate and its length follows from its size (its last frames counted, so bytes
  * after them are not taken for audio); otherwise every frame header is
- * counted in large range reads (a file is under 100 MB, so at most a hundred 1 MB reads).
+ * counted in large range reads (a file is under 100 MB, so at most a hundred 1 MB reads). Frames are counted too
+ * where the stream goes on past the end its header states: files joined end to end (`cat`, tags between them
+ * skipped), which a decoder plays to the end.
  */
 
 import { appendedTagsStart } from "../../contracts/flac-stream-end.ts";
@@ -29,6 +31,7 @@ const CBR_SAMPLE_POINTS = [0.25, 0.5, 0.75, 0.98];
 /** Frames at a CBR stream's end that are counted rather than reckoned from its size. */
 const CBR_TAIL_FRAMES = 64;
 const MAX_FRAME_BYTES = 2881;
+const ID3V1_BYTES = 128;
 
 interface FrameAt {
 	offset: number;
@@ -113,6 +116,24 @@ function cutShort(header: StreamHeader, first: FrameAt, end: number): boolean {
 	return present < header.frames * smallest;
 }
 
+/**
+ * Whether more of the same stream follows where the header says it ends: two MP3 files joined end to end (`cat`),
+ * whose first header describes the first file only. A decoder plays both.
+ */
+async function continuesPastHeader(
+	reader: ProbeReader,
+	header: StreamHeader,
+	first: FrameAt,
+	end: number,
+): Promise<boolean> {
+	if (header.bytes === undefined || header.bytes <= first.frame.length) return false;
+	const next = await afterTags(reader, first.offset + header.bytes, end);
+	if (next + 4 > end) return false;
+	const window = await reader.bytes(next, Math.min(4 * MAX_FRAME_BYTES, end - next));
+	const frame = confirmedFrame(window, 0, end - next);
+	return frame !== null && sameStream(frame, first.frame);
+}
+
 /** Resyncs near `offset` and returns the bitrate there, or null when no confirmed frame is found. */
 async function bitrateNear(
 	reader: ProbeReader,
@@ -139,7 +160,13 @@ async function countFrames(reader: ProbeReader, offset: number, end: number, str
 		for (;;) {
 			if (at + 4 > chunk.byteLength) break;
 			const frame = parseMpegFrame(chunk, at);
-			if (!frame || !sameStream(frame, stream)) return frames;
+			if (!frame || !sameStream(frame, stream)) {
+				// Tags between the frames (files joined end to end) are skipped, as a decoder skips them.
+				const after = await afterTags(reader, position + at, end);
+				if (after === position + at) return frames;
+				at = after - position;
+				break;
+			}
 			if (position + at + frame.length > end) return frames;
 			frames++;
 			at += frame.length;
@@ -148,6 +175,31 @@ async function countFrames(reader: ProbeReader, offset: number, end: number, str
 		position += at;
 	}
 	return frames;
+}
+
+/** `position`, or the end of the ID3v1 and ID3v2 tags found there one after another (within `end`). */
+async function afterTags(reader: ProbeReader, position: number, end: number): Promise<number> {
+	for (;;) {
+		if (position + 10 > end) return position;
+		const head = await reader.bytes(position, 10);
+		if (ascii(head, 0, 3) === "TAG" && position + ID3V1_BYTES <= end) {
+			position += ID3V1_BYTES;
+		} else if (
+			ascii(head, 0, 3) === "ID3" &&
+			head.byteLength === 10 &&
+			[6, 7, 8, 9].every((i) => (head[i] as number) < 0x80)
+		) {
+			const size =
+				(((head[6] as number) << 21) |
+					((head[7] as number) << 14) |
+					((head[8] as number) << 7) |
+					(head[9] as number)) >>>
+				0;
+			const next = position + 10 + size + ((head[5] as number) & 0x10 ? 10 : 0);
+			if (next > end) return position;
+			position = next;
+		} else return position;
+	}
 }
 
 async function isConstantBitrate(reader: ProbeReader, first: FrameAt, end: number): Promise<boolean> {
@@ -195,7 +247,14 @@ export async function probeMp3(reader: ProbeReader, start: number): Promise<Audi
 	const header = readStreamHeader(first, firstBytes);
 	let samples: number;
 	let method: string;
-	if (header && !cutShort(header, first, end)) {
+	if (header && (await continuesPastHeader(reader, header, first, end))) {
+		// Files joined end to end: a decoder plays every frame to the end, dropping the first header's encoder delay
+		// at the start and its padding at the stream's end.
+		const frames = await countFrames(reader, first.offset + frame.length, end, frame);
+		const trim = header.hasLameTag ? header.delay + header.padding : 0;
+		samples = frames * frame.samplesPerFrame - trim;
+		method = `${header.kind}, more frames than it counts: frame scan`;
+	} else if (header && !cutShort(header, first, end)) {
 		samples = header.frames * frame.samplesPerFrame - header.delay - header.padding;
 		method = header.kind;
 	} else if (header) {
