@@ -135,7 +135,10 @@ export const VoiceConversion = z.object({
 	voice_settings: VoiceSettings.nullable(),
 	status: z.enum(CONVERSION_STATUS_VALUES),
 	/** Null until `completed`; then a fresh pre-signed GET valid 12 hours on every read. */
-	output_url: z.url().nullable(),
+	output_url: z.url().nullable().meta({
+		description:
+			"Null until completed; then a fresh pre-signed GET of the WAV, valid 12 hours, on every read. It supports Range requests, and a browser saves it as `<conversion id>.wav`.",
+	}),
 	created_at: Timestamp,
 	queued_at: Timestamp.nullable(),
 	processing_started_at: Timestamp.nullable(),

@@ -117,7 +117,12 @@ describe("conversion lifecycle through the runner API", () => {
 		const download = await call(done.output_url!);
 		expect(download.status).toBe(200);
 		expect(download.headers.get("Content-Type")).toBe("audio/wav");
+		// Saved under the conversion's id (the object is named by the lease).
+		expect(download.headers.get("Content-Disposition")).toBe(`attachment; filename="${created.id}.wav"`);
 		expect(new Uint8Array(await download.arrayBuffer())).toEqual(wav);
+		expect((await call(outputUrl.href, { method: "HEAD" })).headers.get("Content-Disposition")).toBe(
+			`attachment; filename="${created.id}.wav"`,
+		);
 
 		// One outbox event, in the spec's shape, without output_url.
 		const events = await eventsFor(created.id);

@@ -14,9 +14,15 @@ import { type UploadHook, uploadHookFor } from "../../storage/upload-hooks.ts";
 const StorageParams = z.object({ key: z.string().min(1) });
 const path = `${STORAGE_PATH_PREFIX}{key+}`;
 
+/** A conversion's output (`outputs/<account>/<conversion>/<lease>.wav`): saved as `<conversion id>.wav`. */
+const OUTPUT_KEY = /^outputs\/[^/]+\/([0-9a-zA-Z-]+)\/[^/]+\.wav$/;
+
 function objectHeaders(object: R2Object, expiresAt: Date): Headers {
 	const headers = new Headers();
 	object.writeHttpMetadata(headers);
+	const output = OUTPUT_KEY.exec(object.key);
+	// A browser given the address saves the file under the conversion's id, not the lease's that names the object.
+	if (output) headers.set("Content-Disposition", `attachment; filename="${output[1]}.wav"`);
 	headers.set("ETag", object.httpEtag);
 	headers.set("Accept-Ranges", "bytes");
 	const maxAge = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
