@@ -291,6 +291,31 @@ describe("playground in headless Chromium", () => {
 		}
 	});
 
+	it("is served with headers that keep it from being framed, sniffed or loading scripts from elsewhere", async () => {
+		for (const page of ["/playground/", "/playground/app.js", "/docs"]) {
+			const response = await fetch(`${stack.url}${page}`);
+			expect(response.status, page).toBe(200);
+			const csp = response.headers.get("content-security-policy") ?? "";
+			expect(csp, page).toMatch(/default-src 'self'/);
+			expect(csp, page).toMatch(/frame-ancestors 'none'/);
+			expect(response.headers.get("x-frame-options"), page).toBe("DENY");
+			expect(response.headers.get("x-content-type-options"), page).toBe("nosniff");
+			expect(response.headers.get("referrer-policy"), page).toBe("no-referrer");
+		}
+		// Another page that frames the playground (its credentials form) gets nothing.
+		const context = await browser.newContext();
+		try {
+			const page = await context.newPage();
+			await page.setContent(`<iframe src="${stack.url}/playground/"></iframe>`);
+			await page.waitForTimeout(1000);
+			const frame = page.frames().find((f) => f !== page.mainFrame());
+			expect(frame).toBeDefined();
+			expect(await frame?.locator("#client-secret").count()).toBe(0);
+		} finally {
+			await context.close();
+		}
+	});
+
 	it("shows why a conversion failed when the upload is not audio", async () => {
 		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
 		try {

@@ -113,8 +113,12 @@ export const docsRoute = defineRoute({
 		new Response(PAGE, {
 			headers: {
 				"Content-Type": "text/html; charset=utf-8",
-				// The page only talks to this origin.
-				"Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
+				// The page only talks to this origin, and no other site may frame it.
+				"Content-Security-Policy":
+					"default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+				"X-Content-Type-Options": "nosniff",
+				"X-Frame-Options": "DENY",
+				"Referrer-Policy": "no-referrer",
 			},
 		}),
 });
