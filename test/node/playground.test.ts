@@ -9,7 +9,7 @@ import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { type Browser, type BrowserContext, type BrowserContextOptions, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildTinyContentVec, buildTinyRmvpe } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
 import { runAdmin } from "../../scripts/lib/admin-commands.ts";
@@ -33,7 +33,7 @@ let voiceId: string;
 const demoVoice = DEMO_VOICES[0];
 
 /** A voice as `npm run dev` seeds it: a demo voice's generated PNG portrait and WAV sample in R2. */
-async function addVoiceWithAssets(): Promise<string> {
+async function addVoiceWithAssets(name = `Playground ${demoVoice?.name}`): Promise<string> {
 	if (!demoVoice) throw new Error("no demo voice");
 	const id = crypto.randomUUID();
 	const keys = voiceObjectKeys(id);
@@ -44,7 +44,7 @@ async function addVoiceWithAssets(): Promise<string> {
 		httpMetadata: { contentType: "audio/wav" },
 	});
 	const plan = createVoice(id, {
-		name: `Playground ${demoVoice.name}`,
+		name,
 		engine: "dsp",
 		tags: demoVoice.tags,
 		params: demoVoice.params,
@@ -64,8 +64,12 @@ interface PageWatch {
 }
 
 /** A fresh browser context and page, with what the page logs, throws and requests kept for assertions. */
-async function openPlayground(): Promise<PageWatch> {
-	const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1100, height: 900 } });
+async function openPlayground(options: BrowserContextOptions = {}): Promise<PageWatch> {
+	const context = await browser.newContext({
+		acceptDownloads: true,
+		viewport: { width: 1100, height: 900 },
+		...options,
+	});
 	const page = await context.newPage();
 	const watch: PageWatch = { page, context, pageErrors: [], consoleErrors: [], requests: [] };
 	page.on("pageerror", (error) => watch.pageErrors.push(String(error.stack ?? error)));
@@ -311,6 +315,44 @@ describe("playground in headless Chromium", () => {
 			const frame = page.frames().find((f) => f !== page.mainFrame());
 			expect(frame).toBeDefined();
 			expect(await frame?.locator("#client-secret").count()).toBe(0);
+		} finally {
+			await context.close();
+		}
+	});
+
+	it("fits a phone's screen, long unbroken voice names and file names included", async () => {
+		const longName = "Averyveryverylongvoicename".repeat(4).slice(0, 100);
+		const longVoiceId = await addVoiceWithAssets(longName);
+		const { page, context, pageErrors } = await openPlayground({
+			viewport: { width: 375, height: 667 },
+			isMobile: true,
+			hasTouch: true,
+		});
+		try {
+			await signInAndSelectVoice(page);
+			const card = page.locator(`.voice[data-voice-id="${longVoiceId}"]`);
+			await card.click();
+			expect(await card.getAttribute("aria-checked")).toBe("true");
+			await page.click("#voice-settings summary");
+			await page.setInputFiles("#file", {
+				name: `${"a-very-long-recording-name".repeat(8)}.wav`,
+				mimeType: "audio/wav",
+				buffer: Buffer.from(makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 })),
+			});
+			const widths = await page.evaluate(() => {
+				const root = document.documentElement;
+				const wider = Array.from(document.querySelectorAll("body *")).filter(
+					(e) => e.getBoundingClientRect().right > root.clientWidth,
+				);
+				return {
+					scroll: root.scrollWidth,
+					client: root.clientWidth,
+					wider: wider.map((e) => e.outerHTML.slice(0, 80)),
+				};
+			});
+			expect(widths.wider).toEqual([]);
+			expect(widths.scroll).toBe(widths.client);
+			expect(pageErrors).toEqual([]);
 		} finally {
 			await context.close();
 		}
