@@ -159,6 +159,9 @@ function mimeTypeOf(file) {
 	return { wav: "audio/wav", mp3: "audio/mpeg", flac: "audio/flac" }[extension] || "application/octet-stream";
 }
 
+/** The API takes sources under 100 MB (it refuses an upload of this many bytes or more). */
+const MAX_SOURCE_BYTES = 100_000_000;
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** The filled-in voice settings, as the API's `voice_settings` (undefined when none is filled in). */
@@ -177,6 +180,14 @@ async function convert(event) {
 	showError("");
 	const file = $("file").files[0];
 	if (!file || !state.voice) return;
+	if (file.size >= MAX_SOURCE_BYTES) {
+		// Refused here, before registering it or sending any of it: the upload address would refuse it anyway.
+		$("status").textContent = "";
+		showError(
+			`${file.name} is ${(file.size / 1e6).toFixed(1)} MB: recordings must be under 100 MB (${MAX_SOURCE_BYTES} bytes). Convert a shorter or more compressed file (MP3 or FLAC).`,
+		);
+		return;
+	}
 	$("convert").disabled = true;
 	$("result-step").hidden = true;
 	$("upload-progress").value = 0;

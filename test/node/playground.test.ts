@@ -6,7 +6,7 @@
  * in `test-results/playground.png`.
  */
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { type Browser, type BrowserContext, type BrowserContextOptions, chromium, type Page } from "playwright-core";
@@ -352,6 +352,26 @@ describe("playground in headless Chromium", () => {
 			});
 			expect(widths.wider).toEqual([]);
 			expect(widths.scroll).toBe(widths.client);
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	});
+
+	it("refuses a recording of 100 MB or more before registering or sending any of it", async () => {
+		const { page, context, pageErrors, requests } = await openPlayground();
+		try {
+			await (await signInAndSelectVoice(page)).click();
+			const big = path.join(tempDir, "long-take.wav");
+			await writeFile(big, "");
+			await truncate(big, 100_000_000);
+			await page.setInputFiles("#file", big);
+			await page.click("#convert");
+			await page.waitForFunction(() => document.getElementById("error")?.textContent);
+			expect(await page.textContent("#error")).toMatch(/^long-take\.wav is 100\.0 MB: recordings must be under 100 MB/);
+			expect(await page.textContent("#status")).toBe("");
+			expect(await page.isEnabled("#convert")).toBe(true);
+			expect(requests.filter((url) => /audio-files/.test(url))).toEqual([]);
 			expect(pageErrors).toEqual([]);
 		} finally {
 			await context.close();
