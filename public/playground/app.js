@@ -224,6 +224,8 @@ async function convert(event) {
 		if (current.status === "failed") throw new Error(`Conversion failed: ${current.error_message}`);
 		await showResult(current, downloadName(file.name, state.voice.name, current.pitch_shift_applied));
 	} catch (error) {
+		// A step's "Registering…" or "Uploading…" must not stay up as if it were still under way.
+		if (!$("status").textContent.startsWith("Status:")) $("status").textContent = "";
 		showError(error.message);
 	} finally {
 		$("convert").disabled = false;

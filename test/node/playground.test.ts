@@ -378,6 +378,25 @@ describe("playground in headless Chromium", () => {
 		}
 	});
 
+	it("clears the step it was on when a step fails", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			await (await signInAndSelectVoice(page)).click();
+			await page.click("#voice-settings summary");
+			await page.fill("#protect", "0.2");
+			await convertInPage(page, {
+				name: "take-3.wav",
+				bytes: makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 }),
+			});
+			// The creation is refused after the upload: the page no longer says "Uploading…".
+			expect(await page.textContent("#error")).toMatch(/voice_settings\.protect/);
+			expect(await page.textContent("#status")).toBe("");
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	});
+
 	it("shows why a conversion failed when the upload is not audio", async () => {
 		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
 		try {
