@@ -28,7 +28,7 @@ async function failureMessage(response, what) {
 	return body.message || `${what} failed (${response.status} ${response.statusText})`;
 }
 
-async function api(path, init = {}) {
+async function api(path, init = {}, renewed = false) {
 	const response = await fetch(path, {
 		...init,
 		headers: {
@@ -37,8 +37,30 @@ async function api(path, init = {}) {
 			...init.headers,
 		},
 	});
+	if (response.status === 401 && !renewed) {
+		// A token lasts an hour, and a session or a long conversion can outlast it: get a new one with the
+		// credentials still in the form and try once more (nothing was done with the refused token).
+		state.token = await requestToken();
+		return api(path, init, true);
+	}
 	if (!response.ok) throw new Error(await failureMessage(response, `${init.method || "GET"} ${path}`));
 	return (await response.json()).data;
+}
+
+/** An access token for the credentials in the form; the token endpoint is the only place they are sent. */
+async function requestToken() {
+	const response = await fetch("/oauth2/token", {
+		method: "POST",
+		headers: { "Content-Type": "application/x-www-form-urlencoded" },
+		body: new URLSearchParams({
+			grant_type: "client_credentials",
+			client_id: $("client-id").value.trim(),
+			client_secret: $("client-secret").value.trim(),
+			scope: "voice-conversion-api/base",
+		}),
+	});
+	if (!response.ok) throw new Error(await failureMessage(response, "Token request"));
+	return (await response.json()).access_token;
 }
 
 async function signIn(event) {
@@ -47,18 +69,7 @@ async function signIn(event) {
 	$("sign-in").disabled = true;
 	$("token-status").textContent = "Requesting token…";
 	try {
-		const response = await fetch("/oauth2/token", {
-			method: "POST",
-			headers: { "Content-Type": "application/x-www-form-urlencoded" },
-			body: new URLSearchParams({
-				grant_type: "client_credentials",
-				client_id: $("client-id").value.trim(),
-				client_secret: $("client-secret").value.trim(),
-				scope: "voice-conversion-api/base",
-			}),
-		});
-		if (!response.ok) throw new Error(await failureMessage(response, "Token request"));
-		state.token = (await response.json()).access_token;
+		state.token = await requestToken();
 		$("token-status").textContent = "Signed in ✓";
 		await loadVoices();
 		$("own-voices-step").hidden = false;

@@ -9,12 +9,14 @@ import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { SignJWT } from "jose";
 import { type Browser, type BrowserContext, type BrowserContextOptions, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildTinyContentVec, buildTinyRmvpe } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
 import { runAdmin } from "../../scripts/lib/admin-commands.ts";
 import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "../../scripts/lib/demo-voices.ts";
 import { createAccount, createClient, createVoice, voiceObjectKeys } from "../../scripts/lib/provisioning.ts";
+import { TOKEN_LIFETIME_SECONDS } from "../../src/auth/scopes.ts";
 import { type Credentials, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
@@ -53,6 +55,25 @@ async function addVoiceWithAssets(name = `Playground ${demoVoice?.name}`): Promi
 	});
 	await stack.runSql(plan.statements);
 	return id;
+}
+
+/** A token for the test client, as the Worker issues them, that expires in `seconds`. */
+async function agingToken(seconds: number): Promise<string> {
+	const env = (await stack.harness.getWorker().getEnv()) as unknown as {
+		TOKEN_SIGNING_KEY: string;
+		TOKEN_ISSUER: string;
+	};
+	const [kid = "", secret = ""] = env.TOKEN_SIGNING_KEY.split(":");
+	const issuedAt = Math.floor(Date.now() / 1000) - TOKEN_LIFETIME_SECONDS + seconds;
+	return new SignJWT({ client_id: client.clientId, scope: client.scope, acc: client.accountId })
+		.setProtectedHeader({ alg: "HS256", typ: "at+jwt", kid })
+		.setIssuer(env.TOKEN_ISSUER)
+		.setAudience("voice-conversion-api")
+		.setSubject(client.clientId)
+		.setJti(crypto.randomUUID())
+		.setIssuedAt(issuedAt)
+		.setExpirationTime(issuedAt + TOKEN_LIFETIME_SECONDS)
+		.sign(Buffer.from(secret, "base64url"));
 }
 
 interface PageWatch {
@@ -396,6 +417,41 @@ describe("playground in headless Chromium", () => {
 			await context.close();
 		}
 	});
+
+	it("gets a new token by itself when the one it holds expires mid-session", async () => {
+		const { page, context, pageErrors, requests } = await openPlayground();
+		try {
+			// The first token the page gets is one signed with the Worker's key (as the Worker signs them) an hour
+			// less 8 s ago: it expires while the page is in use, as an hour-old session's does.
+			const aging = await agingToken(8);
+			let handedOut = false;
+			await page.route("**/oauth2/token", async (route) => {
+				if (handedOut) return route.continue();
+				handedOut = true;
+				await route.fulfill({ json: { access_token: aging, expires_in: 8, token_type: "Bearer" } });
+			});
+			await (await signInAndSelectVoice(page)).click();
+			const answer = await fetch(`${stack.url}/api/v1/voices`, { headers: { Authorization: `Bearer ${aging}` } });
+			expect(answer.status).toBe(200);
+			await expect
+				.poll(
+					async () =>
+						(await fetch(`${stack.url}/api/v1/voices`, { headers: { Authorization: `Bearer ${aging}` } })).status,
+					{ timeout: 15_000, interval: 500 },
+				)
+				.toBe(401);
+			await convertInPage(page, {
+				name: "take-4.wav",
+				bytes: makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 }),
+			});
+			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
+			expect(await page.textContent("#status")).toMatch(/^Status: completed/);
+			expect(requests.filter((url) => url.endsWith("/oauth2/token"))).toHaveLength(2);
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	}, 60_000);
 
 	it("shows why a conversion failed when the upload is not audio", async () => {
 		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
