@@ -28,15 +28,31 @@ async function failureMessage(response, what) {
 	return body.message || `${what} failed (${response.status} ${response.statusText})`;
 }
 
+/** The request never got an answer (offline, connection dropped): worth trying again, unlike a refusal. */
+class NetworkError extends Error {}
+
+/** fetch, with "Failed to fetch" told as what it is. */
+async function send(path, init, what) {
+	try {
+		return await fetch(path, init);
+	} catch {
+		throw new NetworkError(`${what}: no answer from the service (network error). Check the connection and try again.`);
+	}
+}
+
 async function api(path, init = {}, renewed = false) {
-	const response = await fetch(path, {
-		...init,
-		headers: {
-			Authorization: `Bearer ${state.token}`,
-			...(init.body ? { "Content-Type": "application/json" } : {}),
-			...init.headers,
+	const response = await send(
+		path,
+		{
+			...init,
+			headers: {
+				Authorization: `Bearer ${state.token}`,
+				...(init.body ? { "Content-Type": "application/json" } : {}),
+				...init.headers,
+			},
 		},
-	});
+		`${init.method || "GET"} ${path}`,
+	);
 	if (response.status === 401 && !renewed) {
 		// A token lasts an hour, and a session or a long conversion can outlast it: get a new one with the
 		// credentials still in the form and try once more (nothing was done with the refused token).
@@ -49,16 +65,20 @@ async function api(path, init = {}, renewed = false) {
 
 /** An access token for the credentials in the form; the token endpoint is the only place they are sent. */
 async function requestToken() {
-	const response = await fetch("/oauth2/token", {
-		method: "POST",
-		headers: { "Content-Type": "application/x-www-form-urlencoded" },
-		body: new URLSearchParams({
-			grant_type: "client_credentials",
-			client_id: $("client-id").value.trim(),
-			client_secret: $("client-secret").value.trim(),
-			scope: "voice-conversion-api/base",
-		}),
-	});
+	const response = await send(
+		"/oauth2/token",
+		{
+			method: "POST",
+			headers: { "Content-Type": "application/x-www-form-urlencoded" },
+			body: new URLSearchParams({
+				grant_type: "client_credentials",
+				client_id: $("client-id").value.trim(),
+				client_secret: $("client-secret").value.trim(),
+				scope: "voice-conversion-api/base",
+			}),
+		},
+		"Token request",
+	);
 	if (!response.ok) throw new Error(await failureMessage(response, "Token request"));
 	return (await response.json()).access_token;
 }
@@ -229,7 +249,15 @@ async function convert(event) {
 			showStatus(current.status, startedAt);
 			await sleep(delay);
 			delay = Math.min(delay * 1.5, 2000);
-			current = await api(`/api/v1/voice-conversions/${conversion.id}`);
+			try {
+				current = await api(`/api/v1/voice-conversions/${conversion.id}`);
+			} catch (error) {
+				// The conversion goes on without the page: a dropped connection only delays the next look at it.
+				if (!(error instanceof NetworkError)) throw error;
+				showStatus(current.status, startedAt);
+				$("status").textContent += " — connection lost, trying again…";
+				await sleep(2000);
+			}
 		}
 		showStatus(current.status, startedAt);
 		if (current.status === "failed") throw new Error(`Conversion failed: ${current.error_message}`);
@@ -263,7 +291,7 @@ function wavFormat(bytes) {
 }
 
 async function showResult(conversion, fileName) {
-	const response = await fetch(conversion.output_url);
+	const response = await send(conversion.output_url, {}, "Downloading the result");
 	if (!response.ok) throw new Error(await failureMessage(response, "Downloading the result"));
 	const bytes = await response.arrayBuffer();
 	if (state.resultUrl) URL.revokeObjectURL(state.resultUrl);

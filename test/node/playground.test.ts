@@ -453,6 +453,38 @@ describe("playground in headless Chromium", () => {
 		}
 	}, 60_000);
 
+	it("keeps following a conversion through a dropped connection, and says what a network error is", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			await (await signInAndSelectVoice(page)).click();
+			// The browser loses the network for the first two looks at the conversion (the service is untouched).
+			let dropped = 0;
+			await page.route("**/api/v1/voice-conversions/*", (route) =>
+				dropped++ < 2 ? route.abort("internetdisconnected") : route.continue(),
+			);
+			const history = await convertInPage(page, {
+				name: "take-5.wav",
+				bytes: makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 }),
+			});
+			expect(dropped).toBeGreaterThan(2);
+			expect(history.some((text) => /connection lost, trying again/.test(text))).toBe(true);
+			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
+			expect(await page.textContent("#status")).toMatch(/^Status: completed/);
+			await page.locator("#result-step").waitFor();
+			await page.unroute("**/api/v1/voice-conversions/*");
+
+			await page.route("**/oauth2/token", (route) => route.abort("internetdisconnected"));
+			await page.click("#sign-in");
+			await page.waitForFunction(() => document.getElementById("error")?.textContent);
+			expect(await page.textContent("#error")).toBe(
+				"Token request: no answer from the service (network error). Check the connection and try again.",
+			);
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	}, 60_000);
+
 	it("shows why a conversion failed when the upload is not audio", async () => {
 		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
 		try {
