@@ -110,24 +110,32 @@ async function loadVoices() {
 	$("no-voices").hidden = voices.length > 0;
 	showOwnVoices(voices.filter((voice) => voice.owner === "account"));
 	for (const voice of voices.filter((v) => v.status === "ready")) {
+		// A real radio button in a label: arrow keys move between voices, and the sample's player stays outside
+		// the label, reachable and named on its own (a role="radio" element would hide its children's controls).
 		const card = document.createElement("div");
 		card.className = "voice";
-		card.setAttribute("role", "radio");
-		card.setAttribute("aria-checked", "false");
-		card.tabIndex = 0;
 		card.dataset.voiceId = voice.id;
+		const label = document.createElement("label");
+		const radio = document.createElement("input");
+		radio.type = "radio";
+		radio.name = "voice";
+		radio.value = voice.id;
 		if (voice.image_url) {
 			const img = document.createElement("img");
 			img.src = voice.image_url;
 			img.alt = `Portrait of ${voice.name}`;
-			card.append(img);
+			label.append(img);
 		}
 		const name = document.createElement("strong");
 		name.textContent = voice.name;
-		const tags = document.createElement("div");
+		const tags = document.createElement("span");
 		tags.className = "tags";
 		tags.textContent = [voice.owner === "account" ? "yours" : null, ...voice.tags].filter(Boolean).join(" · ");
-		card.append(name, tags);
+		const title = document.createElement("span");
+		title.className = "voice-name";
+		title.append(radio, " ", name);
+		label.append(title, tags);
+		card.append(label);
 		if (voice.song_url) {
 			const audio = document.createElement("audio");
 			audio.controls = true;
@@ -136,17 +144,9 @@ async function loadVoices() {
 			audio.setAttribute("aria-label", `Sample of ${voice.name}`);
 			card.append(audio);
 		}
-		const select = () => {
-			for (const other of container.children) other.setAttribute("aria-checked", "false");
-			card.setAttribute("aria-checked", "true");
+		radio.addEventListener("change", () => {
 			state.voice = voice;
 			$("convert-step").hidden = false;
-		};
-		card.addEventListener("click", select);
-		card.addEventListener("keydown", (e) => {
-			if (e.target !== card || (e.key !== "Enter" && e.key !== " ")) return;
-			e.preventDefault(); // Space would scroll the page.
-			select();
 		});
 		container.append(card);
 	}
@@ -372,7 +372,11 @@ function showOwnVoices(voices) {
 			const use = document.createElement("button");
 			use.type = "button";
 			use.textContent = "Use in a conversion";
-			use.addEventListener("click", () => document.querySelector(`.voice[data-voice-id="${voice.id}"]`)?.click());
+			use.addEventListener("click", () => {
+				const radio = document.querySelector(`.voice[data-voice-id="${voice.id}"] input[type="radio"]`);
+				radio?.click();
+				radio?.focus();
+			});
 			item.append(" ", use);
 		}
 		const remove = document.createElement("button");

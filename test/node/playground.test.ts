@@ -254,7 +254,7 @@ describe("playground in headless Chromium", () => {
 			expect(sampleSeconds).toBeCloseTo(4, 1);
 
 			await card.click();
-			expect(await card.getAttribute("aria-checked")).toBe("true");
+			expect(await card.locator("input[type=radio]").isChecked()).toBe(true);
 			await page.locator("#convert-step").waitFor();
 
 			const sampleRate = 44_100;
@@ -353,7 +353,7 @@ describe("playground in headless Chromium", () => {
 			await signInAndSelectVoice(page);
 			const card = page.locator(`.voice[data-voice-id="${longVoiceId}"]`);
 			await card.click();
-			expect(await card.getAttribute("aria-checked")).toBe("true");
+			expect(await card.locator("input[type=radio]").isChecked()).toBe(true);
 			await page.click("#voice-settings summary");
 			await page.setInputFiles("#file", {
 				name: `${"a-very-long-recording-name".repeat(8)}.wav`,
@@ -485,6 +485,59 @@ describe("playground in headless Chromium", () => {
 		}
 	}, 60_000);
 
+	it("can be used with the keyboard alone, and names every control", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			await page.focus("#client-secret");
+			await page.keyboard.press("Tab");
+			expect(await page.evaluate(() => document.activeElement?.id)).toBe("sign-in");
+			await page.keyboard.press("Enter");
+			const cards = page.locator(".voice");
+			await cards.nth(1).waitFor();
+			// Tab enters the voices at the first; the arrow keys pick the next one.
+			await page.keyboard.press("Tab");
+			const first = await page.evaluate(() => (document.activeElement as HTMLInputElement).type);
+			expect(first).toBe("radio");
+			await page.keyboard.press("ArrowDown");
+			expect(await cards.nth(1).locator("input[type=radio]").isChecked()).toBe(true);
+			expect(
+				await cards
+					.nth(1)
+					.locator("input[type=radio]")
+					.evaluate((r) => r === document.activeElement),
+			).toBe(true);
+			await page.locator("#convert-step").waitFor();
+			await page.setInputFiles("#file", {
+				name: "take-6.wav",
+				mimeType: "audio/wav",
+				buffer: Buffer.from(makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 })),
+			});
+			await page.focus("#preview");
+			await page.keyboard.press("Tab");
+			expect(await page.evaluate(() => document.activeElement?.id)).toBe("convert");
+			await page.keyboard.press("Enter");
+			await waitForOutcome(page);
+			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
+			await page.locator("#result-step").waitFor();
+			// Every control has a name, and nothing but buttons, links and form controls takes focus.
+			const unnamed = await page.evaluate(() =>
+				Array.from(document.querySelectorAll("input, select, progress, audio, canvas"))
+					.filter(
+						(e) =>
+							!(e as HTMLInputElement).labels?.length &&
+							!e.getAttribute("aria-label") &&
+							!e.getAttribute("aria-labelledby"),
+					)
+					.map((e) => e.outerHTML.slice(0, 80)),
+			);
+			expect(unnamed).toEqual([]);
+			expect(await page.locator("[role=radio], [role=button], div[tabindex], span[tabindex]").count()).toBe(0);
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	}, 60_000);
+
 	it("shows why a conversion failed when the upload is not audio", async () => {
 		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
 		try {
@@ -586,7 +639,7 @@ describe("playground in headless Chromium", () => {
 
 			// "Use in a conversion" selects the voice's card; the conversion runs on the rvc engine at 40 kHz.
 			await item.getByRole("button", { name: "Use in a conversion" }).click();
-			const card = page.locator(".voice[aria-checked='true']");
+			const card = page.locator(".voice:has(input:checked)");
 			expect(await card.textContent()).toContain("Mine in the playground");
 			expect(await card.textContent()).toContain("yours");
 			await page.selectOption("#pitch", "same_octave");
