@@ -1,6 +1,6 @@
 // The playground talks to the public API exactly as any client would: token, voices, upload, conversion, polling.
 const $ = (id) => document.getElementById(id);
-const state = { token: null, voice: null, resultUrl: null };
+const state = { token: null, voice: null, resultUrl: null, resumed: false };
 
 /** What each conversion status means to someone watching (the spec's state machine). */
 const STATUS_TEXT = {
@@ -93,6 +93,7 @@ async function signIn(event) {
 		$("token-status").textContent = "Signed in ✓";
 		await loadVoices();
 		$("own-voices-step").hidden = false;
+		void resumeFromAddress();
 	} catch (error) {
 		$("token-status").textContent = "";
 		showError(error.message);
@@ -242,28 +243,61 @@ async function convert(event) {
 				voice_settings: voiceSettings(),
 			}),
 		});
-		const startedAt = Date.now();
-		let current = conversion;
-		// Short first waits so that fast conversions show each step; then back off to spare the API.
-		for (let delay = 250; current.status !== "completed" && current.status !== "failed"; ) {
-			showStatus(current.status, startedAt);
-			await sleep(delay);
-			delay = Math.min(delay * 1.5, 2000);
-			try {
-				current = await api(`/api/v1/voice-conversions/${conversion.id}`);
-			} catch (error) {
-				// The conversion goes on without the page: a dropped connection only delays the next look at it.
-				if (!(error instanceof NetworkError)) throw error;
-				showStatus(current.status, startedAt);
-				$("status").textContent += " — connection lost, trying again…";
-				await sleep(2000);
-			}
-		}
-		showStatus(current.status, startedAt);
-		if (current.status === "failed") throw new Error(`Conversion failed: ${current.error_message}`);
-		await showResult(current, downloadName(file.name, state.voice.name, current.pitch_shift_applied));
+		await follow(conversion, file.name, state.voice.name);
 	} catch (error) {
 		// A step's "Registering…" or "Uploading…" must not stay up as if it were still under way.
+		if (!$("status").textContent.startsWith("Status:")) $("status").textContent = "";
+		showError(error.message);
+	} finally {
+		$("convert").disabled = false;
+	}
+}
+
+/**
+ * Follows a conversion until it ends, then shows its result. Its id goes into the page's address (never the
+ * credentials), so that a reload finds it again once signed in.
+ */
+async function follow(conversion, sourceName, voiceName) {
+	history.replaceState(null, "", `#conversion=${conversion.id}`);
+	const startedAt = Date.now();
+	let current = conversion;
+	// Short first waits so that fast conversions show each step; then back off to spare the API.
+	for (let delay = 250; current.status !== "completed" && current.status !== "failed"; ) {
+		showStatus(current.status, startedAt);
+		await sleep(delay);
+		delay = Math.min(delay * 1.5, 2000);
+		try {
+			current = await api(`/api/v1/voice-conversions/${conversion.id}`);
+		} catch (error) {
+			// The conversion goes on without the page: a dropped connection only delays the next look at it.
+			if (!(error instanceof NetworkError)) throw error;
+			showStatus(current.status, startedAt);
+			$("status").textContent += " — connection lost, trying again…";
+			await sleep(2000);
+		}
+	}
+	showStatus(current.status, startedAt);
+	if (current.status === "failed") throw new Error(`Conversion failed: ${current.error_message}`);
+	await showResult(current, downloadName(sourceName, voiceName, current.pitch_shift_applied));
+}
+
+/** After a reload: the conversion named in the address, followed as before (once, at the first sign-in). */
+async function resumeFromAddress() {
+	const id = /^#conversion=([0-9a-f-]{36})$/i.exec(window.location.hash)?.[1];
+	if (!id || state.resumed) return;
+	state.resumed = true;
+	$("convert-step").hidden = false;
+	$("convert").disabled = true;
+	try {
+		$("status").textContent = "Finding the conversion the page was following…";
+		const conversion = await api(`/api/v1/voice-conversions/${id}`);
+		document.querySelector(`.voice[data-voice-id="${conversion.voice_model_id}"] input[type="radio"]`)?.click();
+		const [source, voice] = await Promise.all([
+			api(`/api/v1/audio-files/${conversion.audio_file_id}`).catch(() => null),
+			api(`/api/v1/voices/${conversion.voice_model_id}`).catch(() => null),
+		]);
+		await follow(conversion, source?.file_name ?? "recording", voice?.name ?? "voice");
+	} catch (error) {
 		if (!$("status").textContent.startsWith("Status:")) $("status").textContent = "";
 		showError(error.message);
 	} finally {

@@ -538,6 +538,41 @@ describe("playground in headless Chromium", () => {
 		}
 	}, 60_000);
 
+	it("finds the conversion it was following again after a reload", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			await (await signInAndSelectVoice(page)).click();
+			await page.selectOption("#pitch", "fifth_down");
+			await page.setInputFiles("#file", {
+				name: "take-7.wav",
+				mimeType: "audio/wav",
+				buffer: Buffer.from(makeWav({ sampleRate: 16_000, channels: 1, frames: 32_000, encoding: "pcm", bits: 16 })),
+			});
+			const created = page.waitForResponse(
+				(r) => r.url().endsWith("/api/v1/voice-conversions") && r.request().method() === "POST",
+			);
+			await page.click("#convert");
+			const conversion = (await (await created).json()).data;
+			await page.reload();
+			await page.waitForFunction(() => (document.getElementById("client-secret") as HTMLInputElement).value !== "");
+			expect(await page.locator("#result-step").isHidden()).toBe(true);
+			await page.click("#sign-in");
+			await waitForOutcome(page);
+			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
+			expect(await page.textContent("#status")).toMatch(/^Status: completed/);
+			expect(new URL(page.url()).hash).toBe(`#conversion=${conversion.id}`);
+			await page.locator("#result-step").waitFor();
+			expect(await page.locator(`.voice[data-voice-id="${voiceId}"] input`).isChecked()).toBe(true);
+			expect(await page.getAttribute("#download", "download")).toBe(
+				`take-7-Playground_${demoVoice?.name}-fifth_down.wav`,
+			);
+			expect(await page.textContent("#result-info")).toContain("pitch fifth_down · 2.00 s");
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	}, 60_000);
+
 	it("shows why a conversion failed when the upload is not audio", async () => {
 		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
 		try {
