@@ -704,6 +704,25 @@ describe("playground in headless Chromium", () => {
 });
 
 describe("API reference page in headless Chromium", () => {
+	it("fits a phone's screen: the operations above the reference, nothing wider than the screen", async () => {
+		const context = await browser.newContext({ viewport: { width: 375, height: 667 }, isMobile: true });
+		try {
+			const page = await context.newPage();
+			await page.goto(`${stack.url}/docs`);
+			await page.locator("#POST-api-v1-voice-conversions").waitFor();
+			const layout = await page.evaluate(() => {
+				const root = document.documentElement;
+				const nav = (document.getElementById("nav") as HTMLElement).getBoundingClientRect();
+				const content = (document.getElementById("content") as HTMLElement).getBoundingClientRect();
+				return { scroll: root.scrollWidth, client: root.clientWidth, navBottom: nav.bottom, contentTop: content.top };
+			});
+			expect(layout.scroll).toBe(layout.client);
+			expect(layout.contentTop).toBeGreaterThanOrEqual(layout.navBottom);
+		} finally {
+			await context.close();
+		}
+	});
+
 	it("shows each operation's request body, the token endpoint's form fields included", async () => {
 		const context = await browser.newContext();
 		try {

@@ -15,7 +15,7 @@ const PAGE = `<!doctype html>
   @media (prefers-color-scheme: dark) { :root { --fg: #e6e8eb; --muted: #9aa4b2; --bg: #14171b; --card: #1d2127; --accent: #8ea6ff; } }
   body { font: 15px/1.5 system-ui, sans-serif; margin: 0; color: var(--fg); background: var(--bg); }
   header { padding: 24px 32px; border-bottom: 1px solid color-mix(in srgb, var(--muted) 30%, transparent); }
-  main { display: grid; grid-template-columns: 260px 1fr; }
+  main { display: grid; grid-template-columns: 260px minmax(0, 1fr); }
   nav { padding: 16px; position: sticky; top: 0; align-self: start; max-height: 100vh; overflow: auto; }
   nav a { display: block; color: var(--fg); text-decoration: none; padding: 2px 0; font-size: 13px; }
   section { padding: 16px 32px; }
@@ -23,7 +23,10 @@ const PAGE = `<!doctype html>
   .method { font: 600 12px ui-monospace, monospace; padding: 2px 6px; border-radius: 4px; color: #fff; }
   .GET { background: #2f9e44; } .POST { background: #1c7ed6; } .PATCH { background: #f08c00; } .DELETE { background: #e03131; } .PUT { background: #7048e8; }
   code, pre { font: 13px ui-monospace, monospace; } pre { overflow: auto; background: var(--bg); padding: 8px; border-radius: 6px; }
-  .muted { color: var(--muted); } h2 { margin-top: 32px; } table { border-collapse: collapse; } td, th { padding: 2px 8px; text-align: left; vertical-align: top; }
+  .muted { color: var(--muted); } h2 { margin-top: 32px; } table { border-collapse: collapse; } td, th { padding: 2px 8px; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
+  p, code, nav a { overflow-wrap: anywhere; } td:first-child, td:first-child code { white-space: nowrap; overflow-wrap: normal; }
+  /* A phone: the operations list above the reference, both the screen's width. */
+  @media (max-width: 720px) { main { grid-template-columns: minmax(0, 1fr); } nav { position: static; max-height: 40vh; } header, section { padding-left: 16px; padding-right: 16px; } }
 </style>
 </head>
 <body>
