@@ -461,6 +461,22 @@ async function uploadVoiceFile(voiceId, role, plan, file, onProgress) {
 	await api(`/api/v1/voices/${voiceId}/files/${role}/complete`, { method: "POST" });
 }
 
+/**
+ * A file of a voice this page just registered was refused or did not arrive. The page has no way to upload to
+ * that voice again, so it deletes it (its name would otherwise be taken by a voice waiting for files forever);
+ * the message says what became of it.
+ */
+async function abandonVoice(voice, reason) {
+	const removed = await api(`/api/v1/voices/${voice.id}`, { method: "DELETE" }).then(
+		() => true,
+		() => false,
+	);
+	await loadVoices().catch(() => {});
+	return removed
+		? `${reason}\nThe voice "${voice.name}" was not kept: pick the right files and upload it again.`
+		: `${reason}\nThe voice "${voice.name}" is waiting for its files: delete it under "Your voices" before uploading it again.`;
+}
+
 async function createOwnVoice(event) {
 	event.preventDefault();
 	showError("");
@@ -471,9 +487,11 @@ async function createOwnVoice(event) {
 	}
 	$("own-voice-create").disabled = true;
 	$("own-voice-progress").replaceChildren();
+	let voice = null;
+	let uploaded = false;
 	try {
 		$("own-voice-status").textContent = "Registering the voice…";
-		const voice = await api("/api/v1/voices", {
+		voice = await api("/api/v1/voices", {
 			method: "POST",
 			body: JSON.stringify({
 				name: $("own-voice-name").value.trim(),
@@ -486,6 +504,7 @@ async function createOwnVoice(event) {
 		for (const [role, file] of Object.entries(files)) {
 			await uploadVoiceFile(voice.id, role, voice.uploads[role], file, fileProgress(role, file));
 		}
+		uploaded = true;
 		let current = await api(`/api/v1/voices/${voice.id}`);
 		await loadVoices();
 		while (current.status === "validating" || current.status === "awaiting_upload") {
@@ -501,7 +520,7 @@ async function createOwnVoice(event) {
 				: `Voice "${current.name}" failed: ${current.error_message}`;
 	} catch (error) {
 		$("own-voice-status").textContent = "";
-		showError(error.message);
+		showError(voice && !uploaded ? await abandonVoice(voice, error.message) : error.message);
 	} finally {
 		$("own-voice-create").disabled = false;
 	}

@@ -573,6 +573,43 @@ describe("playground in headless Chromium", () => {
 		}
 	}, 60_000);
 
+	it("does not keep a voice whose file was refused, so that it can be uploaded again under its name", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			await signInAndSelectVoice(page);
+			await page.locator("#own-voices-step").waitFor();
+			await page.fill("#own-voice-name", "Second try");
+			await page.setInputFiles("#own-voice-model", {
+				name: "model.pth",
+				mimeType: "application/octet-stream",
+				buffer: Buffer.from("these bytes are no model"),
+			});
+			await page.click("#own-voice-create");
+			await page.waitForFunction(() => document.getElementById("error")?.textContent);
+			expect(await page.textContent("#error")).toMatch(
+				/not an RVC checkpoint[\s\S]*\nThe voice "Second try" was not kept: pick the right files and upload it again\.$/,
+			);
+			expect(await page.locator("#own-voices li", { hasText: "Second try" }).count()).toBe(0);
+
+			await page.setInputFiles("#own-voice-model", path.join(ROOT, "gpu-runner/test/rvc/fixtures/v2-f0-40k.pth"));
+			await page.click("#own-voice-create");
+			await page.waitForFunction(
+				() =>
+					/is ready|failed/.test(document.getElementById("own-voice-status")?.textContent ?? "") ||
+					document.getElementById("error")?.textContent,
+				undefined,
+				{ timeout: 60_000 },
+			);
+			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
+			expect(await page.textContent("#own-voice-status")).toBe(
+				'Voice "Second try" is ready: pick it above to convert with it.',
+			);
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	}, 120_000);
+
 	it("shows why a conversion failed when the upload is not audio", async () => {
 		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
 		try {
