@@ -17,7 +17,7 @@ import { runAdmin } from "../../scripts/lib/admin-commands.ts";
 import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "../../scripts/lib/demo-voices.ts";
 import { createAccount, createClient, createVoice, voiceObjectKeys } from "../../scripts/lib/provisioning.ts";
 import { TOKEN_LIFETIME_SECONDS } from "../../src/auth/scopes.ts";
-import { type Credentials, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
+import { type Credentials, callApi, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
 import { readWav } from "../support/wav-reader.ts";
@@ -609,6 +609,50 @@ describe("playground in headless Chromium", () => {
 			await context.close();
 		}
 	}, 120_000);
+
+	it("keeps its text readable in the dark colour scheme", async () => {
+		const { page, context, pageErrors } = await openPlayground({ colorScheme: "dark" });
+		try {
+			await signInAndSelectVoice(page);
+			// A voice waiting for its files, made through the API, for its status badge.
+			const token = await stack.token(client);
+			const waiting = await callApi<{ id: string }>(stack, token, "/api/v1/voices", {
+				method: "POST",
+				body: {
+					name: `Dark ${crypto.randomUUID().slice(0, 8)}`,
+					files: { model: { file_name: "m.pth", size_bytes: 1000 } },
+				},
+			});
+			await page.click("#sign-in"); // lists the voices again
+			await page.locator(`#own-voices li[data-voice-id="${waiting.id}"]`).waitFor();
+			// WCAG contrast of each piece of text against the background it is painted on.
+			const ratios = await page.evaluate(() => {
+				const luminance = (color: string) => {
+					const [r = 0, g = 0, b = 0] = (color.match(/[\d.]+/g) ?? []).map(Number).map((v) => {
+						const c = v / 255;
+						return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+					});
+					return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+				};
+				const background = (e: Element | null): string => {
+					for (; e; e = e.parentElement) {
+						const color = getComputedStyle(e).backgroundColor;
+						if (color !== "rgba(0, 0, 0, 0)" && color !== "transparent") return color;
+					}
+					return "rgb(255, 255, 255)";
+				};
+				return Array.from(document.querySelectorAll(".voice-status, button")).map((e) => {
+					const [a, b] = [luminance(getComputedStyle(e).color), luminance(background(e))].sort((x, y) => y - x);
+					return { text: e.textContent, ratio: Math.round((((a ?? 0) + 0.05) / ((b ?? 0) + 0.05)) * 10) / 10 };
+				});
+			});
+			expect(ratios.length).toBeGreaterThan(3);
+			for (const { text, ratio } of ratios) expect(ratio, String(text)).toBeGreaterThanOrEqual(4.5);
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	});
 
 	it("shows why a conversion failed when the upload is not audio", async () => {
 		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
