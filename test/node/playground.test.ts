@@ -679,8 +679,9 @@ describe("playground in headless Chromium", () => {
 		try {
 			await (await signInAndSelectVoice(page)).click();
 			await page.click("#voice-settings summary");
-			await page.fill("#index_rate", "0.5");
-			await page.fill("#formant_shift", "-2");
+			// Any value in range, not only the spinner's steps (the API takes 0.33 as well as 0.35).
+			await page.fill("#index_rate", "0.33");
+			await page.fill("#formant_shift", "-2.25");
 			const created = page.waitForRequest(
 				(r) => r.url().endsWith("/api/v1/voice-conversions") && r.method() === "POST",
 			);
@@ -688,7 +689,7 @@ describe("playground in headless Chromium", () => {
 				name: "take-2.wav",
 				bytes: makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 }),
 			});
-			expect((await created).postDataJSON().voice_settings).toEqual({ index_rate: 0.5, formant_shift: -2 });
+			expect((await created).postDataJSON().voice_settings).toEqual({ index_rate: 0.33, formant_shift: -2.25 });
 			// The test voice is a dsp voice: it has no feature index to blend.
 			expect(await page.textContent("#error")).toMatch(
 				/voice_settings.index_rate: the dsp engine .* honours only formant_shift/,
