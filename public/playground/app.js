@@ -505,12 +505,19 @@ async function createOwnVoice(event) {
 			await uploadVoiceFile(voice.id, role, voice.uploads[role], file, fileProgress(role, file));
 		}
 		uploaded = true;
-		let current = await api(`/api/v1/voices/${voice.id}`);
-		await loadVoices();
-		while (current.status === "validating" || current.status === "awaiting_upload") {
-			$("own-voice-status").textContent = `Voice "${current.name}": ${VOICE_STATUS_TEXT[current.status]}…`;
-			await sleep(1000);
-			current = await api(`/api/v1/voices/${voice.id}`);
+		let current = { ...voice, status: "validating" };
+		await loadVoices().catch(() => {});
+		for (let first = true; first || current.status === "validating" || current.status === "awaiting_upload"; ) {
+			if (!first) await sleep(1000);
+			first = false;
+			try {
+				current = await api(`/api/v1/voices/${voice.id}`);
+				$("own-voice-status").textContent = `Voice "${current.name}": ${VOICE_STATUS_TEXT[current.status]}…`;
+			} catch (error) {
+				// The runner checks the voice without the page: a dropped connection only delays the next look.
+				if (!(error instanceof NetworkError)) throw error;
+				$("own-voice-status").textContent = `Voice "${current.name}": connection lost, trying again…`;
+			}
 		}
 		// The list first, so that it shows the voice as the message says when the message appears.
 		await loadVoices();

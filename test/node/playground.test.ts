@@ -573,7 +573,7 @@ describe("playground in headless Chromium", () => {
 		}
 	}, 60_000);
 
-	it("does not keep a voice whose file was refused, so that it can be uploaded again under its name", async () => {
+	it("does not keep a voice whose file was refused, and follows the next try through a dropped connection", async () => {
 		const { page, context, pageErrors } = await openPlayground();
 		try {
 			await signInAndSelectVoice(page);
@@ -591,6 +591,18 @@ describe("playground in headless Chromium", () => {
 			);
 			expect(await page.locator("#own-voices li", { hasText: "Second try" }).count()).toBe(0);
 
+			// This time the browser loses the network for the first two looks at the voice being checked.
+			let dropped = 0;
+			await page.route("**/api/v1/voices/*", (route) =>
+				route.request().method() === "GET" && dropped++ < 2 ? route.abort("internetdisconnected") : route.continue(),
+			);
+			const statuses: string[] = [];
+			await page.exposeFunction("noteVoiceStatus", (text: string) => statuses.push(text));
+			await page.evaluate(() => {
+				const status = document.getElementById("own-voice-status") as HTMLElement;
+				const note = (window as unknown as { noteVoiceStatus: (text: string) => void }).noteVoiceStatus;
+				new MutationObserver(() => note(status.textContent ?? "")).observe(status, { childList: true, subtree: true });
+			});
 			await page.setInputFiles("#own-voice-model", path.join(ROOT, "gpu-runner/test/rvc/fixtures/v2-f0-40k.pth"));
 			await page.click("#own-voice-create");
 			await page.waitForFunction(
@@ -604,6 +616,8 @@ describe("playground in headless Chromium", () => {
 			expect(await page.textContent("#own-voice-status")).toBe(
 				'Voice "Second try" is ready: pick it above to convert with it.',
 			);
+			expect(dropped).toBeGreaterThan(2);
+			expect(statuses).toContain('Voice "Second try": connection lost, trying again…');
 			expect(pageErrors).toEqual([]);
 		} finally {
 			await context.close();
