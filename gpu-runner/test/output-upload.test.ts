@@ -4,13 +4,14 @@
  * test/node/end-to-end.test.ts); here an in-memory implementation of the interface records what the runner asks.
  */
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { UploadedPart } from "../../src/contracts/runner.ts";
 import { ApiError } from "../src/api/api-error.ts";
 import { type OutputUploads, uploadOutput } from "../src/storage/output-upload.ts";
-import { TransferError } from "../src/storage/transfer.ts";
+import { TransferError, uploadWav } from "../src/storage/transfer.ts";
 
 let dir: string;
 let file: string;
@@ -106,5 +107,28 @@ describe("output upload in parts", () => {
 		);
 		await expect(attempt).rejects.toMatchObject({ leaseLost: true });
 		expect(memory.calls).toEqual(["start", "part 1", "part 2", "abort"]);
+	});
+});
+
+describe("output upload in one PUT", () => {
+	it("fails with a TransferError, and no stray rejection, when storage cannot be reached", async () => {
+		// A port that refuses connections, as the Worker's does while it restarts.
+		const server = createServer();
+		await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+		const { port } = server.address() as { port: number };
+		await new Promise<void>((resolve) => server.close(() => resolve()));
+		const stray: unknown[] = [];
+		const onStray = (reason: unknown) => stray.push(reason);
+		process.on("unhandledRejection", onStray);
+		try {
+			const upload = uploadWav(`http://127.0.0.1:${port}/out.wav`, file, SIZE, new AbortController().signal);
+			await expect(upload).rejects.toBeInstanceOf(TransferError);
+			// An unhandled rejection is reported after the microtasks of the failing turn: give it that time.
+			await new Promise((resolve) => setTimeout(resolve, 50));
+		} finally {
+			process.off("unhandledRejection", onStray);
+		}
+		// A stray rejection ends a runner's process (Node's default), dropping every job it holds.
+		expect(stray).toEqual([]);
 	});
 });

@@ -86,6 +86,9 @@ export async function putFileRange(
 		request.once("response", resolve);
 		request.once("error", reject);
 	});
+	// A connection that fails rejects this and `pipeline` below alike; the catch handles it through `pipeline`, so
+	// this copy must not become an unhandled rejection (which would end the runner's process with every job).
+	response.catch(() => undefined);
 	try {
 		const body =
 			range.length === 0
