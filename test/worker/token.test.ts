@@ -63,6 +63,18 @@ describe("POST /oauth2/token", () => {
 		expect(response.headers.get("WWW-Authenticate")).toMatch(/^Basic/);
 	});
 
+	it("says what it takes when given another Authorization scheme (a bearer token), or Basic it cannot read", async () => {
+		const client = await provisionClient();
+		const form = { grant_type: "client_credentials", client_id: client.clientId, scope: BASE_SCOPE };
+		const bearer = await requestToken(form, { Authorization: "Bearer some.access.token" });
+		expect(bearer.status).toBe(401);
+		expect(bearer.headers.get("WWW-Authenticate")).toMatch(/^Basic/);
+		expect(((await bearer.json()) as { message: string }).message).toMatch(/HTTP Basic or in the form body/);
+		const garbled = await requestToken(form, { Authorization: "Basic not base64!" });
+		expect(garbled.status).toBe(401);
+		expect(((await garbled.json()) as { message: string }).message).toBe("Malformed HTTP Basic credentials");
+	});
+
 	it.each([
 		["a missing grant_type", { grant_type: undefined }, 400, "invalid_request"],
 		["another grant type", { grant_type: "password" }, 400, "unsupported_grant_type"],

@@ -34,9 +34,10 @@ function oauthError(status: number, error: OAuthError, description: string, basi
 	);
 }
 
-function basicCredentials(request: Request): { id: string; secret: string } | "malformed" | null {
+function basicCredentials(request: Request): { id: string; secret: string } | "malformed" | "other scheme" | null {
 	const header = request.headers.get("Authorization");
 	if (!header) return null;
+	if (!/^Basic(\s|$)/i.test(header.trim())) return "other scheme";
 	const match = /^Basic +([A-Za-z0-9+/]+=*)$/i.exec(header.trim());
 	if (!match?.[1]) return "malformed";
 	try {
@@ -91,6 +92,14 @@ export const tokenRoute = defineRoute({
 		}
 		const basic = basicCredentials(request);
 		if (basic === "malformed") return oauthError(401, "invalid_client", "Malformed HTTP Basic credentials", true);
+		if (basic === "other scheme") {
+			return oauthError(
+				401,
+				"invalid_client",
+				"The token endpoint takes client credentials as HTTP Basic or in the form body, not another Authorization scheme (a bearer token, say)",
+				true,
+			);
+		}
 		const bodyId = form.get("client_id");
 		const bodySecret = form.get("client_secret");
 		if (basic && (bodySecret || (bodyId && bodyId !== basic.id))) {
