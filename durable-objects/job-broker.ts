@@ -16,7 +16,10 @@
  * A waiter outlives its runner's request unless told otherwise: the broker cannot see the HTTP client. So a
  * long-poll carries a `waitId`, and the lease route calls `cancelWait` when its client goes away; the waiter then
  * ends with nothing, and what was granted under that id a moment earlier is given back without an attempt, so the
- * next job goes to a live runner instead of waiting out a lease nobody holds.
+ * next job goes to a live runner instead of waiting out a lease nobody holds. A runner that says it acknowledges
+ * (`LeaseWants.acknowledges`) heartbeats each lease the moment it arrives; one of its leases without that
+ * heartbeat after `ACK_WINDOW_MS` never reached it (the runner died mid-poll, and the disconnect was not seen: local
+ * workerd never reports it, a proxy can hide it), and is given back the same way, uncharged.
  */
 import { DurableObject } from "cloudflare:workers";
 import type {
@@ -52,6 +55,11 @@ const SETTLE_RETRY_MS = 5_000;
  * with a request that went away meanwhile would otherwise wait out the lease expiry, one attempt charged).
  */
 const CANCELLABLE_GRANT_MS = 10_000;
+/**
+ * How long a lease granted to an acknowledging runner waits for its first heartbeat before it is taken to have never
+ * arrived. The runner sends it as the lease arrives; this leaves room for a slow network and a busy runner.
+ */
+export const ACK_WINDOW_MS = 10_000;
 
 interface Waiter {
 	wants: LeaseWants;
@@ -133,6 +141,11 @@ export class JobBroker extends DurableObject<Env> {
 		const columns = this.#sql.exec<{ name: string }>("PRAGMA table_info(jobs)").toArray();
 		if (!columns.some((column) => column.name === "kind")) {
 			this.#sql.exec("ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'convert'");
+		}
+		// `ack_by` came with acknowledging runners; leases granted before it wait for their expiry, as they did.
+		const leaseColumns = this.#sql.exec<{ name: string }>("PRAGMA table_info(leases)").toArray();
+		if (!leaseColumns.some((column) => column.name === "ack_by")) {
+			this.#sql.exec("ALTER TABLE leases ADD COLUMN ack_by INTEGER");
 		}
 	}
 
@@ -295,21 +308,24 @@ export class JobBroker extends DurableObject<Env> {
 	/** Gives a job back unfinished (runner shutting down): no attempt is charged, and it is leasable at once. */
 	async release(leaseId: string): Promise<boolean> {
 		const now = this.clock();
-		const released = this.ctx.storage.transactionSync(() => {
-			const row = this.#leaseRow(leaseId);
-			if (!row || row.outcome !== null) return false;
-			this.#endLease(leaseId, "released", now);
-			this.#sql.exec(
-				`UPDATE jobs SET state = 'waiting', lease_id = NULL, attempts = MAX(0, attempts - 1), available_at = ?,
-				 updated_at = ? WHERE conversion_id = ? AND state = 'leased'`,
-				now,
-				now,
-				row.conversion_id,
-			);
-			return true;
-		});
+		const released = this.ctx.storage.transactionSync(() => this.#giveBack(leaseId, now));
 		if (released) await this.#afterChange();
 		return released;
+	}
+
+	/** Ends an active lease as released and puts its job back, uncharged (inside a transaction). */
+	#giveBack(leaseId: string, now: number): boolean {
+		const row = this.#leaseRow(leaseId);
+		if (!row || row.outcome !== null) return false;
+		this.#endLease(leaseId, "released", now);
+		this.#sql.exec(
+			`UPDATE jobs SET state = 'waiting', lease_id = NULL, attempts = MAX(0, attempts - 1), available_at = ?,
+			 updated_at = ? WHERE conversion_id = ? AND state = 'leased'`,
+			now,
+			now,
+			row.conversion_id,
+		);
+		return true;
 	}
 
 	/** Drops jobs whose conversions ended elsewhere (terminal in D1, failed by the safety net); ends their leases. */
@@ -389,10 +405,21 @@ export class JobBroker extends DurableObject<Env> {
 		};
 	}
 
-	/** Expires overdue leases, settles failing jobs, forgets old finished ones. Run by the alarm (and the cron). */
-	async sweep(): Promise<{ expired: number; requeued: number; failed: number }> {
+	/**
+	 * Gives back, uncharged, the leases an acknowledging runner never acknowledged; expires overdue leases; settles
+	 * failing jobs; forgets old finished ones. Run by the alarm (and the cron).
+	 */
+	async sweep(): Promise<{ expired: number; requeued: number; failed: number; unacknowledged: number }> {
 		const now = this.clock();
 		const report = this.ctx.storage.transactionSync(() => {
+			const unacknowledged = this.#sql
+				.exec<{ lease_id: string }>(
+					`SELECT lease_id FROM leases
+					 WHERE outcome IS NULL AND ack_by IS NOT NULL AND ack_by <= ? AND heartbeat_at IS NULL`,
+					now,
+				)
+				.toArray()
+				.filter((lease) => this.#giveBack(lease.lease_id, now)).length;
 			const overdue = this.#sql
 				.exec<LeaseRow>(
 					`SELECT l.lease_id, l.conversion_id, l.account_id, l.attempt, l.expires_at, l.outcome
@@ -412,9 +439,10 @@ export class JobBroker extends DurableObject<Env> {
 			const forgetBefore = now - FINISHED_RETENTION_MS;
 			this.#sql.exec("DELETE FROM jobs WHERE state = 'done' AND updated_at < ?", forgetBefore);
 			this.#sql.exec("DELETE FROM leases WHERE outcome IS NOT NULL AND ended_at < ?", forgetBefore);
-			return { expired: overdue.length, requeued, failed };
+			return { expired: overdue.length, requeued, failed, unacknowledged };
 		});
 		if (report.expired > 0) this.#log("warn", "leases expired", report);
+		if (report.unacknowledged > 0) this.#log("warn", "leases never acknowledged, given back", report);
 		await this.#afterChange();
 		return report;
 	}
@@ -469,8 +497,8 @@ export class JobBroker extends DurableObject<Env> {
 					)
 					.one();
 				this.#sql.exec(
-					`INSERT INTO leases (lease_id, conversion_id, account_id, runner_id, attempt, granted_at, expires_at)
-					 VALUES (?, ?, ?, ?, ?, ?, ?)`,
+					`INSERT INTO leases (lease_id, conversion_id, account_id, runner_id, attempt, granted_at, expires_at, ack_by)
+					 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 					leaseId,
 					job.conversion_id,
 					updated.account_id,
@@ -478,6 +506,7 @@ export class JobBroker extends DurableObject<Env> {
 					updated.attempts,
 					now,
 					expiresAt,
+					wants.acknowledges ? now + ACK_WINDOW_MS : null,
 				);
 				return { leaseId, job: jobOf(updated), attempt: updated.attempts, expiresAt };
 			});
@@ -563,7 +592,7 @@ export class JobBroker extends DurableObject<Env> {
 		}
 	}
 
-	/** Sets the alarm for the next thing that is due: a lease expiry, a delayed job, a failure to retry. */
+	/** Sets the alarm for the next thing that is due: a lease expiry or acknowledgement, a delayed job, a retry. */
 	async #arm(): Promise<void> {
 		const now = this.clock();
 		const failing = this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE state = 'failing'").one().n;
@@ -571,6 +600,7 @@ export class JobBroker extends DurableObject<Env> {
 			.exec<{ at: number | null }>(
 				`SELECT MIN(at) AS at FROM (
 					SELECT MIN(expires_at) AS at FROM leases WHERE outcome IS NULL
+					UNION ALL SELECT MIN(ack_by) FROM leases WHERE outcome IS NULL AND heartbeat_at IS NULL
 					UNION ALL SELECT MIN(available_at) FROM jobs WHERE state = 'waiting' AND available_at > ?
 					UNION ALL SELECT MIN(updated_at) + ? FROM jobs WHERE state = 'done'
 				)`,

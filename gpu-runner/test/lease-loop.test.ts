@@ -51,6 +51,21 @@ describe("lease loop against the runner API", () => {
 		expect(await runner.outcomes()).toEqual({ completed: 1 });
 	});
 
+	it("acknowledges each lease with a heartbeat as it arrives, as its lease request says it will", async () => {
+		api.heartbeatIntervalSeconds = 60;
+		const job = wavJob(1, { trickleBytesPer50ms: 8_000 });
+		api.enqueue(job);
+		runner = startTestRunner(api);
+		await api.waitFor(() => api.leaseFor(job.conversionId) !== undefined);
+		const lease = api.leaseFor(job.conversionId);
+		expect(api.leaseRequests[0]).toMatchObject({ acknowledges: true });
+		// Long before the 60 s interval: the acknowledgement, while the job still downloads its trickling source.
+		await api.waitFor(() => api.eventsFor(lease?.lease_id ?? "").some((e) => e.type === "heartbeat"));
+		expect(api.finalReport(lease?.lease_id ?? "")).toBeUndefined();
+		await waitUntil(() => api.finalReport(lease?.lease_id ?? "") !== undefined);
+		expect(api.finalReport(lease?.lease_id ?? "")?.type).toBe("complete");
+	});
+
 	it("runs jobs concurrently up to its capacity and no further", async () => {
 		const jobs = [1, 2, 3].map(() => wavJob(1, { trickleBytesPer50ms: 8_000 }));
 		for (const job of jobs) api.enqueue(job);

@@ -41,6 +41,11 @@ export interface LeaseWants {
 	 * request goes away; the broker cannot see the HTTP client itself.
 	 */
 	waitId?: string;
+	/**
+	 * The runner heartbeats each lease as it arrives: a lease without that heartbeat within the broker's window never
+	 * reached it, and is given back uncharged.
+	 */
+	acknowledges?: boolean;
 }
 
 export interface GrantedLease {

@@ -42,6 +42,12 @@ export const LeaseRequest = z.object({
 	 * when it stops: the Worker does not always learn that a client went away. Without it the Worker names the wait.
 	 */
 	wait_id: z.uuid().optional(),
+	/**
+	 * `true`: the runner heartbeats each lease the moment it arrives. A lease granted to it without that heartbeat
+	 * within 10 s never reached it (it died while it waited, and the Worker did not see the request go away), and
+	 * goes back to the queue without an attempt charged. Without it, such a lease waits out its expiry.
+	 */
+	acknowledges: z.boolean().optional(),
 });
 export type LeaseRequest = z.infer<typeof LeaseRequest>;
 

@@ -6,6 +6,7 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it, vi } from "vitest";
+import { ACK_WINDOW_MS } from "../../durable-objects/job-broker.ts";
 import {
 	afterLeaseExpired,
 	afterRunnerFailure,
@@ -54,6 +55,13 @@ const wants = (overrides: Record<string, unknown> = {}) => ({
 	engines: ["dsp"],
 	...overrides,
 });
+
+/** The one lease granted for `request`; fails the test when there is none. */
+async function leaseOne(request: ReturnType<typeof wants>) {
+	const [lease] = await broker().lease(request);
+	if (!lease) throw new Error("no lease granted");
+	return lease;
+}
 
 describe("lease expiry and attempts", () => {
 	it("requeues a job whose runner stopped heartbeating, and fails it after the maximum attempts", async () => {
@@ -259,6 +267,39 @@ describe("long-poll", () => {
 		expect(again).toMatchObject({ job: spec, attempt: 1 });
 		// A second cancel of the same wait changes nothing.
 		expect(await broker().cancelWait(waitId)).toEqual({ waiting: false, released: 0 });
+	});
+
+	it("gives back uncharged a lease an acknowledging runner never heartbeated (it died mid-poll, unseen)", async () => {
+		const spec = job();
+		await broker().enqueue(spec);
+		const lost = await leaseOne(wants({ runnerId: "dead", acknowledges: true }));
+		expect(lost).toMatchObject({ job: spec, attempt: 1 });
+		await shiftBrokerClock(ACK_WINDOW_MS - 1_000);
+		await broker().sweep();
+		expect((await broker().checkLease(lost.leaseId)).status).toBe("active");
+		await shiftBrokerClock(ACK_WINDOW_MS + 1_000);
+		// The alarm was set for the acknowledgement's deadline, well before the lease's expiry.
+		expect(await runDurableObjectAlarm(broker())).toBe(true);
+		expect(await broker().checkLease(lost.leaseId)).toMatchObject({ status: "ended", outcome: "released" });
+		const [again] = await broker().lease(wants({ runnerId: "live", acknowledges: true }));
+		expect(again).toMatchObject({ job: spec, attempt: 1 });
+	});
+
+	it("keeps an acknowledged lease, and leaves a runner that does not acknowledge to the lease expiry", async () => {
+		const [acked, quiet] = [job(), job()];
+		await broker().enqueue(acked);
+		const first = await leaseOne(wants({ acknowledges: true }));
+		expect(await broker().heartbeat(first.leaseId)).not.toBeNull();
+		await broker().enqueue(quiet);
+		const second = await leaseOne(wants());
+		await shiftBrokerClock(ACK_WINDOW_MS + 1_000);
+		await broker().sweep();
+		expect((await broker().checkLease(first.leaseId)).status).toBe("active");
+		expect((await broker().checkLease(second.leaseId)).status).toBe("active");
+		await shiftBrokerClock(LEASE_MS + 1_000);
+		await broker().sweep();
+		// Expired, charged: the attempt counts (a job that kills its runner after taking it must run out of attempts).
+		expect(await broker().checkLease(second.leaseId)).toMatchObject({ status: "ended", outcome: "expired" });
 	});
 
 	it("is idempotent by conversion id", async () => {

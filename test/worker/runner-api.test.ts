@@ -2,9 +2,10 @@
  * The whole life of a conversion through the runner API, with a test runner that uses only the HTTP contract:
  * lease (long-poll), fetch source, PUT output through the signed address, heartbeat, complete or fail.
  */
-import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
+import { createExecutionContext, createMessageBatch, getQueueResult, runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { ACK_WINDOW_MS } from "../../durable-objects/job-broker.ts";
 import { FAILURE_REASONS, LeaseResponse } from "../../src/contracts/runner.ts";
 import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
 import { failConversion } from "../../src/conversions/state-machine.ts";
@@ -307,6 +308,25 @@ describe("conversion lifecycle through the runner API", () => {
 		const live = await runner();
 		const lease = await live.leaseOne();
 		expect(lease).toMatchObject({ conversion_id: created.id, attempt: 1 });
+		expect((await live.finish(lease)).status).toBe(200);
+	});
+
+	it("gives back uncharged a lease whose acknowledging runner never heartbeated it (died unseen, no disconnect)", async () => {
+		const { created } = await deliveredConversion();
+		const dead = await runner();
+		// The answer arrives, but its runner is gone before it can heartbeat; no disconnect reached the Worker.
+		const [lost] = await dead.lease({ wait_seconds: 5, acknowledges: true });
+		expect(lost).toMatchObject({ conversion_id: created.id, attempt: 1 });
+		await shiftBrokerClock(ACK_WINDOW_MS + 1_000);
+		expect(await runDurableObjectAlarm(broker())).toBe(true);
+		expect(await json(await dead.heartbeat(lost?.lease_id ?? ""))).toMatchObject({ code: "lease_lost" });
+		const live = await runner();
+		const lease = await live.leaseOne({ acknowledges: true });
+		expect(lease).toMatchObject({ conversion_id: created.id, attempt: 1 });
+		// A live runner's acknowledgement keeps its lease past the window.
+		expect((await live.heartbeat(lease.lease_id)).status).toBe(200);
+		await shiftBrokerClock(2 * ACK_WINDOW_MS + 2_000);
+		await broker().sweep();
 		expect((await live.finish(lease)).status).toBe(200);
 	});
 

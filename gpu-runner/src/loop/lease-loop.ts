@@ -198,6 +198,9 @@ export class LeaseLoop {
 						engines: [...this.#deps.engines.keys()],
 						...(this.#deps.validateVoice ? { job_kinds: ["convert", "validate_voice"] } : {}),
 						wait_id: waitId,
+						// Each lease is heartbeaten as it arrives (`#startHeartbeats`): one the Worker granted to a request
+						// of ours that died unseen goes back to the queue, uncharged, instead of waiting out its expiry.
+						acknowledges: true,
 					},
 					stopSignal,
 				);
@@ -402,11 +405,14 @@ export class LeaseLoop {
 		return reportedAs(sent, permanent ? "failed_permanent" : "failed_transient");
 	}
 
-	/** Heartbeat at the lease's interval; a `lease_lost` answer aborts the job. Other errors are retried next tick. */
+	/**
+	 * Heartbeat at once (the lease's acknowledgement, asked for in the lease request), then at the lease's interval;
+	 * a `lease_lost` answer aborts the job. Other errors are retried next tick.
+	 */
 	#startHeartbeats(job: ActiveJob): { stop(): void } {
 		const intervalMs = job.lease.heartbeat_interval_seconds * 1000;
 		let inFlight = false;
-		const timer = setInterval(async () => {
+		const beat = async () => {
 			if (inFlight) return;
 			inFlight = true;
 			try {
@@ -422,7 +428,9 @@ export class LeaseLoop {
 			} finally {
 				inFlight = false;
 			}
-		}, intervalMs);
+		};
+		void beat();
+		const timer = setInterval(beat, intervalMs);
 		return { stop: () => clearInterval(timer) };
 	}
 

@@ -80,6 +80,7 @@ async function leaseJobs(
 		engines: body.engines,
 		kinds: body.job_kinds ?? ["convert"],
 		waitId,
+		acknowledges: body.acknowledges ?? false,
 	});
 	if (granted.length === 0) return ok({ leases: [], validations: [] });
 	try {
