@@ -66,6 +66,21 @@ describe("lease loop against the runner API", () => {
 		expect(api.finalReport(lease?.lease_id ?? "")?.type).toBe("complete");
 	});
 
+	it("retries a lease's acknowledgement that fails, long before the heartbeat interval", async () => {
+		api.heartbeatIntervalSeconds = 60;
+		api.faults.set("heartbeat", { status: 503, remaining: 2 });
+		// A source that takes about 4 s to arrive: the job outlasts two refused tries a second apart.
+		const job = wavJob(2, { trickleBytesPer50ms: 1_000 });
+		api.enqueue(job);
+		runner = startTestRunner(api);
+		await waitUntil(() => api.finalReport(api.leaseFor(job.conversionId)?.lease_id ?? "") !== undefined);
+		const events = api.eventsFor(api.leaseFor(job.conversionId)?.lease_id ?? "").map((e) => e.type);
+		// With the interval at 60 s, only a retried acknowledgement can have got through before the report.
+		expect(events.indexOf("heartbeat")).toBeGreaterThanOrEqual(0);
+		expect(events.indexOf("heartbeat")).toBeLessThan(events.indexOf("complete"));
+		expect(api.faults.get("heartbeat")?.remaining).toBe(0);
+	});
+
 	it("runs jobs concurrently up to its capacity and no further", async () => {
 		const jobs = [1, 2, 3].map(() => wavJob(1, { trickleBytesPer50ms: 8_000 }));
 		for (const job of jobs) api.enqueue(job);

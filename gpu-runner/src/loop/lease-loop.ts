@@ -42,6 +42,8 @@ export interface LeaseLoopOptions {
 
 /** Longest wait between two tries of a final report, so that an API that comes back is heard from soon. */
 const REPORT_RETRY_MAX_MS = 5_000;
+/** How long a lease's acknowledgement is retried: within the broker's 10 s window (`ACK_WINDOW_MS`), with room. */
+const ACKNOWLEDGE_RETRY_MS = 7_000;
 
 /** The Worker as the lease loop last found it (`GET /healthz`'s `api`). */
 export interface ApiStatus {
@@ -406,32 +408,45 @@ export class LeaseLoop {
 	}
 
 	/**
-	 * Heartbeat at once (the lease's acknowledgement, asked for in the lease request), then at the lease's interval;
-	 * a `lease_lost` answer aborts the job. Other errors are retried next tick.
+	 * Heartbeat at once (the lease's acknowledgement, asked for in the lease request: retried every second for a few
+	 * seconds, since the broker takes back a lease not acknowledged within 10 s), then at the lease's interval; a
+	 * `lease_lost` answer aborts the job. Other errors are retried next tick.
 	 */
 	#startHeartbeats(job: ActiveJob): { stop(): void } {
 		const intervalMs = job.lease.heartbeat_interval_seconds * 1000;
 		let inFlight = false;
-		const beat = async () => {
-			if (inFlight) return;
+		let stopped = false;
+		/** One heartbeat; false when it failed other than by `lease_lost` (or another was under way). */
+		const beat = async (): Promise<boolean> => {
+			if (inFlight) return false;
 			inFlight = true;
 			try {
 				await this.#deps.api.heartbeat(job.lease.lease_id, job.progress);
+				return true;
 			} catch (error) {
 				if ((error as ApiError).leaseLost) {
 					this.#deps.logger.warn("lease lost; stopping the job", { lease_id: job.lease.lease_id });
 					job.controller.abort(new LeaseLostAbort());
-				} else {
-					this.#deps.metrics.apiErrors.inc({ operation: "heartbeat" });
-					this.#deps.logger.warn("heartbeat failed", { lease_id: job.lease.lease_id, error: describeError(error) });
+					return true;
 				}
+				this.#deps.metrics.apiErrors.inc({ operation: "heartbeat" });
+				this.#deps.logger.warn("heartbeat failed", { lease_id: job.lease.lease_id, error: describeError(error) });
+				return false;
 			} finally {
 				inFlight = false;
 			}
 		};
-		void beat();
+		void (async () => {
+			const giveUpAt = performance.now() + ACKNOWLEDGE_RETRY_MS;
+			while (!(await beat()) && !stopped && performance.now() < giveUpAt) await sleep(1_000);
+		})();
 		const timer = setInterval(beat, intervalMs);
-		return { stop: () => clearInterval(timer) };
+		return {
+			stop: () => {
+				stopped = true;
+				clearInterval(timer);
+			},
+		};
 	}
 
 	/** Send a final report, retrying transient API errors with backoff. */
