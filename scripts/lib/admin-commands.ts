@@ -7,6 +7,11 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { DspVoiceParams } from "../../gpu-runner/src/engines/dsp/voice-params.ts";
+import {
+	contentVecLayoutProblem,
+	rmvpeLayoutProblem,
+	type TensorMeta,
+} from "../../gpu-runner/src/engines/rvc/feature-model-layout.ts";
 import { CPU_PARAM_DEFAULTS, parseRvcParams } from "../../gpu-runner/src/engines/rvc/params.ts";
 import { VoiceSettings } from "../../src/contracts/voice-conversions.ts";
 import type { AdminBackend } from "./admin-backend.ts";
@@ -150,31 +155,24 @@ const describeKind = (inspection: ModelInspection) =>
 const isSynthesizer = (inspection: ModelInspection) =>
 	inspection.kind === "rvc_checkpoint" || (inspection.kind === "onnx" && inspection.role === "synthesizer");
 
-type TensorFacts = { type?: string; shape?: (number | string)[] };
-
 /**
- * Whether an ONNX model has the layout the rvc engine runs as this base model (`models.ts`, as RVC exports them):
- * ContentVec takes 16 kHz audio, `[1, 1, samples]` or `[1, samples]`, and gives `[1, frames, 768]` features (256 for
- * v1); RMVPE takes a `[1, 128, frames]` log-mel and gives `[1, frames, 360]` salience. Sizes a model leaves
- * symbolic are not held against it.
+ * Why an ONNX model cannot be this base model: the layout the rvc engine checks as it loads one (ContentVec 16 kHz
+ * audio in, RMVPE a `[1, 128, frames]` log-mel in and 360 bins out: `feature-model-layout.ts`), and for ContentVec
+ * what only shows when it runs: one audio channel in, features as wide as some RVC voice's (768 for v2, 256 for v1)
+ * out. RMVPE set as contentvec, say, loads, then fails every rvc conversion.
  */
-function fitsBaseModel(name: BaseModelName, inspection: ModelInspection): boolean {
-	if (inspection.kind !== "onnx" || inspection.role === "synthesizer") return false;
-	const inputs = (inspection.inputs ?? []) as TensorFacts[];
-	const input = inputs[0];
-	const output = ((inspection.outputs ?? []) as TensorFacts[])[0];
-	if (inputs.length !== 1 || input?.type !== "float32" || output?.type !== "float32") return false;
-	const inShape = input.shape ?? [];
-	const outShape = output.shape ?? [];
-	const sized = (shape: (number | string)[], axis: number, ...allowed: number[]) =>
-		typeof shape[axis] !== "number" || allowed.includes(shape[axis] as number);
-	if (outShape.length !== 0 && outShape.length !== 3) return false;
-	if (name === "contentvec") {
-		if (![0, 2, 3].includes(inShape.length) || (inShape.length === 3 && !sized(inShape, 1, 1))) return false;
-		return sized(outShape, 2, 768, 256);
-	}
-	if (inShape.length !== 0 && inShape.length !== 3) return false;
-	return sized(inShape, 1, 128) && sized(outShape, 2, 360);
+function baseModelLayoutProblem(name: BaseModelName, inspection: ModelInspection): string | undefined {
+	if (inspection.kind !== "onnx" || inspection.role === "synthesizer") return "not an ONNX base model";
+	const inputs = (inspection.inputs ?? []) as TensorMeta[];
+	const outputs = (inspection.outputs ?? []) as TensorMeta[];
+	if (name === "rmvpe") return rmvpeLayoutProblem(inputs, outputs);
+	const problem = contentVecLayoutProblem(inputs, outputs);
+	if (problem !== undefined) return problem;
+	const [channels, width] = [inputs[0]?.shape?.length === 3 ? inputs[0].shape[1] : 1, outputs[0]?.shape?.[2]];
+	if (typeof channels === "number" && channels !== 1) return `its input takes ${channels} channels, not 1`;
+	if (typeof width === "number" && width !== 768 && width !== 256)
+		return `its features are ${width} wide, not 768 or 256`;
+	return undefined;
 }
 
 const BASE_MODEL_LAYOUTS: Record<BaseModelName, string> = {
@@ -523,7 +521,7 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			const { bytes } = await inspectModel(
 				file,
 				"base-model",
-				(inspection) => fitsBaseModel(name as BaseModelName, inspection),
+				(inspection) => baseModelLayoutProblem(name as BaseModelName, inspection) === undefined,
 				BASE_MODEL_LAYOUTS[name as BaseModelName],
 			);
 			const digest = sha256(bytes);

@@ -119,7 +119,6 @@ async function signInAndSelectVoice(page: Page) {
 	return card;
 }
 
-/** Picks a file and the options, converts, and waits until the page shows an outcome (or an error). */
 /** Until the conversion shows a terminal status or the page shows an error. */
 async function waitForOutcome(page: Page) {
 	await page.waitForFunction(
@@ -131,6 +130,28 @@ async function waitForOutcome(page: Page) {
 	);
 }
 
+/** The conversion the page followed completed, with no error shown (the runner's log explains one that did not). */
+async function expectCompleted(page: Page) {
+	expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
+	expect(await page.textContent("#status")).toMatch(/^Status: completed/);
+}
+
+/** Until the page's own voice `name` ends its validation; it must end ready, with no error shown. */
+async function expectOwnVoiceReady(page: Page, name: string) {
+	await page.waitForFunction(
+		() =>
+			/is ready|failed/.test(document.getElementById("own-voice-status")?.textContent ?? "") ||
+			document.getElementById("error")?.textContent,
+		undefined,
+		{ timeout: 60_000 },
+	);
+	expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
+	expect(await page.textContent("#own-voice-status")).toBe(
+		`Voice "${name}" is ready: pick it above to convert with it.`,
+	);
+}
+
+/** Picks a file and the options, converts, and waits until the page shows an outcome (or an error). */
 async function convertInPage(page: Page, file: { name: string; bytes: Uint8Array }) {
 	const sourcePath = path.join(tempDir, file.name);
 	await writeFile(sourcePath, file.bytes);
@@ -444,8 +465,7 @@ describe("playground in headless Chromium", () => {
 				name: "take-4.wav",
 				bytes: makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 }),
 			});
-			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
-			expect(await page.textContent("#status")).toMatch(/^Status: completed/);
+			await expectCompleted(page);
 			expect(requests.filter((url) => url.endsWith("/oauth2/token"))).toHaveLength(2);
 			expect(pageErrors).toEqual([]);
 		} finally {
@@ -468,8 +488,7 @@ describe("playground in headless Chromium", () => {
 			});
 			expect(dropped).toBeGreaterThan(2);
 			expect(history.some((text) => /connection lost, trying again/.test(text))).toBe(true);
-			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
-			expect(await page.textContent("#status")).toMatch(/^Status: completed/);
+			await expectCompleted(page);
 			await page.locator("#result-step").waitFor();
 			await page.unroute("**/api/v1/voice-conversions/*");
 
@@ -558,8 +577,7 @@ describe("playground in headless Chromium", () => {
 			expect(await page.locator("#result-step").isHidden()).toBe(true);
 			await page.click("#sign-in");
 			await waitForOutcome(page);
-			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
-			expect(await page.textContent("#status")).toMatch(/^Status: completed/);
+			await expectCompleted(page);
 			expect(new URL(page.url()).hash).toBe(`#conversion=${conversion.id}`);
 			await page.locator("#result-step").waitFor();
 			expect(await page.locator(`.voice[data-voice-id="${voiceId}"] input`).isChecked()).toBe(true);
@@ -605,17 +623,7 @@ describe("playground in headless Chromium", () => {
 			});
 			await page.setInputFiles("#own-voice-model", path.join(ROOT, "gpu-runner/test/rvc/fixtures/v2-f0-40k.pth"));
 			await page.click("#own-voice-create");
-			await page.waitForFunction(
-				() =>
-					/is ready|failed/.test(document.getElementById("own-voice-status")?.textContent ?? "") ||
-					document.getElementById("error")?.textContent,
-				undefined,
-				{ timeout: 60_000 },
-			);
-			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
-			expect(await page.textContent("#own-voice-status")).toBe(
-				'Voice "Second try" is ready: pick it above to convert with it.',
-			);
+			await expectOwnVoiceReady(page, "Second try");
 			expect(dropped).toBeGreaterThan(2);
 			expect(statuses).toContain('Voice "Second try": connection lost, trying again…');
 			expect(pageErrors).toEqual([]);
@@ -750,17 +758,7 @@ describe("playground in headless Chromium", () => {
 			await writeFile(sample, makeWav({ sampleRate: 16_000, channels: 1, frames: 32_000, encoding: "pcm", bits: 16 }));
 			await page.setInputFiles("#own-voice-sample", sample);
 			await page.click("#own-voice-create");
-			await page.waitForFunction(
-				() =>
-					/is ready|failed/.test(document.getElementById("own-voice-status")?.textContent ?? "") ||
-					document.getElementById("error")?.textContent,
-				undefined,
-				{ timeout: 60_000 },
-			);
-			expect(await page.textContent("#error"), runner.log().slice(-3000)).toBe("");
-			expect(await page.textContent("#own-voice-status")).toBe(
-				'Voice "Mine in the playground" is ready: pick it above to convert with it.',
-			);
+			await expectOwnVoiceReady(page, "Mine in the playground");
 			for (const role of ["model", "index", "sample"]) {
 				const bar = page.locator(`#own-voice-progress-${role}`);
 				expect(await bar.evaluate((p: HTMLProgressElement) => p.value)).toBe(100);

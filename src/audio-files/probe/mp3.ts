@@ -19,6 +19,7 @@ import {
 } from "../../contracts/mpeg-frame.ts";
 import { appendedDataStart } from "./appended-data.ts";
 import type { AudioFacts } from "./audio-facts.ts";
+import { id3v2TagLength } from "./id3v2.ts";
 import { corrupted, truncated, unsupported, zeroDuration } from "./probe-failure.ts";
 import { ascii, type ProbeReader, u32be } from "./probe-reader.ts";
 
@@ -182,23 +183,10 @@ async function afterTags(reader: ProbeReader, position: number, end: number): Pr
 	for (;;) {
 		if (position + 10 > end) return position;
 		const head = await reader.bytes(position, 10);
-		if (ascii(head, 0, 3) === "TAG" && position + ID3V1_BYTES <= end) {
-			position += ID3V1_BYTES;
-		} else if (
-			ascii(head, 0, 3) === "ID3" &&
-			head.byteLength === 10 &&
-			[6, 7, 8, 9].every((i) => (head[i] as number) < 0x80)
-		) {
-			const size =
-				(((head[6] as number) << 21) |
-					((head[7] as number) << 14) |
-					((head[8] as number) << 7) |
-					(head[9] as number)) >>>
-				0;
-			const next = position + 10 + size + ((head[5] as number) & 0x10 ? 10 : 0);
-			if (next > end) return position;
-			position = next;
-		} else return position;
+		const id3v2 = id3v2TagLength(head);
+		if (ascii(head, 0, 3) === "TAG" && position + ID3V1_BYTES <= end) position += ID3V1_BYTES;
+		else if (id3v2 !== null && position + id3v2 <= end) position += id3v2;
+		else return position;
 	}
 }
 

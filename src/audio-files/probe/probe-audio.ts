@@ -10,6 +10,7 @@ import { MAX_AUDIO_FILE_BYTES } from "../limits.ts";
 import type { AudioFacts } from "./audio-facts.ts";
 import type { ByteSource } from "./byte-source.ts";
 import { probeFlac } from "./flac.ts";
+import { id3v2TagLength } from "./id3v2.ts";
 import { probeMp3 } from "./mp3.ts";
 import { ProbeFailure, type ProbeFailureCode, truncated, unsupported } from "./probe-failure.ts";
 import { ascii, ProbeReader } from "./probe-reader.ts";
@@ -65,12 +66,9 @@ async function skipId3v2(reader: ProbeReader, start: number): Promise<number> {
 		const header = await reader.bytes(offset, 10);
 		if (ascii(header, 0, 3) !== "ID3") return offset;
 		if (header.byteLength < 10) throw truncated("The file ends inside its ID3 tag header");
-		const sizeBytes = header.subarray(6, 10);
-		if (sizeBytes.some((byte) => byte & 0x80)) throw new ProbeFailure("corrupted", "The ID3 tag size is malformed");
-		const size = sizeBytes.reduce((total, byte) => total * 128 + byte, 0);
-		// Version 4 tags may end with a 10-byte footer (flag bit 4), not counted in the size.
-		const footer = header[3] === 4 && ((header[5] as number) & 0x10) !== 0 ? 10 : 0;
-		offset += 10 + size + footer;
+		const length = id3v2TagLength(header);
+		if (length === null) throw new ProbeFailure("corrupted", "The ID3 tag size is malformed");
+		offset += length;
 		if (offset > reader.size) throw truncated("The file ends inside its ID3 tag");
 	}
 	return offset;

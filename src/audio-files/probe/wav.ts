@@ -24,6 +24,8 @@ const OTHER_ENCODINGS: Record<number, string> = {
 /** RIFF size fields of 0xFFFFFFFF mean "see ds64" in RF64, or "unknown" from a streaming writer. */
 const SIZE_UNKNOWN = 0xffffffff;
 const MAX_CHUNKS = 512;
+/** A chunk id: four printable ASCII characters. */
+const CHUNK_ID = /^[\x20-\x7e]{4}$/;
 
 interface WavFormat {
 	encoding: typeof WAVE_FORMAT_PCM | typeof WAVE_FORMAT_IEEE_FLOAT;
@@ -82,7 +84,7 @@ async function onlyChunksFrom(reader: ProbeReader, offset: number): Promise<bool
 	for (let chunk = 0; chunk < MAX_CHUNKS && offset + 8 <= reader.size; chunk++) {
 		const header = await reader.exactly(offset, 8, "header of a WAV chunk");
 		const size = u32le(header, 4);
-		if (!/^[\x20-\x7e]{4}$/.test(ascii(header, 0, 4)) || offset + 8 + size > reader.size) return false;
+		if (!CHUNK_ID.test(ascii(header, 0, 4)) || offset + 8 + size > reader.size) return false;
 		offset += 8 + size + (size & 1);
 	}
 	return offset >= reader.size;
@@ -126,7 +128,7 @@ export async function probeWav(reader: ProbeReader): Promise<AudioFacts> {
 				durationSeconds: frames / format.sampleRate,
 				codec: describe(format),
 			};
-		} else if (!/^[\x20-\x7e]{4}$/.test(id)) {
+		} else if (!CHUNK_ID.test(id)) {
 			throw corrupted(`Unreadable WAV chunk id at byte ${offset}; the file is damaged`);
 		}
 		offset = body + size;

@@ -18,6 +18,7 @@ import * as ort from "onnxruntime-node";
 import { type DecodeLayout, decodedFrames, decodeLayout, joinPieces } from "./decode-pieces.ts";
 import { FeatureWidthMismatch, RvcEngineError } from "./errors.ts";
 import { type ExecutionProviderName, sessionOptionsFor } from "./execution-provider.ts";
+import { contentVecLayoutProblem, describeShape, rmvpeLayoutProblem, type TensorMeta } from "./feature-model-layout.ts";
 import { quantizeMatMuls } from "./int8-matmul.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
 import { once } from "./once.ts";
@@ -51,10 +52,6 @@ export function memoryArenaFor(role: ModelRole, settings: Pick<SessionSettings, 
 }
 
 type TensorType = ort.Tensor.Type;
-
-function describeShape(shape: ReadonlyArray<number | string>): string {
-	return `[${shape.join(", ")}]`;
-}
 
 /** Not the model's fault: the job can run again, on a new thread. */
 function threadStopped(doing: string, error: ThreadStoppedError): RvcEngineError {
@@ -172,25 +169,15 @@ export class ContentVecModel {
 
 	constructor(model: OnnxModel) {
 		this.model = model;
-		const input = model.session.inputMetadata[0];
-		const output = model.session.outputMetadata[0];
-		if (model.session.inputMetadata.length !== 1 || input === undefined || output === undefined) {
-			throw model.fail(
-				`expected one audio input and a features output, found inputs [${model.session.inputNames.join(", ")}]`,
-			);
-		}
-		const inputShape = model.declared("input", input.name, "float32");
-		if (inputShape.length !== 0 && inputShape.length !== 2 && inputShape.length !== 3) {
-			throw model.fail(
-				`input "${input.name}" has shape ${describeShape(inputShape)}, expected [1, 1, samples] or [1, samples]`,
-			);
-		}
+		const { inputMetadata, outputMetadata } = model.session;
+		const problem = contentVecLayoutProblem(inputMetadata, outputMetadata);
+		if (problem !== undefined) throw model.fail(problem);
+		const [input, output] = [inputMetadata[0], outputMetadata[0]] as [TensorMeta, TensorMeta];
 		this.#inputName = input.name;
 		// RVC's export is [1, 1, samples]; assume it when the model does not declare a shape.
-		this.#inputRank = inputShape.length === 2 ? 2 : 3;
+		this.#inputRank = input.shape?.length === 2 ? 2 : 3;
 		this.#outputName = output.name;
-		const outputShape = model.declared("output", output.name, "float32", 3);
-		const dim = outputShape[2];
+		const dim = output.shape?.[2];
 		this.declaredFeatureDim = typeof dim === "number" ? dim : undefined;
 	}
 
@@ -221,27 +208,11 @@ export class RmvpeModel {
 
 	constructor(model: OnnxModel) {
 		this.model = model;
-		const input = model.session.inputMetadata[0];
-		const output = model.session.outputMetadata[0];
-		if (model.session.inputMetadata.length !== 1 || input === undefined || output === undefined) {
-			throw model.fail(
-				`expected one mel input and a salience output, found inputs [${model.session.inputNames.join(", ")}]`,
-			);
-		}
-		const inputShape = model.declared("input", input.name, "float32", 3);
-		if (typeof inputShape[1] === "number" && inputShape[1] !== RMVPE_N_MELS) {
-			throw model.fail(
-				`input "${input.name}" has shape ${describeShape(inputShape)}, expected [1, ${RMVPE_N_MELS}, frames]`,
-			);
-		}
-		const outputShape = model.declared("output", output.name, "float32", 3);
-		if (typeof outputShape[2] === "number" && outputShape[2] !== RMVPE_PITCH_BINS) {
-			throw model.fail(
-				`output "${output.name}" has shape ${describeShape(outputShape)}, expected [1, frames, ${RMVPE_PITCH_BINS}]`,
-			);
-		}
-		this.#inputName = input.name;
-		this.#outputName = output.name;
+		const { inputMetadata, outputMetadata } = model.session;
+		const problem = rmvpeLayoutProblem(inputMetadata, outputMetadata);
+		if (problem !== undefined) throw model.fail(problem);
+		this.#inputName = (inputMetadata[0] as TensorMeta).name;
+		this.#outputName = (outputMetadata[0] as TensorMeta).name;
 	}
 
 	/** Salience `[paddedFrames, 360]` row-major for the padded mel. */
