@@ -3,12 +3,13 @@
  * event payloads see the same fields. Status changes are not here: they belong to `state-machine.ts`, the only code
  * that writes `status`.
  */
-import { and, asc, desc, eq, inArray, isNotNull, isNull, lte, or, type SQL, sql } from "drizzle-orm";
+import { and, asc, desc, eq, exists, inArray, isNotNull, isNull, lte, or, type SQL, sql } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { ConversionJob } from "../contracts/broker.ts";
 import type { CreateConversionBody } from "../contracts/voice-conversions.ts";
 import { database } from "../db/client.ts";
 import { newestFirstPage, olderThan } from "../db/newest-first-page.ts";
+import { rowWhere } from "../db/row-where.ts";
 import { audioFiles, type ConversionStatus, voiceConversions, voices } from "../db/schema.ts";
 import type { PageCursor } from "../http/page-cursor.ts";
 
@@ -79,13 +80,18 @@ export type SourcePreprocessing = Pick<
  * Inserts a conversion in `pending_preprocessing`, and reads its source file's preprocessing state in the same
  * batch, after the insert: preprocessing that ended between the caller's check and the insert notified nobody
  * about this conversion, so the caller acts on what this read finds.
+ *
+ * Null, inserting nothing, when the source file or the voice was deleted after the caller found them: the insert
+ * reads both in its own statement. A deletion then either comes first (no conversion) or sees the conversion (the
+ * file's delete is refused while it is in use; a voice keeps its files until its conversions end), so no conversion
+ * is accepted with a source or voice files already gone.
  */
 export async function insertConversion(
 	env: Pick<Env, "DB">,
 	accountId: string,
 	input: CreateConversionBody & { audioFileName: string; voiceModelName: string },
 	now = new Date(),
-): Promise<{ conversion: Conversion; source: SourcePreprocessing | undefined }> {
+): Promise<{ conversion: Conversion; source: SourcePreprocessing | undefined } | null> {
 	const at = now.toISOString();
 	const row: ConversionRow = {
 		id: crypto.randomUUID(),
@@ -113,8 +119,27 @@ export async function insertConversion(
 		updatedAt: at,
 	};
 	const db = database(env);
-	const [, [source]] = await db.batch([
-		db.insert(voiceConversions).values(row),
+	const stillThere = and(
+		exists(
+			db
+				.select({ id: audioFiles.id })
+				.from(audioFiles)
+				.where(
+					and(eq(audioFiles.id, row.audioFileId), eq(audioFiles.accountId, accountId), isNull(audioFiles.deletedAt)),
+				),
+		),
+		exists(
+			db
+				.select({ id: voices.id })
+				.from(voices)
+				.where(and(eq(voices.id, row.voiceModelId), isNull(voices.deletedAt))),
+		),
+	) as SQL;
+	const [inserted, [source]] = await db.batch([
+		db
+			.insert(voiceConversions)
+			.select(rowWhere(voiceConversions, row, stillThere))
+			.returning({ id: voiceConversions.id }),
 		db
 			.select({
 				preprocessingStatus: audioFiles.preprocessingStatus,
@@ -124,6 +149,7 @@ export async function insertConversion(
 			.from(audioFiles)
 			.where(eq(audioFiles.id, input.audio_file_id)),
 	]);
+	if (inserted.length === 0) return null;
 	return {
 		conversion: { ...row, audioFileName: input.audioFileName, voiceModelName: input.voiceModelName },
 		source,

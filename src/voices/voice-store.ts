@@ -2,10 +2,10 @@
  * D1 access for voices. A client sees the service's active voices and its own account's voices that are not
  * deleted; any other voice does not exist for it (404, exactly like another account's audio file).
  */
-import { and, asc, count, eq, getTableColumns, inArray, isNotNull, isNull, lte, or, type SQL, sql } from "drizzle-orm";
-import type { SQLiteTable } from "drizzle-orm/sqlite-core";
+import { and, asc, count, eq, inArray, isNotNull, isNull, lte, or, type SQL, sql } from "drizzle-orm";
 import type { VoiceSettings } from "../contracts/voice-conversions.ts";
 import { database } from "../db/client.ts";
+import { rowWhere } from "../db/row-where.ts";
 import {
 	type VoiceFileRole,
 	type VoiceStatus,
@@ -98,14 +98,6 @@ export interface NewAccountVoice {
 		VoiceFileRow,
 		"voiceId" | "kind" | "sizeBytes" | "sha256" | "uploadedAt" | "createdAt" | "uploadGeneration"
 	>[];
-}
-
-/** `SELECT <the row's values, in the table's column order> WHERE <condition>`, for an `INSERT … SELECT`. */
-function rowWhere<T extends SQLiteTable>(table: T, row: T["$inferInsert"], condition: SQL): SQL {
-	const values = Object.entries(getTableColumns(table)).map(([name, column]) =>
-		sql.param((row as Record<string, unknown>)[name] ?? column.default ?? null, column),
-	);
-	return sql`select ${sql.join(values, sql`, `)} where ${condition}`;
 }
 
 /**

@@ -7,6 +7,7 @@ import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
 import { LeaseResponse, type VoiceValidationLease } from "../../src/contracts/runner.ts";
 import type { VoiceUpload } from "../../src/contracts/voices.ts";
+import { insertConversion } from "../../src/conversions/conversion-store.ts";
 import { runSafetyNet } from "../../src/cron/safety-net.ts";
 import { heldBody } from "./audio-files-helpers.ts";
 import { deliverJobs, insertAudioFile, insertVoice, json, resetBroker, runner, user } from "./conversion-fixtures.ts";
@@ -578,6 +579,33 @@ describe("account voices", () => {
 		const report = await runSafetyNet(env);
 		expect(report.voiceFilesRemoved).toBe(1);
 		expect(await keysUnder(`account-voices/${voice.id}/`)).toEqual([]);
+	});
+
+	it("accepts no conversion whose voice was deleted after the request found it, and keeps the files of one before", async () => {
+		const alice = await user();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const request = (voiceId: string) => ({
+			audio_file_id: file.id,
+			voice_model_id: voiceId,
+			pitch_shift: "same_octave" as const,
+			use_preview: false,
+			audioFileName: "take.wav",
+			voiceModelName: "mine",
+		});
+		// The create handler found the voice ready; the DELETE lands before its insert: nothing is inserted (the
+		// handler answers 404), and the voice's files go at once, with no conversion left to need them.
+		const gone = await readyVoice(alice);
+		expect((await alice.api(`/api/v1/voices/${gone.id}`, { method: "DELETE" })).status).toBe(200);
+		expect(await insertConversion(env, alice.accountId, request(gone.id))).toBeNull();
+		const rows = await env.DB.prepare("SELECT id FROM voice_conversions WHERE voice_model_id = ?").bind(gone.id).all();
+		expect(rows.results).toEqual([]);
+		expect(await keysUnder(`account-voices/${gone.id}/`)).toEqual([]);
+		// The insert lands first: the DELETE sees the conversion and leaves the files for it.
+		const kept = await readyVoice(alice);
+		const inserted = await insertConversion(env, alice.accountId, request(kept.id));
+		expect(inserted?.conversion.status).toBe("pending_preprocessing");
+		expect((await alice.api(`/api/v1/voices/${kept.id}`, { method: "DELETE" })).status).toBe(200);
+		expect(await keysUnder(`account-voices/${kept.id}/model`)).toHaveLength(1);
 	});
 
 	it("gives validations only to runners that ask for them, and fails the voice when its job cannot run", async () => {

@@ -2,6 +2,7 @@
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { PITCH_SHIFT_SEMITONES, PITCH_SHIFTS, VoiceConversion } from "../../src/contracts/voice-conversions.ts";
+import { insertConversion } from "../../src/conversions/conversion-store.ts";
 import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
 import {
 	eventsFor,
@@ -147,6 +148,23 @@ describe("POST /api/v1/voice-conversions", () => {
 			expect(published).toHaveBeenCalledWith({ event_id: events[0]?.id }, { contentType: "json" });
 		}
 		published.mockRestore();
+	});
+
+	it("accepts no conversion whose source was deleted after the request found it", async () => {
+		const alice = await user();
+		const voiceId = await insertVoice();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		// The create handler found the file; the DELETE (refused only while a conversion uses the file) lands before
+		// its insert: nothing is inserted, and the handler answers 404 as for a file deleted before the request.
+		expect((await alice.api(`/api/v1/audio-files/${file.id}`, { method: "DELETE" })).status).toBe(200);
+		const request = { audio_file_id: file.id, voice_model_id: voiceId, pitch_shift: "same_octave" as const };
+		const body = { ...request, use_preview: false, audioFileName: "take.wav", voiceModelName: "Voice" };
+		expect(await insertConversion(env, alice.accountId, body)).toBeNull();
+		const rows = await env.DB.prepare("SELECT id FROM voice_conversions WHERE audio_file_id = ?").bind(file.id).all();
+		expect(rows.results).toEqual([]);
+		const response = await alice.create(request);
+		expect(response.status).toBe(404);
+		expect(await json(response)).toMatchObject({ code: "not_found", message: expect.stringContaining("Audio file") });
 	});
 
 	it("queues at once when the file is already ready, and sends the job to the broker", async () => {

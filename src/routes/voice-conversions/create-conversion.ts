@@ -60,11 +60,14 @@ export const createConversionRoute = defineRoute({
 		if (voice.status !== "ready") throw voiceNotReady(voice);
 		await checkVoiceCanHonour(env, voice, body);
 
-		const { conversion, source } = await insertConversion(env, auth.accountId, {
+		const inserted = await insertConversion(env, auth.accountId, {
 			...body,
 			audioFileName: file.fileName,
 			voiceModelName: voice.name,
 		});
+		// Deleted since they were found above (the insert checks both in its own statement).
+		if (!inserted) throw notFound((await findAudioFile(env, auth.accountId, file.id)) ? "Voice model" : "Audio file");
+		const { conversion, source } = inserted;
 		// No listener will hear of this conversion for preprocessing that ended before the insert (or failed long
 		// ago), so it is handled here from the file's state read right after the insert: a failed source fails the
 		// conversion through the state machine and the outbox, exactly as a failure reported later would.
