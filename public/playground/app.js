@@ -413,21 +413,47 @@ function showOwnVoices(voices) {
 			});
 			item.append(" ", use);
 		}
-		const remove = document.createElement("button");
-		remove.type = "button";
-		remove.textContent = "Delete";
-		remove.addEventListener("click", async () => {
+		item.append(" ", deleteControls(voice));
+		list.append(item);
+	}
+}
+
+/**
+ * "Delete", asking again in place before anything is deleted: a deleted voice cannot be brought back, and its files
+ * would have to be uploaded and validated again.
+ */
+function deleteControls(voice) {
+	const controls = document.createElement("span");
+	const button = (text, onClick) => {
+		const element = document.createElement("button");
+		element.type = "button";
+		element.textContent = text;
+		element.addEventListener("click", onClick);
+		return element;
+	};
+	const ask = button("Delete", () => {
+		const question = document.createElement("span");
+		question.textContent = `Delete "${voice.name}" for good? `;
+		const keep = button("Keep it", () => {
+			controls.replaceChildren(ask);
+			ask.focus();
+		});
+		const confirm = button("Delete for good", async () => {
 			showError("");
+			confirm.disabled = true;
 			try {
 				await api(`/api/v1/voices/${voice.id}`, { method: "DELETE" });
 				await loadVoices();
 			} catch (error) {
+				confirm.disabled = false;
 				showError(error.message);
 			}
 		});
-		item.append(" ", remove);
-		list.append(item);
-	}
+		controls.replaceChildren(question, confirm, " ", keep);
+		keep.focus();
+	});
+	controls.append(ask);
+	return controls;
 }
 
 /** A progress row for one file of the voice being uploaded. */

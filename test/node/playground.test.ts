@@ -780,7 +780,18 @@ describe("playground in headless Chromium", () => {
 			await page.locator("#result-step").waitFor();
 			expect(await page.textContent("#result-info")).toContain("2.00 s · 40000 Hz · 1 ch");
 
-			await item.getByRole("button", { name: "Delete" }).click();
+			// Delete asks again, in place; "Keep it" sends nothing and brings the button back.
+			const deletes: string[] = [];
+			page.on("request", (request) => {
+				if (request.method() === "DELETE") deletes.push(request.url());
+			});
+			await item.getByRole("button", { name: "Delete", exact: true }).click();
+			expect(await item.textContent()).toContain('Delete "Mine in the playground" for good?');
+			await item.getByRole("button", { name: "Keep it" }).click();
+			expect(await item.getByRole("button", { name: "Delete for good" }).count()).toBe(0);
+			expect(deletes).toEqual([]);
+			await item.getByRole("button", { name: "Delete", exact: true }).click();
+			await item.getByRole("button", { name: "Delete for good" }).click();
 			// The delete goes to the real Worker and the list is fetched again: more than the poll's default second
 			// on a loaded machine.
 			await expect
