@@ -7,6 +7,10 @@
  *   succeeds) or `done` (kept for a day so a duplicate enqueue is a no-op). `attempts` counts leases granted.
  * - `leases`: every lease ever granted; `outcome` is null while it is active, then `completed`, `failed`,
  *   `released`, `expired` or `discarded`. Ended leases are kept for a day so a repeated complete is answered.
+ * - `output_uploads`: the R2 multipart uploads of outputs that runners started and have not completed or abandoned
+ *   yet. One whose lease has ended is aborted here (`#abortAbandonedUploads`): its runner died or lost the lease
+ *   mid-upload, and nobody else would ever abort it (R2 keeps an incomplete upload's parts until its lifecycle rule,
+ *   7 days by default; a local bucket keeps them for good).
  *
  * Every state change happens inside one synchronous storage transaction, and a Durable Object runs one such
  * piece of code at a time, so a job can never be leased to two runners. Long-polling runners wait in an
@@ -32,6 +36,7 @@ import type {
 } from "../src/contracts/broker.ts";
 import type { EngineName, JobKind } from "../src/contracts/runner.ts";
 import { type FailureCode, failure } from "../src/conversions/failure-messages.ts";
+import { isNoSuchUpload } from "../src/conversions/outputs.ts";
 import { failConversion } from "../src/conversions/state-machine.ts";
 import { failValidation } from "../src/voices/voice-validation.ts";
 import {
@@ -136,6 +141,11 @@ export class JobBroker extends DurableObject<Env> {
 				outcome TEXT
 			);
 			CREATE INDEX IF NOT EXISTS leases_active ON leases (outcome, expires_at);
+			CREATE TABLE IF NOT EXISTS output_uploads (
+				upload_id TEXT PRIMARY KEY,
+				lease_id TEXT NOT NULL,
+				object_key TEXT NOT NULL
+			);
 		`);
 		// `kind` came with voice validation; jobs stored before it are conversions.
 		const columns = this.#sql.exec<{ name: string }>("PRAGMA table_info(jobs)").toArray();
@@ -255,6 +265,28 @@ export class JobBroker extends DurableObject<Env> {
 			status: "active",
 			lease: { leaseId: row.lease_id, job: jobOf(job), attempt: row.attempt, expiresAt: row.expires_at },
 		};
+	}
+
+	/**
+	 * Records an output upload the runner of `leaseId` started, so that it is aborted if the lease ends before the
+	 * upload is completed or abandoned. False (nothing recorded) when the lease is no longer active: the caller aborts.
+	 */
+	trackOutputUpload(leaseId: string, uploadId: string, objectKey: string): boolean {
+		return this.ctx.storage.transactionSync(() => {
+			if (this.#leaseRow(leaseId)?.outcome !== null) return false;
+			this.#sql.exec(
+				"INSERT OR IGNORE INTO output_uploads (upload_id, lease_id, object_key) VALUES (?, ?, ?)",
+				uploadId,
+				leaseId,
+				objectKey,
+			);
+			return true;
+		});
+	}
+
+	/** The upload was completed or abandoned by its runner: nothing is left to abort. */
+	untrackOutputUpload(uploadId: string): void {
+		this.#sql.exec("DELETE FROM output_uploads WHERE upload_id = ?", uploadId);
 	}
 
 	/** Ends an active lease as completed (the conversion is already `completed` in D1). Repeats are answered true. */
@@ -549,11 +581,44 @@ export class JobBroker extends DurableObject<Env> {
 		}
 	}
 
-	/** After jobs changed: write pending conversion failures to D1, serve waiters, and re-arm the alarm. */
+	/**
+	 * After jobs changed: write pending conversion failures to D1, serve waiters, abort the output uploads of ended
+	 * leases, and re-arm the alarm.
+	 */
 	async #afterChange(): Promise<void> {
 		await this.#settleFailing();
 		this.#serveWaiters();
+		await this.#abortAbandonedUploads();
 		await this.#arm();
+	}
+
+	/**
+	 * Aborts the output uploads still recorded for leases that have ended (their parts go with them). An abort that
+	 * fails stays recorded and is tried again at the alarm; one R2 no longer knows (completed just before its lease
+	 * ended, or aborted by its runner) is done.
+	 */
+	async #abortAbandonedUploads(): Promise<void> {
+		const abandoned = this.#sql
+			.exec<{ upload_id: string; object_key: string }>(
+				`SELECT u.upload_id, u.object_key FROM output_uploads u
+				 LEFT JOIN leases l ON l.lease_id = u.lease_id WHERE l.outcome IS NOT NULL OR l.lease_id IS NULL`,
+			)
+			.toArray();
+		for (const upload of abandoned) {
+			try {
+				await this.env.BUCKET.resumeMultipartUpload(upload.object_key, upload.upload_id)
+					.abort()
+					.catch((error: unknown) => {
+						if (!isNoSuchUpload(error)) throw error;
+					});
+				this.untrackOutputUpload(upload.upload_id);
+			} catch (error) {
+				this.#log("error", "could not abort an abandoned output upload; will retry", {
+					upload_id: upload.upload_id,
+					error: error instanceof Error ? error.message : String(error),
+				});
+			}
+		}
 	}
 
 	/** Fails in D1 the conversions of `failing` jobs; a job stays `failing` (retried by the alarm) until that works. */
@@ -608,7 +673,14 @@ export class JobBroker extends DurableObject<Env> {
 				FINISHED_RETENTION_MS,
 			)
 			.one().at;
-		const due = [next, failing > 0 ? now + SETTLE_RETRY_MS : null].filter((t): t is number => t !== null);
+		const abandoned = this.#sql
+			.exec<{ n: number }>(
+				`SELECT COUNT(*) AS n FROM output_uploads u
+				 LEFT JOIN leases l ON l.lease_id = u.lease_id WHERE l.outcome IS NOT NULL OR l.lease_id IS NULL`,
+			)
+			.one().n;
+		const retry = failing > 0 || abandoned > 0 ? now + SETTLE_RETRY_MS : null;
+		const due = [next, retry].filter((t): t is number => t !== null);
 		if (due.length === 0) return;
 		await this.ctx.storage.setAlarm(Math.min(...due));
 	}

@@ -23,3 +23,6 @@ export function outputPartBytes(env: Pick<Env, "OUTPUT_PART_BYTES">): number {
 	if (!Number.isInteger(configured) || configured <= 0) return DEFAULT_OUTPUT_PART_BYTES;
 	return Math.min(MAX_OUTPUT_PART_BYTES, Math.max(MIN_OUTPUT_PART_BYTES, configured));
 }
+
+/** R2 names an unknown or finished multipart upload id in its error message (`NoSuchUpload`). */
+export const isNoSuchUpload = (error: unknown) => /NoSuchUpload|upload.*(not exist|not found)/i.test(String(error));

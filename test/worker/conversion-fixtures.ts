@@ -278,6 +278,7 @@ export async function resetBroker(): Promise<void> {
 		instance.clock = () => Date.now();
 		state.storage.sql.exec("DELETE FROM jobs");
 		state.storage.sql.exec("DELETE FROM leases");
+		state.storage.sql.exec("DELETE FROM output_uploads");
 	});
 }
 

@@ -3,9 +3,12 @@
  * zone's request-body limit, then completes the lease; the client downloads the assembled WAV. Parts are 5 MiB here
  * (`OUTPUT_PART_BYTES` in vitest.config.ts), R2's smallest.
  */
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
-import { deliveredConversion, json, resetBroker } from "./conversion-fixtures.ts";
+import { LEASE_SECONDS } from "../../durable-objects/job-broker-logic.ts";
+import { outputObjectKey } from "../../src/conversions/outputs.ts";
+import { broker, deliveredConversion, json, resetBroker, shiftBrokerClock } from "./conversion-fixtures.ts";
 import { call } from "./helpers.ts";
 
 const PART = 5 * 1024 ** 2;
@@ -41,7 +44,25 @@ async function leased() {
 		});
 	const complete = (uploadId: string, parts: { part_number: number; etag: string }[]) =>
 		worker.post(`${base}/${encodeURIComponent(uploadId)}/complete`, { parts });
-	return { alice, worker, created, lease, base, start, putPart, complete };
+	const key = outputObjectKey(alice.accountId, created.id, lease.lease_id);
+	return { alice, worker, created, lease, base, key, start, putPart, complete };
+}
+
+/** The output uploads the broker holds to abort should their lease end first. */
+const trackedUploads = () =>
+	runInDurableObject(broker(), (_instance, state) =>
+		state.storage.sql.exec<{ upload_id: string }>("SELECT upload_id FROM output_uploads").toArray(),
+	);
+
+/** Whether R2 still holds the multipart upload: completing it with its parts works only then. */
+async function stillOpen(key: string, uploadId: string, parts: R2UploadedPart[]): Promise<boolean> {
+	try {
+		await env.BUCKET.resumeMultipartUpload(key, uploadId).complete(parts);
+		await env.BUCKET.delete(key);
+		return true;
+	} catch {
+		return false;
+	}
 }
 
 describe("output uploads in parts", () => {
@@ -79,6 +100,51 @@ describe("output uploads in parts", () => {
 		expected.set(parts[1] as Uint8Array, PART);
 		expected.set(parts[2] as Uint8Array, 2 * PART);
 		expect(await sha256(bytes)).toBe(await sha256(expected));
+	});
+
+	it("aborts the upload of a runner that stopped mid-upload once its lease has ended, expired or released", async () => {
+		for (const end of ["expired", "released"] as const) {
+			await resetBroker();
+			const { worker, lease, key, start, putPart } = await leased();
+			const upload = await start();
+			const sent = await json<{ data: { part_number: number; etag: string } }>(
+				await putPart(upload.upload_id, 1, pattern(100, 1)),
+			);
+			expect(await trackedUploads()).toEqual([{ upload_id: upload.upload_id }]);
+			if (end === "expired") {
+				await shiftBrokerClock((LEASE_SECONDS + 1) * 1000);
+				await broker().sweep();
+			} else {
+				expect((await worker.release(lease.lease_id)).status).toBe(200);
+			}
+			expect(await trackedUploads()).toEqual([]);
+			const part = { partNumber: sent.data.part_number, etag: sent.data.etag };
+			expect(await stillOpen(key, upload.upload_id, [part]), end).toBe(false);
+		}
+	});
+
+	it("leaves a completed upload's output alone when its lease ends", async () => {
+		const { worker, lease, key, start, putPart, complete } = await leased();
+		const upload = await start();
+		const part = await json<{ data: { part_number: number; etag: string } }>(
+			await putPart(upload.upload_id, 1, pattern(100, 1)),
+		);
+		expect((await complete(upload.upload_id, [part.data])).status).toBe(200);
+		expect(await trackedUploads()).toEqual([]);
+		// As if the completion's word to the broker had been lost: the broker still holds the upload when the lease
+		// ends (the runner fails the job after uploading), tries to abort it, and R2 no longer knows it.
+		await runInDurableObject(broker(), (_instance, state) => {
+			state.storage.sql.exec(
+				"INSERT INTO output_uploads (upload_id, lease_id, object_key) VALUES (?, ?, ?)",
+				upload.upload_id,
+				lease.lease_id,
+				key,
+			);
+		});
+		expect((await worker.fail(lease.lease_id, "transient", "internal")).status).toBe(200);
+		expect(await trackedUploads()).toEqual([]);
+		const stored = await env.BUCKET.get(key);
+		expect(new Uint8Array(await (stored as R2ObjectBody).arrayBuffer())).toEqual(pattern(100, 1));
 	});
 
 	it("refuses parts over the part size, without a length, or empty, and uploads for lost leases", async () => {

@@ -13,7 +13,13 @@ import {
 	UploadedPart,
 } from "../../contracts/runner.ts";
 import { jobBroker } from "../../conversions/job-broker-client.ts";
-import { MAX_OUTPUT_BYTES, OUTPUT_CONTENT_TYPE, outputObjectKey, outputPartBytes } from "../../conversions/outputs.ts";
+import {
+	isNoSuchUpload,
+	MAX_OUTPUT_BYTES,
+	OUTPUT_CONTENT_TYPE,
+	outputObjectKey,
+	outputPartBytes,
+} from "../../conversions/outputs.ts";
 import { ApiError } from "../../http/errors.ts";
 import { declaredLength, storeWithLength } from "../../http/request-body.ts";
 import { ok } from "../../http/respond.ts";
@@ -40,9 +46,6 @@ const uploadNotFound = () =>
 		"No such output upload for this lease: it was completed, aborted or never made",
 	);
 
-/** R2 names an unknown or finished upload id in its error message (`NoSuchUpload`). */
-const isNoSuchUpload = (error: unknown) => /NoSuchUpload|upload.*(not exist|not found)/i.test(String(error));
-
 export const createOutputUploadRoute = defineRoute({
 	method: "POST",
 	path: BASE,
@@ -58,6 +61,11 @@ export const createOutputUploadRoute = defineRoute({
 	async handler({ env, params }) {
 		const key = await activeOutputKey(env, params.lease_id);
 		const upload = await env.BUCKET.createMultipartUpload(key, { httpMetadata: { contentType: OUTPUT_CONTENT_TYPE } });
+		// Recorded with the broker, which aborts it if the lease ends first (a runner killed mid-upload).
+		if (!(await jobBroker(env).trackOutputUpload(params.lease_id, upload.uploadId, key))) {
+			await upload.abort();
+			throw leaseLost();
+		}
 		return ok({ upload_id: upload.uploadId, part_size_bytes: outputPartBytes(env) });
 	},
 });
@@ -125,6 +133,7 @@ export const completeOutputUploadRoute = defineRoute({
 			if (isNoSuchUpload(error)) throw uploadNotFound();
 			throw new ApiError(400, "invalid_parts", `The parts do not make a complete output: ${(error as Error).message}`);
 		}
+		await jobBroker(env).untrackOutputUpload(params.upload_id);
 		if (object.size > MAX_OUTPUT_BYTES) {
 			await env.BUCKET.delete(key);
 			throw new ApiError(413, "payload_too_large", `Outputs must be at most ${MAX_OUTPUT_BYTES} bytes`);
@@ -157,6 +166,7 @@ export const abortOutputUploadRoute = defineRoute({
 		await upload.abort().catch((error: unknown) => {
 			if (!isNoSuchUpload(error)) throw error;
 		});
+		await jobBroker(env).untrackOutputUpload(params.upload_id);
 		return ok({ upload_id: params.upload_id, aborted: true });
 	},
 });
