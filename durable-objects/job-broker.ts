@@ -284,9 +284,9 @@ export class JobBroker extends DurableObject<Env> {
 		});
 	}
 
-	/** The upload was completed or abandoned by its runner: nothing is left to abort. */
-	untrackOutputUpload(uploadId: string): void {
-		this.#sql.exec("DELETE FROM output_uploads WHERE upload_id = ?", uploadId);
+	/** The lease's upload was completed or abandoned by its runner: nothing is left to abort. */
+	untrackOutputUpload(leaseId: string, uploadId: string): void {
+		this.#sql.exec("DELETE FROM output_uploads WHERE upload_id = ? AND lease_id = ?", uploadId, leaseId);
 	}
 
 	/** Ends an active lease as completed (the conversion is already `completed` in D1). Repeats are answered true. */
@@ -599,8 +599,8 @@ export class JobBroker extends DurableObject<Env> {
 	 */
 	async #abortAbandonedUploads(): Promise<void> {
 		const abandoned = this.#sql
-			.exec<{ upload_id: string; object_key: string }>(
-				`SELECT u.upload_id, u.object_key FROM output_uploads u
+			.exec<{ upload_id: string; lease_id: string; object_key: string }>(
+				`SELECT u.upload_id, u.lease_id, u.object_key FROM output_uploads u
 				 LEFT JOIN leases l ON l.lease_id = u.lease_id WHERE l.outcome IS NOT NULL OR l.lease_id IS NULL`,
 			)
 			.toArray();
@@ -611,7 +611,7 @@ export class JobBroker extends DurableObject<Env> {
 					.catch((error: unknown) => {
 						if (!isNoSuchUpload(error)) throw error;
 					});
-				this.untrackOutputUpload(upload.upload_id);
+				this.untrackOutputUpload(upload.lease_id, upload.upload_id);
 			} catch (error) {
 				this.#log("error", "could not abort an abandoned output upload; will retry", {
 					upload_id: upload.upload_id,

@@ -133,7 +133,7 @@ export const completeOutputUploadRoute = defineRoute({
 			if (isNoSuchUpload(error)) throw uploadNotFound();
 			throw new ApiError(400, "invalid_parts", `The parts do not make a complete output: ${(error as Error).message}`);
 		}
-		await jobBroker(env).untrackOutputUpload(params.upload_id);
+		await jobBroker(env).untrackOutputUpload(params.lease_id, params.upload_id);
 		if (object.size > MAX_OUTPUT_BYTES) {
 			await env.BUCKET.delete(key);
 			throw new ApiError(413, "payload_too_large", `Outputs must be at most ${MAX_OUTPUT_BYTES} bytes`);
@@ -166,7 +166,7 @@ export const abortOutputUploadRoute = defineRoute({
 		await upload.abort().catch((error: unknown) => {
 			if (!isNoSuchUpload(error)) throw error;
 		});
-		await jobBroker(env).untrackOutputUpload(params.upload_id);
+		await jobBroker(env).untrackOutputUpload(params.lease_id, params.upload_id);
 		return ok({ upload_id: params.upload_id, aborted: true });
 	},
 });
