@@ -20,6 +20,7 @@ export const FINISHED_RETENTION_MS = 24 * 3600_000;
 /** A `type`, not an interface, so that it can type rows of the broker's SQL cursor. */
 export type CandidateJob = {
 	conversion_id: string;
+	account_id: string;
 	voice_id: string;
 	use_preview: number;
 	enqueued_at: number;
@@ -30,28 +31,62 @@ export interface RunnerWants {
 	loadedVoiceIds: readonly string[];
 }
 
+/** An account's share of the runners as the broker sees it: leases it holds now, and when it was last granted one. */
+export interface AccountShare {
+	active: number;
+	lastGrantedAt: number;
+}
+
+const NO_SHARE: AccountShare = { active: 0, lastGrantedAt: 0 };
+
 /** Jobs served first: previews (and full jobs that waited past the aging limit). */
 export const isUrgent = (job: CandidateJob, now: number) =>
 	job.use_preview === 1 || job.enqueued_at <= now - PREVIEW_AGING_MS;
 
 /**
- * Picks up to `capacity` jobs: urgent before the rest, then jobs whose voice the runner has loaded (model
- * affinity), then the oldest. Candidates may contain duplicates (the broker fetches two overlapping sets).
+ * Picks up to `capacity` jobs, one at a time: urgent before the rest; then the account holding the fewest leases,
+ * and of those the one served longest ago, so one account's batch of a thousand jobs does not hold every other
+ * account's jobs behind it (each pick counts as a lease of its account for the next); then, within an account, jobs
+ * whose voice the runner has loaded (model affinity), then the oldest. Candidates may contain duplicates.
  */
-export function selectJobs(candidates: readonly CandidateJob[], wants: RunnerWants, now: number): CandidateJob[] {
+export function selectJobs(
+	candidates: readonly CandidateJob[],
+	wants: RunnerWants,
+	now: number,
+	shares: ReadonlyMap<string, AccountShare> = new Map(),
+): CandidateJob[] {
 	const loaded = new Set(wants.loadedVoiceIds);
-	const unique = [...new Map(candidates.map((job) => [job.conversion_id, job])).values()];
-	const rank = (job: CandidateJob) => [isUrgent(job, now) ? 0 : 1, loaded.has(job.voice_id) ? 0 : 1, job.enqueued_at];
-	return unique
-		.sort((a, b) => {
-			const [ra, rb] = [rank(a), rank(b)];
-			for (let i = 0; i < ra.length; i++) {
-				const d = (ra[i] as number) - (rb[i] as number);
-				if (d !== 0) return d;
-			}
-			return a.conversion_id < b.conversion_id ? -1 : 1;
-		})
-		.slice(0, wants.capacity);
+	const pool = new Map(candidates.map((job) => [job.conversion_id, job]));
+	const share = new Map(shares);
+	const rank = (job: CandidateJob) => {
+		const account = share.get(job.account_id) ?? NO_SHARE;
+		return [
+			isUrgent(job, now) ? 0 : 1,
+			account.active,
+			account.lastGrantedAt,
+			loaded.has(job.voice_id) ? 0 : 1,
+			job.enqueued_at,
+		];
+	};
+	const before = (a: CandidateJob, b: CandidateJob) => {
+		const [ra, rb] = [rank(a), rank(b)];
+		for (let i = 0; i < ra.length; i++) {
+			const d = (ra[i] as number) - (rb[i] as number);
+			if (d !== 0) return d < 0;
+		}
+		return a.conversion_id < b.conversion_id;
+	};
+	const picked: CandidateJob[] = [];
+	while (picked.length < wants.capacity && pool.size > 0) {
+		let best: CandidateJob | undefined;
+		for (const job of pool.values()) if (!best || before(job, best)) best = job;
+		const chosen = best as CandidateJob;
+		picked.push(chosen);
+		pool.delete(chosen.conversion_id);
+		const account = share.get(chosen.account_id) ?? NO_SHARE;
+		share.set(chosen.account_id, { active: account.active + 1, lastGrantedAt: now });
+	}
+	return picked;
 }
 
 export type AfterLease =

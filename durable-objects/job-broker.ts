@@ -141,6 +141,7 @@ export class JobBroker extends DurableObject<Env> {
 				outcome TEXT
 			);
 			CREATE INDEX IF NOT EXISTS leases_active ON leases (outcome, expires_at);
+			CREATE INDEX IF NOT EXISTS leases_by_account ON leases (account_id, granted_at);
 			CREATE TABLE IF NOT EXISTS output_uploads (
 				upload_id TEXT PRIMARY KEY,
 				lease_id TEXT NOT NULL,
@@ -488,35 +489,37 @@ export class JobBroker extends DurableObject<Env> {
 	#grant(wants: LeaseWants): GrantedLease[] {
 		const now = this.clock();
 		return this.ctx.storage.transactionSync(() => {
-			const engines = JSON.stringify(wants.engines);
-			const kinds = JSON.stringify(wants.kinds ?? ["convert"]);
-			const urgentBefore = now - PREVIEW_AGING_MS;
-			const base = `SELECT conversion_id, voice_id, use_preview, enqueued_at FROM jobs
-				WHERE state = 'waiting' AND available_at <= ? AND engine IN (SELECT value FROM json_each(?))
-				AND kind IN (SELECT value FROM json_each(?))`;
-			const order = "ORDER BY (use_preview = 1 OR enqueued_at <= ?) DESC, enqueued_at ASC LIMIT ?";
-			// The best `capacity` jobs overall are among the best by urgency and age, plus the best with a loaded
-			// voice; both sets are fetched with an index-friendly order and ranked in `selectJobs`.
+			// Within an account, `selectJobs` ranks by urgency, affinity and age alone, so the best `capacity` jobs
+			// overall are among each account's best `capacity` by that order.
 			const candidates = this.#sql
-				.exec<CandidateJob>(`${base} ${order}`, now, engines, kinds, urgentBefore, wants.capacity)
+				.exec<CandidateJob>(
+					`SELECT conversion_id, account_id, voice_id, use_preview, enqueued_at FROM (
+					   SELECT conversion_id, account_id, voice_id, use_preview, enqueued_at, ROW_NUMBER() OVER (
+					     PARTITION BY account_id ORDER BY (use_preview = 1 OR enqueued_at <= ?) DESC,
+					     voice_id IN (SELECT value FROM json_each(?)) DESC, enqueued_at ASC, conversion_id ASC) AS nth
+					   FROM jobs WHERE state = 'waiting' AND available_at <= ?
+					   AND engine IN (SELECT value FROM json_each(?)) AND kind IN (SELECT value FROM json_each(?))
+					 ) WHERE nth <= ?`,
+					now - PREVIEW_AGING_MS,
+					JSON.stringify(wants.loadedVoiceIds),
+					now,
+					JSON.stringify(wants.engines),
+					JSON.stringify(wants.kinds ?? ["convert"]),
+					wants.capacity,
+				)
 				.toArray();
-			if (wants.loadedVoiceIds.length > 0) {
-				candidates.push(
-					...this.#sql
-						.exec<CandidateJob>(
-							`${base} AND voice_id IN (SELECT value FROM json_each(?)) ${order}`,
-							now,
-							engines,
-							kinds,
-							JSON.stringify(wants.loadedVoiceIds),
-							urgentBefore,
-							wants.capacity,
-						)
-						.toArray(),
-				);
-			}
+			const shares = new Map(
+				this.#sql
+					.exec<{ account_id: string; active: number; last_granted_at: number }>(
+						`SELECT account_id, SUM(outcome IS NULL) AS active, MAX(granted_at) AS last_granted_at FROM leases
+						 WHERE account_id IN (SELECT value FROM json_each(?)) GROUP BY account_id`,
+						JSON.stringify([...new Set(candidates.map((job) => job.account_id))]),
+					)
+					.toArray()
+					.map((row) => [row.account_id, { active: row.active, lastGrantedAt: row.last_granted_at }]),
+			);
 			const expiresAt = now + LEASE_SECONDS * 1000;
-			return selectJobs(candidates, wants, now).map((job) => {
+			return selectJobs(candidates, wants, now, shares).map((job) => {
 				const leaseId = crypto.randomUUID();
 				const updated = this.#sql
 					.exec<JobRow & { attempts: number }>(

@@ -184,10 +184,67 @@ describe("priority and affinity", () => {
 		expect(got?.job.conversionId).toBe(rvc.conversionId);
 	});
 
+	it("takes turns between accounts: one account's batch does not hold another's job behind it", async () => {
+		const batch = Array.from({ length: 4 }, () => job({ accountId: "batch" }));
+		for (const queued of batch) await broker().enqueue(queued);
+		await shiftBrokerClock(10);
+		const single = job({ accountId: "single" });
+		await broker().enqueue(single);
+		const order: string[] = [];
+		for (let i = 0; i < 3; i++) {
+			const lease = await leaseOne(wants());
+			order.push(lease.job.conversionId);
+			expect(await broker().complete(lease.leaseId)).toBe(true);
+		}
+		// First come, first served; then the account served longest ago (the other had the last turn).
+		expect(order).toEqual([batch[0]?.conversionId, single.conversionId, batch[1]?.conversionId]);
+
+		// One runner taking two: one job of each account, not two of the batch.
+		await resetBroker();
+		for (const queued of batch) await broker().enqueue(queued);
+		await shiftBrokerClock(10);
+		await broker().enqueue(single);
+		const both = await broker().lease(wants({ capacity: 2 }));
+		expect(both.map((lease) => lease.job.conversionId).sort()).toEqual(
+			[batch[0]?.conversionId, single.conversionId].sort(),
+		);
+	});
+
+	it("ranks accounts by leases held, then by their last turn; affinity within an account (pure rule)", () => {
+		const now = 10 * PREVIEW_AGING_MS;
+		const candidate = (id: string, account: string, voice: string, age: number): CandidateJob => ({
+			conversion_id: id,
+			account_id: account,
+			voice_id: voice,
+			use_preview: 0,
+			enqueued_at: now - age,
+		});
+		const jobs = [
+			candidate("busy-old", "busy", "v1", 60_000),
+			candidate("busy-loaded", "busy", "v2", 50_000),
+			candidate("idle-new", "idle", "v1", 1_000),
+			candidate("recent-older", "recent", "v3", 2_000),
+		];
+		const shares = new Map([
+			["busy", { active: 2, lastGrantedAt: now - 30_000 }],
+			["recent", { active: 0, lastGrantedAt: now - 100 }],
+		]);
+		const picked = selectJobs(jobs, { capacity: 4, loadedVoiceIds: ["v2"] }, now, shares);
+		// idle (nothing held, never served), recent (nothing held, served lately), then busy's two: its loaded voice
+		// first, though the other is older.
+		expect(picked.map((j) => j.conversion_id)).toEqual(["idle-new", "recent-older", "busy-loaded", "busy-old"]);
+		// A preview still goes first, whoever holds what.
+		const preview = { ...candidate("busy-preview", "busy", "v1", 10), use_preview: 1 };
+		expect(selectJobs([...jobs, preview], { capacity: 1, loadedVoiceIds: [] }, now, shares)[0]?.conversion_id).toBe(
+			"busy-preview",
+		);
+	});
+
 	it("ranks urgency, then affinity, then age (pure selection rule)", () => {
 		const now = 10 * PREVIEW_AGING_MS;
 		const candidate = (id: string, voice: string, preview: boolean, age: number): CandidateJob => ({
 			conversion_id: id,
+			account_id: "acct",
 			voice_id: voice,
 			use_preview: preview ? 1 : 0,
 			enqueued_at: now - age,
