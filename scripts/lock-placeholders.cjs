@@ -2,16 +2,18 @@
  * `npm run lock:fix`, and the root `postinstall` (`--after-install`), so that `npm install` leaves the lock as it was.
  *
  * Why: the package registry these machines use lacks some other platforms' optional binaries (for example the
- * macOS and Windows builds of @biomejs/cli-* and @cloudflare/workerd-*). `npm install` then leaves them out of
- * package-lock.json, while `npm ci` still places an unresolved node for each in its ideal tree and refuses the
- * lock as "out of sync". This adds a version-less, optional, platform-restricted entry at each such location,
- * which is what the ideal tree holds there, so `npm ci` accepts the lock and installs exactly what it did before.
+ * macOS and Windows builds of @biomejs/cli-* and @cloudflare/workerd-*), and which of them it carries changes over
+ * time. `npm install` leaves out of package-lock.json those it cannot resolve, while `npm ci` still places a node for
+ * each in its ideal tree and refuses the lock as "out of sync". This adds, at each such location, an optional,
+ * platform-restricted entry with the exact version its parent pins (and the parent's `dev` flag), so `npm ci`
+ * accepts the lock without asking the registry about them, whether or not the registry has them by then: an entry
+ * without a version made `npm ci` look the package up, and once the registry did carry it, npm failed with
+ * "Invalid Version" comparing the two. `npm ci` skips them on this platform, as it does any other platform's binary.
  *
- * Every `npm install` drops these entries again (it resolves them, the registry has no such version, and an
- * optional dependency that fails to resolve is pruned), and writes the lock in package.json's formatting (tabs).
- * So the root `postinstall` runs this with `--after-install`: when the lock holds no placeholder any more, they are
- * added back; when it still holds them (`npm ci`, which never writes the lock), nothing is done. The lock is written
- * the way npm writes it, so a plain `npm install` leaves `git status` clean.
+ * `npm install` keeps such entries (it trusts a versioned lock entry). The root `postinstall` runs this with
+ * `--after-install`, which adds entries only where they are missing, e.g. after a dependency was added. The lock is
+ * then rewritten by npm itself (`npm install --package-lock-only` on a copy), so a plain `npm install` after it
+ * leaves `git status` clean.
  */
 const fs = require("node:fs");
 const path = require("node:path");
@@ -30,11 +32,11 @@ function indentOf(root) {
 	return match ? match[0] : 2;
 }
 
-const isPlaceholder = (entry) => entry.optional === true && entry.version === undefined;
-
-function platformOf(name) {
-	const n = name.toLowerCase();
-	const entry = { optional: true };
+/** The entry for another platform's binary that the ideal tree holds at `node`, pinned as its parent asks. */
+function placeholderFor(node) {
+	const n = node.name.toLowerCase();
+	const wanted = [...node.edgesIn].map((edge) => edge.spec).find(Boolean);
+	const entry = { version: wanted, ...(node.dev ? { dev: true } : {}), optional: true };
 	if (n.includes("darwin")) entry.os = ["darwin"];
 	else if (n.includes("win32") || n.includes("windows")) entry.os = ["win32"];
 	else if (n.includes("android")) entry.os = ["android"];
@@ -63,10 +65,6 @@ function cleanCopy(root) {
 }
 
 async function main() {
-	if (process.argv.includes("--after-install")) {
-		const lock = JSON.parse(fs.readFileSync(path.join(process.cwd(), "package-lock.json"), "utf8"));
-		if (Object.values(lock.packages).some(isPlaceholder)) return;
-	}
 	const root = cleanCopy(process.cwd());
 	const lockPath = path.join(root, "package-lock.json");
 	fs.copyFileSync(path.join(process.cwd(), "package-lock.json"), lockPath);
@@ -80,22 +78,29 @@ async function main() {
 
 async function settle(root, lockPath) {
 	const Arborist = require(path.join(npmRoot(), "node_modules", "@npmcli", "arborist"));
+	const semver = require(path.join(npmRoot(), "node_modules", "semver"));
 	const virtual = new Arborist({ path: root });
 	await virtual.loadVirtual();
 	const ideal = new Arborist({ path: root });
 	await ideal.buildIdealTree();
 	const lock = JSON.parse(fs.readFileSync(lockPath, "utf8"));
-	// Unresolvable optional packages are the ideal tree's nodes without a version.
+	// Other platforms' optional packages that `npm install` left out (the registry lacked them when it ran).
 	const missing = [...ideal.idealTree.inventory.entries()].filter(
-		([location, node]) => !node.version && !(location in lock.packages),
+		([location, node]) => location !== "" && node.optional && !(location in lock.packages),
 	);
-	for (const [location, node] of missing) lock.packages[location] = platformOf(node.name);
+	if (missing.length === 0) return console.log("lockfile already complete");
+	for (const [location, node] of missing) {
+		const entry = placeholderFor(node);
+		if (!semver.valid(entry.version)) throw new Error(`${location}: its parent pins no exact version`);
+		lock.packages[location] = entry;
+	}
 	fs.writeFileSync(lockPath, `${JSON.stringify(lock, null, indentOf(process.cwd()))}\n`);
-	console.log(
-		missing.length
-			? `added ${missing.length} placeholder(s): ${missing.map(([l]) => l).join(", ")}`
-			: "lockfile already complete",
-	);
+	// npm's own order and formatting, so the next `npm install` has nothing to rewrite.
+	execFileSync("npm", ["install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund"], {
+		cwd: root,
+		stdio: "ignore",
+	});
+	console.log(`added ${missing.length} placeholder(s): ${missing.map(([l]) => l).join(", ")}`);
 }
 
 main().catch((error) => {
