@@ -151,6 +151,25 @@ describe("artifact cache", () => {
 		validation.release();
 		expect((await cache.trim()).removed).toEqual([sha256s[1]]);
 	});
+
+	it("removes the unfinished downloads and builds a killed runner left, but not those under way", async () => {
+		const folder = join(dir, "unfinished");
+		const cache = new ArtifactCache(folder, { maxBytes: 10 * SIZE });
+		await use(cache, 1, 0);
+		// A runner killed mid-download (or mid-build) leaves its temporary; nothing of it is written after.
+		const stale = [".download-dead", ".synthesizer-dead"];
+		const old = new Date(Date.now() - 11 * 60_000);
+		for (const name of stale) {
+			writeFileSync(join(folder, name), new Uint8Array(SIZE));
+			utimesSync(join(folder, name), old, old);
+		}
+		// One written a moment ago may be another runner's download in progress, sharing the folder.
+		writeFileSync(join(folder, ".download-live"), new Uint8Array(SIZE));
+
+		// At start (the runner trims once) and after each download.
+		expect(await cache.trim()).toEqual({ bytesAfter: SIZE, removed: [] });
+		expect(readdirSync(folder).sort()).toEqual([".download-live", `${sha256s[0]}.bin`].sort());
+	});
 });
 
 describe("voice affinity", () => {

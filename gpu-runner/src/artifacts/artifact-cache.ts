@@ -11,7 +11,8 @@
  *   taken from under the job that is about to open it;
  * - artifacts used in the last `RECENT_USE_MS`, by the file's mtime, which every use refreshes: another runner
  *   sharing the folder may hold them, and its holds are not visible here.
- * The folder can go over the budget while that is all it holds; the next download tries again.
+ * The folder can go over the budget while that is all it holds; the next download tries again. The same pass
+ * removes the temporaries of downloads and builds that a runner killed mid-way left (unwritten for as long).
  */
 import { createHash, randomUUID } from "node:crypto";
 import { createWriteStream, rmSync } from "node:fs";
@@ -24,6 +25,8 @@ import { describeError, type Logger, silentLogger } from "../logger.ts";
 
 /** Artifacts used this recently are kept whatever the budget (see above). */
 const RECENT_USE_MS = 10 * 60 * 1000;
+/** Temporaries of a download (`.download-*`) or of a synthesizer build (`.synthesizer-*`, `synthesizer-file.ts`). */
+const UNFINISHED = /^\.(download|synthesizer)-/;
 
 export class ArtifactError extends Error {
 	constructor(message: string, options?: { cause?: unknown }) {
@@ -186,10 +189,19 @@ export class ArtifactCache {
 	async #trim(): Promise<TrimReport> {
 		const groups = new Map<string, { files: string[]; bytes: number; lastUsed: number }>();
 		let bytes = 0;
+		const recent = Date.now() - RECENT_USE_MS;
 		for (const name of await readdir(this.dir).catch(() => [] as string[])) {
-			if (name.startsWith(".")) continue; // a download or a build in progress
 			const info = await stat(join(this.dir, name)).catch(() => undefined);
 			if (!info?.isFile()) continue;
+			if (name.startsWith(".")) {
+				// A download or a build in progress; one not written for a while was left by a runner that died
+				// mid-way (it writes as bytes arrive), and nothing else would ever remove it.
+				if (UNFINISHED.test(name) && info.mtimeMs < recent) {
+					await rm(join(this.dir, name), { force: true });
+					this.#logger.info("unfinished download removed", { file: name, bytes: info.size });
+				}
+				continue;
+			}
 			const key = name.slice(0, name.indexOf(".") === -1 ? name.length : name.indexOf("."));
 			const group = groups.get(key) ?? { files: [], bytes: 0, lastUsed: 0 };
 			group.files.push(name);
@@ -200,7 +212,6 @@ export class ArtifactCache {
 		}
 		const report: TrimReport = { bytesAfter: bytes, removed: [] };
 		if (bytes <= this.#maxBytes) return report;
-		const recent = Date.now() - RECENT_USE_MS;
 		const candidates = [...groups]
 			.filter(([key, group]) => !this.#held.has(key) && group.lastUsed < recent)
 			.sort(([, a], [, b]) => a.lastUsed - b.lastUsed);
