@@ -14,6 +14,7 @@ export interface AdminBackend {
 	execute(statements: string[]): Promise<void>;
 	query<T>(sql: string): Promise<T[]>;
 	putObject(key: string, bytes: Uint8Array, contentType: string): Promise<void>;
+	deleteObject(key: string): Promise<void>;
 	close(): Promise<void>;
 }
 
@@ -30,7 +31,10 @@ interface LocalEnv {
 		prepare(sql: string): { all<T>(): Promise<{ results: T[] }> };
 		batch(statements: unknown[]): Promise<unknown>;
 	};
-	BUCKET: { put(key: string, value: Uint8Array, options: { httpMetadata: { contentType: string } }): Promise<unknown> };
+	BUCKET: {
+		put(key: string, value: Uint8Array, options: { httpMetadata: { contentType: string } }): Promise<unknown>;
+		delete(key: string): Promise<void>;
+	};
 }
 
 /**
@@ -67,6 +71,9 @@ export async function localBackend(persistTo?: string): Promise<AdminBackend> {
 		},
 		async putObject(key, bytes, contentType) {
 			await BUCKET.put(key, bytes, { httpMetadata: { contentType } });
+		},
+		async deleteObject(key) {
+			await BUCKET.delete(key);
 		},
 		close: () => proxy.dispose(),
 	};
@@ -144,6 +151,9 @@ export function remoteBackend(environment?: string): AdminBackend {
 			} finally {
 				await rm(dir, { recursive: true, force: true });
 			}
+		},
+		async deleteObject(key) {
+			await wrangler(["r2", "object", "delete", `${await bucketName()}/${key}`, "--remote", ...envArgs]);
 		},
 		close: async () => {},
 	};

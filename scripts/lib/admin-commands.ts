@@ -474,9 +474,13 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 		}
 		case "voice update": {
 			const id = await findVoiceId(backend, values.id, values.name);
-			const [row] = await backend.query<{ engine: string; engine_params: string; artifacts: string }>(
-				`SELECT engine, engine_params, artifacts FROM voices WHERE id = ${sqlValue(id)}`,
-			);
+			const [row] = await backend.query<{
+				engine: string;
+				engine_params: string;
+				artifacts: string;
+				image_key: string | null;
+				sample_key: string | null;
+			}>(`SELECT engine, engine_params, artifacts, image_key, sample_key FROM voices WHERE id = ${sqlValue(id)}`);
 			if (!row) throw new UsageError(`No voice with id ${id}`);
 			const fields = await voiceFields(backend, id, values, {
 				engine: row.engine,
@@ -494,6 +498,13 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 					throw new UsageError(`A voice named "${fields.name}" already exists`);
 				}
 				throw error;
+			}
+			// An image or sample of another type went under another key: the one it replaces is no one's now.
+			for (const [old, now] of [
+				[row.image_key, fields.imageKey],
+				[row.sample_key, fields.sampleKey],
+			]) {
+				if (old && now && old !== now) await backend.deleteObject(old);
 			}
 			return plan.output;
 		}

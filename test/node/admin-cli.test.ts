@@ -8,17 +8,19 @@ import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { getPlatformProxy } from "wrangler";
 import { resolveConnection } from "../../cli/config.ts";
 import {
 	buildTinyContentVec,
 	buildTinyRmvpe,
 	buildTinySynthesizer,
 } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
-import { type AdminBackend, localBackend, ROOT, remoteBackend } from "../../scripts/lib/admin-backend.ts";
+import { type AdminBackend, bucketName, localBackend, ROOT, remoteBackend } from "../../scripts/lib/admin-backend.ts";
 import { runAdmin, UsageError } from "../../scripts/lib/admin-commands.ts";
 import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "../../scripts/lib/demo-voices.ts";
 import { seedDemo } from "../../scripts/lib/seed.ts";
 import { hashClientSecret } from "../../src/contracts/client-credentials.ts";
+import { makeFlac } from "../support/flac-generator.ts";
 
 /** RVC checkpoints and faiss indexes made by the real tools (the generator scripts in that folder). */
 const FIXTURES = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
@@ -42,6 +44,24 @@ afterAll(async () => {
 });
 
 const admin = (...argv: string[]) => runAdmin(argv, backend);
+
+/** Lists the keys under `prefix` in the same local bucket the admin commands write (a second proxy onto it). */
+async function bucketObjects(prefix: string) {
+	const configPath = path.join(dir, "bucket-only.toml");
+	await writeFile(
+		configPath,
+		`name = "admin-test"\ncompatibility_date = "2026-11-01"\n[[r2_buckets]]\nbinding = "BUCKET"\nbucket_name = "${await bucketName()}"\n`,
+	);
+	const proxy = await getPlatformProxy<{
+		BUCKET: { list(o: { prefix: string }): Promise<{ objects: { key: string }[] }> };
+	}>({
+		configPath,
+		persist: { path: path.join(dir, "v3") },
+		remoteBindings: false,
+	});
+	const objects = async () => (await proxy.env.BUCKET.list({ prefix })).objects.map((o) => o.key).sort();
+	return { objects, proxy };
+}
 
 describe("admin CLI", () => {
 	it("creates an account and API and runner clients, storing only a hash of each secret", async () => {
@@ -94,6 +114,32 @@ describe("admin CLI", () => {
 			image_key: `voices/${created.voice_id}/image.png`,
 			sample_key: `voices/${created.voice_id}/sample.wav`,
 		});
+	});
+
+	it("removes the sample or image a voice update replaces with a file of another type", async () => {
+		const voice = DEMO_VOICES[0];
+		if (!voice) throw new Error("no demo voice");
+		const wav = path.join(dir, "replaced.wav");
+		const flac = path.join(dir, "replacing.flac");
+		await writeFile(wav, demoVoiceSample(voice));
+		await writeFile(flac, makeFlac({ sampleRate: 16_000, channels: 1, bitsPerSample: 16, frames: 16_000 }));
+		const created = (await admin("voice", "create", "--name", "Replaced", "--sample", wav)) as { voice_id: string };
+		const { objects, proxy } = await bucketObjects(`voices/${created.voice_id}/`);
+		try {
+			expect(await objects()).toEqual([`voices/${created.voice_id}/sample.wav`]);
+			await admin("voice", "update", "--name", "Replaced", "--sample", flac);
+			const [row] = await backend.query<{ sample_key: string }>(
+				`SELECT sample_key FROM voices WHERE id = '${created.voice_id}'`,
+			);
+			expect(row?.sample_key).toBe(`voices/${created.voice_id}/sample.flac`);
+			// The WAV it replaced is referred to by nothing: it leaves the bucket.
+			expect(await objects()).toEqual([`voices/${created.voice_id}/sample.flac`]);
+			// The same type goes under the same key, overwritten in place.
+			await admin("voice", "update", "--name", "Replaced", "--sample", flac);
+			expect(await objects()).toEqual([`voices/${created.voice_id}/sample.flac`]);
+		} finally {
+			await proxy.dispose();
+		}
 	});
 
 	it.each([

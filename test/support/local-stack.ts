@@ -147,6 +147,9 @@ export async function startLocalStack(options: { vars?: Record<string, string> }
 			putObject: async (key, bytes, contentType) => {
 				await env.BUCKET.put(key, bytes, { httpMetadata: { contentType } });
 			},
+			deleteObject: async (key) => {
+				await env.BUCKET.delete(key);
+			},
 			close: async () => {},
 		},
 		async token(credentials) {
