@@ -11,6 +11,9 @@
  *   yet. One whose lease has ended is aborted here (`#abortAbandonedUploads`): its runner died or lost the lease
  *   mid-upload, and nobody else would ever abort it (R2 keeps an incomplete upload's parts until its lifecycle rule,
  *   7 days by default; a local bucket keeps them for good).
+ * - `unused_outputs`: conversion leases that ended other than `completed`. Whatever such a lease uploaded can never
+ *   become the conversion's output (only an active lease completes), so its object is removed from R2 at
+ *   `remove_after` (retried by the alarm until that works); without this it would stay in storage for ever.
  *
  * Every state change happens inside one synchronous storage transaction, and a Durable Object runs one such
  * piece of code at a time, so a job can never be leased to two runners. Long-polling runners wait in an
@@ -36,7 +39,7 @@ import type {
 } from "../src/contracts/broker.ts";
 import type { EngineName, JobKind } from "../src/contracts/runner.ts";
 import { type FailureCode, failure } from "../src/conversions/failure-messages.ts";
-import { isNoSuchUpload } from "../src/conversions/outputs.ts";
+import { isNoSuchUpload, outputObjectKey } from "../src/conversions/outputs.ts";
 import { failConversion } from "../src/conversions/state-machine.ts";
 import { failValidation } from "../src/voices/voice-validation.ts";
 import {
@@ -52,8 +55,14 @@ import {
 
 /** How often a waiting runner re-checks on its own (jobs that become available with time, not by an event). */
 const WAITER_POLL_MS = 1_000;
-/** How soon the alarm retries a failed D1 write for a `failing` job. */
+/** How soon the alarm retries a failed D1 write for a `failing` job, or a failed removal of unused outputs. */
 const SETTLE_RETRY_MS = 5_000;
+/**
+ * How long after a conversion lease ended without completing its output is removed. A complete that passed its lease
+ * check just before the lease ended may still be writing the conversion's output to D1; by then it has, and the
+ * removal leaves what D1 names alone.
+ */
+export const UNUSED_OUTPUT_GRACE_MS = 60_000;
 /**
  * How long the leases granted under a `waitId` can be given back by `cancelWait`. The route cancels only until it
  * has answered its runner, moments after the broker's answer, so this only has to outlast that (an answer lost
@@ -146,6 +155,12 @@ export class JobBroker extends DurableObject<Env> {
 				upload_id TEXT PRIMARY KEY,
 				lease_id TEXT NOT NULL,
 				object_key TEXT NOT NULL
+			);
+			CREATE TABLE IF NOT EXISTS unused_outputs (
+				lease_id TEXT PRIMARY KEY,
+				conversion_id TEXT NOT NULL,
+				account_id TEXT NOT NULL,
+				remove_after INTEGER NOT NULL
 			);
 		`);
 		// `kind` came with voice validation; jobs stored before it are conversions.
@@ -362,9 +377,9 @@ export class JobBroker extends DurableObject<Env> {
 	}
 
 	/** Drops jobs whose conversions ended elsewhere (terminal in D1, failed by the safety net); ends their leases. */
-	discard(conversionIds: string[]): number {
+	async discard(conversionIds: string[]): Promise<number> {
 		const now = this.clock();
-		return this.ctx.storage.transactionSync(() => {
+		const discarded = this.ctx.storage.transactionSync(() => {
 			let count = 0;
 			for (const id of conversionIds) {
 				const job = this.#sql
@@ -384,6 +399,9 @@ export class JobBroker extends DurableObject<Env> {
 			}
 			return count;
 		});
+		// The ended leases' outputs go after their grace (`UNUSED_OUTPUT_GRACE_MS`), when the alarm fires.
+		await this.#arm();
+		return discarded;
 	}
 
 	/** Which of these conversions the broker currently holds (waiting, leased or failing). */
@@ -585,10 +603,11 @@ export class JobBroker extends DurableObject<Env> {
 	}
 
 	/**
-	 * After jobs changed: write pending conversion failures to D1, serve waiters, abort the output uploads of ended
-	 * leases, and re-arm the alarm.
+	 * After jobs changed: remove the outputs of leases that ended without completing (after their grace), write
+	 * pending conversion failures to D1, serve waiters, abort the output uploads of ended leases, and re-arm the alarm.
 	 */
 	async #afterChange(): Promise<void> {
+		await this.#removeUnusedOutputs();
 		await this.#settleFailing();
 		this.#serveWaiters();
 		await this.#abortAbandonedUploads();
@@ -660,7 +679,53 @@ export class JobBroker extends DurableObject<Env> {
 		}
 	}
 
-	/** Sets the alarm for the next thing that is due: a lease expiry or acknowledgement, a delayed job, a retry. */
+	/**
+	 * Removes from R2 the outputs of conversion leases that ended without completing (`unused_outputs`) once their
+	 * grace is over; what cannot be removed now stays listed, and the alarm tries again.
+	 */
+	async #removeUnusedOutputs(): Promise<void> {
+		const now = this.clock();
+		const rows = this.#sql
+			.exec<{ lease_id: string; conversion_id: string; account_id: string }>(
+				"SELECT lease_id, conversion_id, account_id FROM unused_outputs WHERE remove_after <= ? LIMIT 500",
+				now,
+			)
+			.toArray();
+		if (rows.length === 0) return;
+		try {
+			// A lease can end after its complete was recorded in D1 (the broker's part of it failed or came late): then
+			// its output is the conversion's, and stays.
+			const kept = await this.env.DB.prepare(
+				"SELECT output_key FROM voice_conversions WHERE id IN (SELECT value FROM json_each(?)) AND output_key IS NOT NULL",
+			)
+				.bind(JSON.stringify([...new Set(rows.map((row) => row.conversion_id))]))
+				.all<{ output_key: string }>();
+			const used = new Set(kept.results.map((row) => row.output_key));
+			const keys = rows
+				.map((row) => outputObjectKey(row.account_id, row.conversion_id, row.lease_id))
+				.filter((key) => !used.has(key));
+			if (keys.length > 0) await this.env.BUCKET.delete(keys);
+			this.#sql.exec(
+				"DELETE FROM unused_outputs WHERE lease_id IN (SELECT value FROM json_each(?))",
+				JSON.stringify(rows.map((row) => row.lease_id)),
+			);
+		} catch (error) {
+			this.#sql.exec(
+				"UPDATE unused_outputs SET remove_after = ? WHERE lease_id IN (SELECT value FROM json_each(?))",
+				now + SETTLE_RETRY_MS,
+				JSON.stringify(rows.map((row) => row.lease_id)),
+			);
+			this.#log("error", "could not remove the outputs of ended leases; will retry", {
+				leases: rows.length,
+				error: error instanceof Error ? error.message : String(error),
+			});
+		}
+	}
+
+	/**
+	 * Sets the alarm for the next thing that is due: a lease expiry or acknowledgement, a delayed job, a retry, the
+	 * removal of an unused output.
+	 */
 	async #arm(): Promise<void> {
 		const now = this.clock();
 		const failing = this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE state = 'failing'").one().n;
@@ -671,6 +736,7 @@ export class JobBroker extends DurableObject<Env> {
 					UNION ALL SELECT MIN(ack_by) FROM leases WHERE outcome IS NULL AND heartbeat_at IS NULL
 					UNION ALL SELECT MIN(available_at) FROM jobs WHERE state = 'waiting' AND available_at > ?
 					UNION ALL SELECT MIN(updated_at) + ? FROM jobs WHERE state = 'done'
+					UNION ALL SELECT MIN(remove_after) FROM unused_outputs
 				)`,
 				now,
 				FINISHED_RETENTION_MS,
@@ -705,11 +771,20 @@ export class JobBroker extends DurableObject<Env> {
 		);
 	}
 
+	/** Ends an active lease; a conversion lease that did not complete has its output (if any) removed after. */
 	#endLease(leaseId: string, outcome: string, now: number): void {
 		this.#sql.exec(
 			"UPDATE leases SET outcome = ?, ended_at = ? WHERE lease_id = ? AND outcome IS NULL",
 			outcome,
 			now,
+			leaseId,
+		);
+		this.#sql.exec(
+			`INSERT INTO unused_outputs (lease_id, conversion_id, account_id, remove_after)
+			 SELECT l.lease_id, l.conversion_id, l.account_id, ? FROM leases l JOIN jobs j ON j.conversion_id = l.conversion_id
+			 WHERE l.lease_id = ? AND l.outcome != 'completed' AND j.kind = 'convert'
+			 ON CONFLICT (lease_id) DO NOTHING`,
+			now + UNUSED_OUTPUT_GRACE_MS,
 			leaseId,
 		);
 	}

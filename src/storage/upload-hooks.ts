@@ -2,7 +2,8 @@
  * What happens around a signed PUT, by object-key prefix. A hook may refuse an upload before any byte is
  * stored (`beforePut`, e.g. a second upload of the same audio file, or one through a superseded address),
  * reacts once the object is in R2 (`afterPut`, e.g. mark the file uploaded and start preprocessing), and hears of
- * a body refused for its size (`tooLarge`, e.g. fail the audio file). Keys under no prefix here have no hook.
+ * a body refused for its size (`tooLarge`, e.g. fail the audio file), or takes the body itself (`store`, e.g. a
+ * voice file's part, or a runner's output, refused once its lease has ended). Keys under no prefix here have no hook.
  *
  * With an `afterPut`, each PUT streams into an object of its own (`stagedUploadKey` in `staged-uploads.ts`: the
  * signed key and a suffix per request), and `afterPut` makes it the file's object in one guarded database update,
@@ -12,6 +13,7 @@
  */
 import { AUDIO_FILE_KEY_PREFIX } from "../audio-files/limits.ts";
 import { afterAudioUpload, beforeAudioUpload, refuseOversizedAudio } from "../audio-files/upload-hook.ts";
+import { OUTPUT_KEY_PREFIX, storeLeaseOutput } from "../conversions/output-upload-hook.ts";
 import {
 	afterVoiceFileUpload,
 	beforeVoiceFileUpload,
@@ -54,6 +56,7 @@ const UPLOAD_HOOKS: readonly UploadHook[] = [
 		tooLargeMessage: voiceFileTooLarge,
 	},
 	{ prefix: VOICE_PART_KEY_PREFIX, store: storeVoiceFilePart },
+	{ prefix: OUTPUT_KEY_PREFIX, store: storeLeaseOutput },
 ];
 
 export const uploadHookFor = (key: string) => UPLOAD_HOOKS.find((h) => key.startsWith(h.prefix));

@@ -5,10 +5,11 @@
 import { createExecutionContext, createMessageBatch, getQueueResult, runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { ACK_WINDOW_MS } from "../../durable-objects/job-broker.ts";
+import { ACK_WINDOW_MS, UNUSED_OUTPUT_GRACE_MS } from "../../durable-objects/job-broker.ts";
+import { LEASE_SECONDS } from "../../durable-objects/job-broker-logic.ts";
 import { FAILURE_REASONS, LeaseResponse } from "../../src/contracts/runner.ts";
 import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
-import { failConversion } from "../../src/conversions/state-machine.ts";
+import { completeConversion, failConversion } from "../../src/conversions/state-machine.ts";
 import workerEntry from "../../src/index.ts";
 import {
 	broker,
@@ -367,6 +368,90 @@ describe("conversion lifecycle through the runner API", () => {
 		});
 		expect(wrongType.status).toBe(415);
 		expect((await worker.finish(lease)).status).toBe(200);
+	});
+});
+
+describe("outputs of leases that did not complete", () => {
+	const LEASE_MS = LEASE_SECONDS * 1000;
+	/** The conversion's objects under `outputs/`, by key. */
+	const storedOutputs = async (accountId: string, conversionId: string) =>
+		(await env.BUCKET.list({ prefix: `outputs/${accountId}/${conversionId}/` })).objects.map((o) => o.key).sort();
+	const outputKey = (lease: { output: { url: string } }) =>
+		decodeURIComponent(new URL(lease.output.url).pathname.replace("/storage/v1/", ""));
+	/** Steps the broker's clock past the removal grace of leases that ended by `offsetMs`, and fires its alarm. */
+	const afterGrace = async (offsetMs = 0) => {
+		await shiftBrokerClock(offsetMs + UNUSED_OUTPUT_GRACE_MS + 1_000);
+		expect(await runDurableObjectAlarm(broker())).toBe(true);
+	};
+
+	it("removes what a lease uploaded before it expired, and refuses uploads through its address after", async () => {
+		const { alice, worker, created } = await deliveredConversion();
+		const lost = await worker.leaseOne();
+		// The runner uploads its output, then goes silent before completing: the lease expires.
+		expect((await worker.uploadOutput(lost, makeWav(1))).status).toBe(200);
+		expect(await storedOutputs(alice.accountId, created.id)).toEqual([outputKey(lost)]);
+		await shiftBrokerClock(LEASE_MS + 1_000);
+		expect(await runDurableObjectAlarm(broker())).toBe(true);
+		// A complete that passed its lease check as the lease ended may still be recording it: kept for a while.
+		expect(await storedOutputs(alice.accountId, created.id)).toEqual([outputKey(lost)]);
+		await afterGrace(LEASE_MS + 1_000);
+		expect(await storedOutputs(alice.accountId, created.id)).toEqual([]);
+		// Its address is still signed for hours, but the lease can never complete: nothing it sends is kept.
+		const late = await worker.uploadOutput(lost, makeWav(1));
+		expect(late.status).toBe(409);
+		expect(await json(late)).toMatchObject({ code: "lease_lost" });
+		expect(await storedOutputs(alice.accountId, created.id)).toEqual([]);
+
+		const second = await worker.leaseOne();
+		expect(second.attempt).toBe(2);
+		expect((await worker.finish(second)).status).toBe(200);
+		const done = await alice.get(created.id);
+		expect(done.status).toBe("completed");
+		expect(await storedOutputs(alice.accountId, created.id)).toEqual([outputKey(second)]);
+		expect((await call(done.output_url as string)).status).toBe(200);
+		// Once completed, the completing lease's address takes nothing more either.
+		expect((await worker.uploadOutput(second, makeWav(2))).status).toBe(409);
+		expect((await call(done.output_url as string)).status).toBe(200);
+	});
+
+	it("removes the output of a lease whose runner reported a failure or gave the job back", async () => {
+		const { alice, worker, created } = await deliveredConversion();
+		const failed = await worker.leaseOne();
+		expect((await worker.uploadOutput(failed, makeWav(1))).status).toBe(200);
+		expect(await json(await worker.fail(failed.lease_id, "permanent", "internal"))).toMatchObject({
+			data: { decision: "failed" },
+		});
+		expect((await alice.get(created.id)).status).toBe("failed");
+
+		const other = await deliveredConversion();
+		const released = await other.worker.leaseOne();
+		expect((await other.worker.uploadOutput(released, makeWav(1))).status).toBe(200);
+		expect((await other.worker.release(released.lease_id)).status).toBe(200);
+		await afterGrace();
+		expect(await storedOutputs(alice.accountId, created.id)).toEqual([]);
+		expect(await storedOutputs(other.alice.accountId, other.created.id)).toEqual([]);
+	});
+
+	it("keeps an output whose completion D1 recorded, though its lease ended before the broker heard of it", async () => {
+		const { alice, worker, created } = await deliveredConversion();
+		const lease = await worker.leaseOne();
+		expect((await worker.uploadOutput(lease, makeWav(1))).status).toBe(200);
+		// The complete call wrote D1, then the broker's part of it was lost; the lease expires after.
+		expect(
+			(
+				await completeConversion(env, created.id, {
+					key: outputKey(lease),
+					sizeBytes: 1,
+					durationSeconds: 1,
+					pitchShiftApplied: "same_octave",
+				})
+			).outcome,
+		).toBe("applied");
+		await shiftBrokerClock(LEASE_MS + 1_000);
+		expect(await runDurableObjectAlarm(broker())).toBe(true);
+		await afterGrace(LEASE_MS + 1_000);
+		expect(await storedOutputs(alice.accountId, created.id)).toEqual([outputKey(lease)]);
+		expect((await call((await alice.get(created.id)).output_url as string)).status).toBe(200);
 	});
 });
 
