@@ -57,11 +57,17 @@ function startRunnerProcess(graceSeconds: number, overrides: NodeJS.ProcessEnv =
 	});
 }
 
+/**
+ * A job the runner is working on: it has acknowledged the lease (its first heartbeat, sent as the job starts). The
+ * fake API's handing out the lease is not enough: a signal that reaches the runner while the answer is still on its
+ * way stops it before the job starts, and the lease goes back unstarted (released, or dropped with the request).
+ */
 async function leasedJob(seconds: number, trickle: number) {
 	const job = wavJob(seconds, { trickleBytesPer50ms: trickle });
 	api.enqueue(job);
-	await api.waitFor(() => api.leaseFor(job.conversionId) !== undefined);
-	return api.leaseFor(job.conversionId)?.lease_id ?? "";
+	const leaseId = () => api.leaseFor(job.conversionId)?.lease_id ?? "";
+	await api.waitFor(() => api.eventsFor(leaseId()).some((e) => e.type === "heartbeat"));
+	return leaseId();
 }
 
 describe("runner process signals", () => {
