@@ -11,10 +11,17 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe("stop", () => {
 	it("waits for the whole group, not only its leader, before killing what is left", async () => {
 		const stopped = path.join(dir, "stopped");
-		// A leader that exits at once on SIGTERM (as npm does), and a child that needs 0.5 s to stop cleanly.
-		const child = `process.on("SIGTERM", () => setTimeout(() => { require("fs").writeFileSync(${JSON.stringify(stopped)}, "ok"); process.exit(0); }, 500)); setInterval(() => {}, 1000);`;
-		const managed = start("group", "sh", ["-c", `node -e '${child}' & trap 'exit 0' TERM; wait`], { cwd: dir });
-		await new Promise((resolve) => setTimeout(resolve, 1000));
+		// A leader that exits at once on SIGTERM (as npm does), and a child that needs 0.5 s to stop cleanly. The child
+		// says when its handler is in place: the signal must not come before (a slow start on a loaded machine).
+		const child = `process.on("SIGTERM", () => setTimeout(() => { require("fs").writeFileSync(${JSON.stringify(stopped)}, "ok"); process.exit(0); }, 500)); setInterval(() => {}, 1000); console.log("child ready");`;
+		const managed = start("group", "sh", ["-c", `trap 'exit 0' TERM; node -e '${child}' & wait`], { cwd: dir });
+		await new Promise<void>((resolve) => {
+			let seen = "";
+			managed.child.stdout?.on("data", (data: Buffer) => {
+				seen += data.toString();
+				if (seen.includes("child ready")) resolve();
+			});
+		});
 		const began = Date.now();
 		await stop(managed, 5_000);
 		expect(existsSync(stopped)).toBe(true);
