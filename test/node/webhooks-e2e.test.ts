@@ -128,15 +128,18 @@ describe("webhooks end to end with a real local receiver", () => {
 		expect(failedPayload.data.conversion.error_message).toBe("Unsupported audio format");
 		expect(failedDelivery.body).not.toContain("output_url");
 
-		const log = await api(`/api/v1/webhooks/subscriptions/${completedSub.id}/deliveries`);
-		const entries = ((await log.json()) as { data: Record<string, unknown>[] }).data;
-		expect(entries).toHaveLength(1);
-		expect(entries[0]).toMatchObject({
-			event_id: completed.eventId,
-			status: "delivered",
-			response_code: 200,
-			attempt: 1,
-		});
+		// The receiver has the request before the object has the answer: the log says "delivered" once it recorded it.
+		const entries = async () =>
+			(
+				(await (await api(`/api/v1/webhooks/subscriptions/${completedSub.id}/deliveries`)).json()) as {
+					data: Record<string, unknown>[];
+				}
+			).data;
+		await expect
+			.poll(entries, { timeout: 5_000, interval: 100 })
+			.toEqual([
+				expect.objectContaining({ event_id: completed.eventId, status: "delivered", response_code: 200, attempt: 1 }),
+			]);
 	});
 
 	it("retries a failing receiver after 2 s with a fresh signature and the same id", async () => {
