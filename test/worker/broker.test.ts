@@ -201,12 +201,14 @@ describe("priority and affinity", () => {
 
 		// One runner taking two: one job of each account, not two of the batch.
 		await resetBroker();
-		for (const queued of batch) await broker().enqueue(queued);
-		await shiftBrokerClock(10);
-		await broker().enqueue(single);
+		const second = Array.from({ length: 4 }, () => job({ accountId: "batch" }));
+		for (const queued of second) await broker().enqueue(queued);
+		await shiftBrokerClock(20);
+		const other = job({ accountId: "single" });
+		await broker().enqueue(other);
 		const both = await broker().lease(wants({ capacity: 2 }));
 		expect(both.map((lease) => lease.job.conversionId).sort()).toEqual(
-			[batch[0]?.conversionId, single.conversionId].sort(),
+			[second[0]?.conversionId, other.conversionId].sort(),
 		);
 	});
 

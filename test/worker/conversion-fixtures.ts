@@ -282,6 +282,7 @@ export async function resetBroker(): Promise<void> {
 		state.storage.sql.exec("UPDATE jobs SET state = 'done', lease_id = NULL, updated_at = ?", Date.now());
 		state.storage.sql.exec("DELETE FROM leases");
 		state.storage.sql.exec("DELETE FROM output_uploads");
+		state.storage.sql.exec("DELETE FROM unused_outputs");
 	});
 }
 
