@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { rmSync } from "node:fs";
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { RunnerApiClient } from "./api/runner-api-client.ts";
 import { TokenProvider } from "./api/token-provider.ts";
@@ -95,7 +95,21 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 		onRemoved: (sha256) => affinity.forgetArtifact(sha256),
 	});
 	const recentVoices = new RecentVoices(config.cacheDir);
-	await warmRecentVoices(await recentVoices.load(), engines, artifacts, logger);
+	const recent = await recentVoices.load();
+	await warmRecentVoices(recent, engines, artifacts, logger);
+	// Those whose files are at hand are listed for the broker's affinity, and so the Worker can say if one was
+	// deleted since.
+	for (const voice of [...recent].reverse()) {
+		const sizes = await Promise.all(
+			voice.artifacts.map((a) =>
+				stat(artifacts.pathFor(a)).then(
+					(s) => s.size,
+					() => -1,
+				),
+			),
+		);
+		if (sizes.every((size, i) => size === voice.artifacts[i]?.size_bytes)) affinity.rememberVoice(voice);
+	}
 	// A budget lowered since the last run applies at once (what is over it was used before this start).
 	const trimmed = await artifacts.trim();
 	logger.info("artifact cache", {
@@ -128,6 +142,17 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 			logger,
 			affinity,
 			...(rvc ? { validateVoice: createVoiceValidator({ artifacts, engine: rvc }) } : {}),
+			// A voice its account deleted leaves this runner too: its own files (not the shared base models) and the
+			// start-up warm list. One still in use by a job stays listed, so the next lease response names it again.
+			forgetVoices: async (voiceIds) => {
+				for (const voiceId of voiceIds) {
+					const files = affinity.ownFiles(voiceId);
+					if (!(await artifacts.discard(files))) continue;
+					affinity.forget(voiceId);
+					await recentVoices.forget(voiceId);
+					logger.info("deleted voice removed", { voice_id: voiceId, artifacts: files.length });
+				}
+			},
 		},
 	);
 

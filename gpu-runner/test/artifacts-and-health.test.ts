@@ -152,6 +152,25 @@ describe("artifact cache", () => {
 		expect((await cache.trim()).removed).toEqual([sha256s[1]]);
 	});
 
+	it("discards a deleted voice's files with what was built from them, or none of them while a job holds one", async () => {
+		const folder = join(dir, "discarded");
+		const removed: string[] = [];
+		const cache = new ArtifactCache(folder, { onRemoved: (sha) => removed.push(sha) });
+		const [sha1, sha2, sha3] = sha256s as [string, string, string];
+		await use(cache, 1, 0);
+		await use(cache, 2, 0);
+		await use(cache, 3, 0);
+		writeFileSync(join(folder, `${sha1}.synthesizer.onnx`), "built from the checkpoint");
+		const job = cache.hold();
+		await job.ensureAll([artifact(2)], signal);
+		expect(await cache.discard([sha1, sha2])).toBe(false);
+		expect(removed).toEqual([]);
+		job.release();
+		expect(await cache.discard([sha1, sha2])).toBe(true);
+		expect(removed).toEqual([sha1, sha2]);
+		expect(readdirSync(folder)).toEqual([`${sha3}.bin`]);
+	});
+
 	it("removes the unfinished downloads and builds a killed runner left, but not those under way", async () => {
 		const folder = join(dir, "unfinished");
 		const cache = new ArtifactCache(folder, { maxBytes: 10 * SIZE });
@@ -185,6 +204,19 @@ describe("voice affinity", () => {
 		expect(affinity.list()).toEqual(["v3"]);
 		affinity.remember("v1", ["a"]);
 		expect(affinity.list()).toEqual(["v1", "v3"]);
+	});
+
+	it("names a deleted voice's own files that no other voice uses, never the shared base models", () => {
+		const affinity = new VoiceAffinity();
+		const file = (name: string, sha256: string) => ({ name, sha256, url: "https://x.invalid/", size_bytes: 1 });
+		const bases = [file("contentvec", "cv"), file("rmvpe", "rm")];
+		affinity.rememberVoice({ id: "gone", artifacts: [file("synthesizer", "s1"), file("index", "i1"), ...bases] });
+		affinity.rememberVoice({ id: "twin", artifacts: [file("synthesizer", "s2"), file("index", "i1"), ...bases] });
+		expect(affinity.ownFiles("gone")).toEqual(["s1"]);
+		affinity.forget("gone");
+		expect(affinity.list()).toEqual(["twin"]);
+		expect(affinity.ownFiles("twin")).toEqual(["s2", "i1"]);
+		expect(affinity.ownFiles("unknown")).toEqual([]);
 	});
 });
 

@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { RecentVoices } from "../src/loop/recent-voices.ts";
 import { CLIENT_ID, CLIENT_SECRET, FakeRunnerApi } from "./helpers/fake-runner-api.ts";
 import { wavJob } from "./helpers/runner-harness.ts";
 
@@ -140,5 +141,37 @@ describe("runner process signals", () => {
 		expect(output).toContain("RUNNER_WORK_DIR");
 		expect(output).toContain("RUNNER_CACHE_DIR");
 		expect(api.leaseRequests).toHaveLength(0);
+	});
+});
+
+describe("runner process and deleted voices", () => {
+	it("removes a deleted voice's own files and its warm-up entry, keeping the base models it shared", async () => {
+		const cache = join(dir, "cache");
+		mkdirSync(join(cache, "artifacts"), { recursive: true });
+		const file = (name: string, byte: number) => {
+			const sha256 = byte.toString(16).padStart(2, "0").repeat(32);
+			writeFileSync(join(cache, "artifacts", `${sha256}.bin`), new Uint8Array(100).fill(byte));
+			return { name, sha256, url: "https://artifact.invalid/", size_bytes: 100 };
+		};
+		const deleted = "6b1c2c8e-0000-4000-8000-00000000000d";
+		const artifacts = [file("synthesizer", 1), file("index", 2), file("contentvec", 3), file("rmvpe", 4)];
+		writeFileSync(join(cache, "artifacts", `${artifacts[0]?.sha256}.synthesizer.onnx`), "built from it");
+		// As a runner that converted with the voice before it stopped leaves its cache.
+		await new RecentVoices(cache).remember({ id: deleted, name: "Gone", engine: "rvc", params: {}, artifacts });
+		api.deletedVoices.add(deleted);
+
+		const exited = startRunnerProcess(5);
+		await api.waitFor(() => output.includes("deleted voice removed"));
+		expect(api.leaseRequests[0]?.loaded_voice_ids).toEqual([deleted]);
+		expect(readdirSync(join(cache, "artifacts")).sort()).toEqual(
+			[`${artifacts[2]?.sha256}.bin`, `${artifacts[3]?.sha256}.bin`].sort(),
+		);
+		expect(await new RecentVoices(cache).load()).toEqual([]);
+		// Forgotten: not listed again.
+		const asked = api.leaseRequests.length;
+		await api.waitFor(() => api.leaseRequests.length > asked);
+		expect(api.leaseRequests.at(-1)?.loaded_voice_ids).toEqual([]);
+		child?.kill("SIGTERM");
+		expect(await exited).toBe(0);
 	});
 });

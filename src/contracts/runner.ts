@@ -61,6 +61,9 @@ export const CancelWaitResponse = z.object({ waiting: z.boolean(), released: z.n
  */
 export const SOURCE_AUDIO_LIMITS = { minSampleRate: 4_000, maxSampleRate: 768_000, maxChannels: 32 } as const;
 
+/** The models every `rvc` voice shares, set once per deployment; a voice's artifacts by these names are not its own. */
+export const BASE_MODEL_NAMES = ["contentvec", "rmvpe"] as const;
+
 export const ModelArtifact = z.object({
 	/** Role of the file for the engine, e.g. `synthesizer`, `contentvec`, `rmvpe`, `index`. */
 	name: z.string(),
@@ -167,6 +170,11 @@ export const LeaseResponse = z.object({
 	leases: z.array(Lease),
 	/** Only for runners that asked for `validate_voice` jobs. */
 	validations: z.array(VoiceValidationLease).default([]),
+	/**
+	 * Voices among the request's `loaded_voice_ids` that were deleted (an account deleted its own voice): the runner
+	 * removes their own files from its cache and forgets them. The deployment's base models stay.
+	 */
+	forget_voice_ids: z.array(z.uuid()).default([]),
 });
 export type LeaseResponse = z.infer<typeof LeaseResponse>;
 

@@ -5,6 +5,7 @@
  */
 import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { BASE_MODEL_NAMES } from "../contracts/runner.ts";
 import { PITCH_SHIFTS, REQUESTED_PITCH_SHIFTS, type VoiceSettings } from "../contracts/voice-conversions.ts";
 
 export const accounts = sqliteTable("accounts", {
@@ -128,7 +129,7 @@ export const voiceFileParts = sqliteTable(
 	(t) => [primaryKey({ columns: [t.voiceId, t.role, t.partNumber] })],
 );
 
-export const BASE_MODEL_NAMES = ["contentvec", "rmvpe"] as const;
+export { BASE_MODEL_NAMES };
 export type BaseModelName = (typeof BASE_MODEL_NAMES)[number];
 
 /**

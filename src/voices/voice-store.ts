@@ -171,6 +171,20 @@ export async function markVoiceDeleted(env: Pick<Env, "DB">, id: string, now: st
 	return rows.length > 0;
 }
 
+/**
+ * Which of these voice ids were deleted, or are not known at all: a runner that still holds their files removes
+ * them (`forget_voice_ids` in the lease response).
+ */
+export async function deletedVoiceIds(env: Pick<Env, "DB">, ids: readonly string[]): Promise<string[]> {
+	if (ids.length === 0) return [];
+	const rows = await database(env)
+		.select({ id: voices.id, deletedAt: voices.deletedAt })
+		.from(voices)
+		.where(inArray(voices.id, [...ids]));
+	const live = new Set(rows.filter((row) => row.deletedAt === null).map((row) => row.id));
+	return ids.filter((id) => !live.has(id));
+}
+
 /** Whether any conversion of this voice has not ended yet (its files must stay until it does). */
 export async function voiceHasRunningConversions(env: Pick<Env, "DB">, voiceId: string): Promise<boolean> {
 	const row = await database(env).query.voiceConversions.findFirst({

@@ -608,6 +608,25 @@ describe("account voices", () => {
 		expect(await keysUnder(`account-voices/${kept.id}/model`)).toHaveLength(1);
 	});
 
+	it("tells a runner that holds a deleted voice's files to forget it, and not a voice that lives", async () => {
+		const alice = await user();
+		const gone = await readyVoice(alice);
+		expect((await alice.api(`/api/v1/voices/${gone.id}`, { method: "DELETE" })).status).toBe(200);
+		const kept = await readyVoice(alice);
+		const service = await insertVoice();
+		const unknown = crypto.randomUUID();
+		const worker = await runner();
+		const response = await worker.post("/internal/v1/leases", {
+			runner_id: worker.runnerId,
+			capacity: 1,
+			wait_seconds: 0,
+			loaded_voice_ids: [service, gone.id, kept.id, unknown],
+		});
+		expect(response.status).toBe(200);
+		const { data } = await json<{ data: unknown }>(response);
+		expect(LeaseResponse.parse(data).forget_voice_ids).toEqual([gone.id, unknown]);
+	});
+
 	it("gives validations only to runners that ask for them, and fails the voice when its job cannot run", async () => {
 		const alice = await user();
 		const voice = await uploadedVoice(alice);
@@ -618,7 +637,11 @@ describe("account voices", () => {
 			wait_seconds: 0,
 			engines: ["dsp", "rvc"],
 		});
-		expect((await json<{ data: unknown }>(response)).data).toEqual({ leases: [], validations: [] });
+		expect((await json<{ data: unknown }>(response)).data).toEqual({
+			leases: [],
+			validations: [],
+			forget_voice_ids: [],
+		});
 
 		const { lease, worker } = await validationLease(voice.id);
 		const failed = await worker.fail(lease.lease_id, "permanent", "internal");

@@ -344,7 +344,10 @@ describe("conversion lifecycle through the runner API", () => {
 		const cancelled = await stopping.api(`/internal/v1/leases/waits/${waitId}/cancel`, { method: "POST" });
 		expect(cancelled.status).toBe(200);
 		expect(await json(cancelled)).toEqual({ success: true, data: { waiting: true, released: 0 } });
-		expect(await json(await poll)).toEqual({ success: true, data: { leases: [], validations: [] } });
+		expect(await json(await poll)).toEqual({
+			success: true,
+			data: { leases: [], validations: [], forget_voice_ids: [] },
+		});
 		expect((await broker().stats()).waiters).toBe(0);
 
 		await nextJobGoesToALiveRunner();

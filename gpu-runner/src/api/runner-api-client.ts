@@ -30,6 +30,8 @@ export interface LeaseBatch {
 	/** `validate_voice` jobs, for runners that asked for them (absent: none). */
 	validations?: VoiceValidationLease[];
 	malformed: MalformedLease[];
+	/** Voices among `loaded_voice_ids` that were deleted: their files go from the cache (absent: none). */
+	forgetVoiceIds?: string[];
 }
 
 /** What the lease loop needs from the Worker; tests and integration harnesses can supply their own. */
@@ -46,7 +48,11 @@ export interface RunnerApi {
 }
 
 const Envelope = z.object({ success: z.literal(true), data: z.unknown() });
-const LeaseList = z.object({ leases: z.array(z.unknown()), validations: z.array(z.unknown()).default([]) });
+const LeaseList = z.object({
+	leases: z.array(z.unknown()),
+	validations: z.array(z.unknown()).default([]),
+	forget_voice_ids: z.array(z.uuid()).default([]).catch([]),
+});
 const REQUEST_TIMEOUT_MS = 30_000;
 
 export interface RunnerApiClientOptions {
@@ -72,6 +78,7 @@ export class RunnerApiClient implements RunnerApi, OutputUploads {
 			leases: [] as Lease[],
 			validations: [] as VoiceValidationLease[],
 			malformed: [] as MalformedLease[],
+			forgetVoiceIds: list.data.forget_voice_ids,
 		};
 		const sort = <T>(raws: unknown[], schema: z.ZodType<T>, into: T[]) => {
 			for (const raw of raws) {

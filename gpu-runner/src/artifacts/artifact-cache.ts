@@ -115,6 +115,24 @@ export class ArtifactCache {
 	}
 
 	/**
+	 * Removes these artifacts (a deleted voice's files) with what was built from them, all or none: false, removing
+	 * nothing, while a job holds any of them (its conversion was accepted before the deletion and finishes with
+	 * them). Like a trim, the check and the removal are one turn of the event loop.
+	 */
+	async discard(sha256s: readonly string[]): Promise<boolean> {
+		const names = await readdir(this.dir).catch(() => [] as string[]);
+		if (sha256s.some((sha256) => this.#held.has(sha256))) return false;
+		for (const sha256 of new Set(sha256s)) {
+			const files = names.filter((name) => name === sha256 || name.startsWith(`${sha256}.`));
+			for (const name of files) rmSync(join(this.dir, name), { force: true });
+			if (files.length === 0) continue;
+			this.#onRemoved(sha256);
+			this.#logger.info("artifact of a deleted voice removed", { sha256 });
+		}
+		return true;
+	}
+
+	/**
 	 * Removes the least recently used artifacts that are neither held nor recently used until the folder fits its
 	 * budget. Trims run one at a time; each download starts one without waiting for it.
 	 */

@@ -74,10 +74,7 @@ export function createJobProcessor(options: {
 		try {
 			const artifactPaths = await artifacts.ensureAll(lease.voice.artifacts, signal);
 			if (lease.voice.artifacts.length > 0) {
-				options.affinity?.remember(
-					lease.voice.id,
-					lease.voice.artifacts.map((a) => a.sha256),
-				);
+				options.affinity?.rememberVoice(lease.voice);
 				void options.recentVoices?.remember(lease.voice);
 			}
 			await mkdir(options.workDir, { recursive: true });

@@ -62,6 +62,8 @@ export interface LeaseLoopDeps {
 	affinity?: { list(): string[] };
 	/** Validates accounts' uploaded voices (`validate_voice` jobs); without it the runner asks for conversions only. */
 	validateVoice?: VoiceValidator;
+	/** Removes what the runner holds of deleted voices (the lease response's `forget_voice_ids`). */
+	forgetVoices?: (voiceIds: string[]) => Promise<void>;
 }
 
 class ShutdownAbort extends Error {
@@ -227,6 +229,14 @@ export class LeaseLoop {
 				continue;
 			} finally {
 				this.#waitInFlight = undefined;
+			}
+			const forget = batch.forgetVoiceIds ?? [];
+			if (forget.length > 0 && this.#deps.forgetVoices) {
+				this.#deps
+					.forgetVoices(forget)
+					.catch((error: unknown) =>
+						logger.warn("could not remove the files of deleted voices", { error: describeError(error) }),
+					);
 			}
 			const validations = batch.validations ?? [];
 			if (batch.leases.length + validations.length > 0) metrics.leaseWait.observe((performance.now() - asked) / 1000);

@@ -48,7 +48,17 @@ export class RecentVoices {
 	remember(voice: VoiceDescriptor): Promise<void> {
 		if (voice.artifacts.length === 0) return this.#writing;
 		const stored = { ...voice, artifacts: voice.artifacts.map((a) => ({ ...a, url: "https://artifact.invalid/" })) };
-		this.#voices = [stored, ...this.#voices.filter((v) => v.id !== voice.id)].slice(0, this.#limit);
+		return this.#save([stored, ...this.#voices.filter((v) => v.id !== voice.id)].slice(0, this.#limit));
+	}
+
+	/** The voice was deleted: it is not warmed at the next start. */
+	forget(voiceId: string): Promise<void> {
+		if (!this.#voices.some((v) => v.id === voiceId)) return this.#writing;
+		return this.#save(this.#voices.filter((v) => v.id !== voiceId));
+	}
+
+	#save(voices: VoiceDescriptor[]): Promise<void> {
+		this.#voices = voices;
 		const snapshot = JSON.stringify(this.#voices);
 		this.#writing = this.#writing.then(async () => {
 			const temporary = `${this.#path}.${process.pid}.tmp`;

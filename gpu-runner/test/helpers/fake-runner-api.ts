@@ -68,6 +68,8 @@ export class FakeRunnerApi {
 	readonly lostLeases = new Set<string>();
 	/** Model files served at `/storage/artifact/<name>` (signed GETs in the real service). */
 	readonly artifacts = new Map<string, Uint8Array>();
+	/** Voices deleted in the service: a lease request listing one in `loaded_voice_ids` is told to forget it. */
+	readonly deletedVoices = new Set<string>();
 	/** Calls this when a lease is handed out (tests use it to act mid-job). */
 	onLeased: ((lease: Lease) => void) | undefined;
 
@@ -253,7 +255,8 @@ export class FakeRunnerApi {
 			this.#leases.set(leaseId, { lease_id: leaseId } as Lease);
 			return { lease_id: leaseId, conversion_id: "not-a-uuid" };
 		});
-		json(response, 200, { success: true, data: { leases: [...leases, ...malformed] } });
+		const forget = request.loaded_voice_ids.filter((id) => this.deletedVoices.has(id));
+		json(response, 200, { success: true, data: { leases: [...leases, ...malformed], forget_voice_ids: forget } });
 		for (const lease of leases) this.onLeased?.(lease);
 	}
 

@@ -15,6 +15,7 @@ import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
 import { listBaseModels } from "../../voices/base-model-store.ts";
+import { deletedVoiceIds } from "../../voices/voice-store.ts";
 import { buildLease } from "./build-lease.ts";
 import { buildValidationLease } from "./build-validation-lease.ts";
 
@@ -72,6 +73,7 @@ async function leaseJobs(
 	body: LeaseRequest,
 	waitId: string,
 ): Promise<Response> {
+	const forget_voice_ids = await deletedVoiceIds(env, body.loaded_voice_ids);
 	const granted = await broker.lease({
 		runnerId: body.runner_id,
 		capacity: body.capacity,
@@ -82,7 +84,7 @@ async function leaseJobs(
 		waitId,
 		acknowledges: body.acknowledges ?? false,
 	});
-	if (granted.length === 0) return ok({ leases: [], validations: [] });
+	if (granted.length === 0) return ok({ leases: [], validations: [], forget_voice_ids });
 	try {
 		const origin = publicOrigin(env, request.url);
 		const validationGrants = granted.filter((g) => g.job.kind === "validate_voice");
@@ -96,7 +98,7 @@ async function leaseJobs(
 			else droppedValidations.push(grant.job.conversionId);
 		}
 		if (droppedValidations.length > 0) await broker.discard(droppedValidations);
-		if (conversionGrants.length === 0) return ok({ leases: [], validations });
+		if (conversionGrants.length === 0) return ok({ leases: [], validations, forget_voice_ids });
 		const leased = await markLeased(
 			env,
 			conversionGrants.map((g) => ({ conversionId: g.job.conversionId, attempt: g.attempt })),
@@ -125,7 +127,7 @@ async function leaseJobs(
 			dropped.push(grant.job.conversionId);
 		}
 		if (dropped.length > 0) await broker.discard(dropped);
-		return ok({ leases, validations });
+		return ok({ leases, validations, forget_voice_ids });
 	} catch (error) {
 		// Nothing reached the runner: give the jobs back at once rather than waiting for the leases to expire.
 		await Promise.allSettled(granted.map((g) => broker.release(g.leaseId)));
