@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -93,6 +93,45 @@ async function convert(
 }
 
 describe("conversion pipeline", () => {
+	it("scales an output that goes past full scale down as a whole to peak at 0.99, leaving others exact", async () => {
+		class GainEngine extends MonoSixteenKilohertzEngine {
+			readonly gain: number;
+			readonly tail: number;
+			constructor(gain: number, tail = 0) {
+				super();
+				this.gain = gain;
+				this.tail = tail;
+			}
+			override async *convert(input: AsyncIterable<AudioBlock>) {
+				for await (const block of input) {
+					yield { ...block, channels: block.channels.map((c) => c.map((x) => x * this.gain)) };
+				}
+				// Past the source's end, cut off by the pipeline: it does not count towards the peak.
+				if (this.tail > 0) yield { sampleRate: 16_000, channels: [new Float32Array(1_000).fill(this.tail)] };
+			}
+		}
+		const tone = sine(220, 1, 16_000, 0.5);
+		const source = makeWav([tone], 16_000, { kind: "float", bits: 32 });
+		const samplesOf = async (engine: Engine) => {
+			const { upload } = await convert(source, { engine });
+			return (await collect(decodeWav(bytesOf(upload.body)))).channels[0] as Float32Array;
+		};
+		const peakOf = (samples: Float32Array) => samples.reduce((peak, x) => Math.max(peak, Math.abs(x)), 0);
+		// 0.5 x 3 = 1.5 would clip at full scale for a third of every period; scaled by 0.99 / 1.5 it keeps its shape.
+		const loud = await samplesOf(new GainEngine(3, 4));
+		expect(peakOf(loud)).toBeCloseTo(0.99, 3);
+		for (let i = 0; i < tone.length; i++) expect(loud[i]).toBeCloseTo((tone[i] as number) * 1.98, 3);
+		// Below the limit: exactly what quantising the engine's output gives, sample for sample.
+		const quiet = await samplesOf(new GainEngine(1.5));
+		for (let i = 0; i < tone.length; i++) {
+			const expected = Math.round((tone[i] as number) * 1.5 * 32767) / 32767;
+			expect(Math.abs((quiet[i] as number) - expected)).toBeLessThan(1 / 32767);
+		}
+		expect(peakOf(quiet)).toBeCloseTo(0.75, 3);
+		// The staging file goes with the job.
+		expect(readdirSync(dir).filter((name) => name.endsWith(".f32"))).toEqual([]);
+	});
+
 	it("converts exactly the first 10 s for a preview of a longer source", async () => {
 		const source = makeWav([harmonicTone(200, 12.5, 16_000)], 16_000, { kind: "pcm", bits: 16 });
 		const { result, header, upload } = await convert(source, { previewSeconds: 10, semitones: 5 });

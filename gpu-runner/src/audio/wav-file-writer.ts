@@ -1,14 +1,23 @@
 /**
- * Streaming WAV encoder to a local file: 16-bit PCM written block by block, header sizes patched when the
- * stream ends. Writing to disk (not memory) keeps long outputs cheap and gives the upload an exact
- * Content-Length. `finish(frames)` also fits the file to an exact frame count (pads with silence or cuts),
- * which is how the pipeline guarantees output duration = input duration.
+ * Streaming WAV encoder to a local file: 16-bit PCM. The blocks are kept as 32-bit floats in a staging file beside
+ * the output while the engine runs, and the peak is tracked; `finish` writes the WAV from them in one pass. An output
+ * whose peak goes past `PEAK_LIMIT` is scaled down as a whole to peak there, as RVC's pipeline does, instead of
+ * clipping where it is loud (a loud sung source often converts past full scale); any other output is written exactly
+ * as the engine made it. Writing to disk (not memory) keeps long outputs cheap and gives the upload an exact
+ * Content-Length; the staging file takes twice the output's size while the job runs. `finish(frames)` also fits the
+ * file to an exact frame count (pads with silence or cuts), which is how the pipeline guarantees output duration =
+ * input duration.
  */
-import { type FileHandle, open } from "node:fs/promises";
+import { type FileHandle, open, rm } from "node:fs/promises";
 import { type AudioBlock, blockFrames } from "./pcm.ts";
 
 const HEADER_BYTES = 44;
 const BYTES_PER_SAMPLE = 2;
+const STAGED_BYTES_PER_SAMPLE = 4;
+/** The peak an output is scaled down to when it would go past it (RVC: 0.99 of full scale). */
+export const PEAK_LIMIT = 0.99;
+/** Frames converted per read of the staging file in `finish`. */
+const FINISH_FRAMES = 65_536;
 
 /** The size of the WAV this writer makes of `frames` frames of `channels` channels. */
 export const wavFileBytes = (frames: number, channels: number) => HEADER_BYTES + frames * channels * BYTES_PER_SAMPLE;
@@ -19,26 +28,30 @@ export interface WavFileInfo {
 	frames: number;
 	sampleRate: number;
 	channels: number;
+	/** The gain applied to the whole output to keep its peak at `PEAK_LIMIT` (1 when it stayed below). */
+	gain: number;
 }
 
 export class WavFileWriter {
 	readonly path: string;
 	readonly sampleRate: number;
 	readonly channels: number;
-	#file: FileHandle;
+	readonly #stagedPath: string;
+	#staged: FileHandle;
 	#frames = 0;
+	#peak = 0;
 
-	private constructor(path: string, file: FileHandle, sampleRate: number, channels: number) {
+	private constructor(path: string, staged: FileHandle, sampleRate: number, channels: number) {
 		this.path = path;
-		this.#file = file;
+		this.#stagedPath = `${path}.f32`;
+		this.#staged = staged;
 		this.sampleRate = sampleRate;
 		this.channels = channels;
 	}
 
 	static async create(path: string, sampleRate: number, channels: number): Promise<WavFileWriter> {
-		const file = await open(path, "w+");
-		await file.write(wavHeader(0, sampleRate, channels), 0, HEADER_BYTES, 0);
-		return new WavFileWriter(path, file, sampleRate, channels);
+		const staged = await open(`${path}.f32`, "w+");
+		return new WavFileWriter(path, staged, sampleRate, channels);
 	}
 
 	get frames(): number {
@@ -51,40 +64,79 @@ export class WavFileWriter {
 				`engine yielded ${block.channels.length} ch @ ${block.sampleRate} Hz into a ${this.channels} ch @ ${this.sampleRate} Hz WAV`,
 			);
 		}
-		const bytes = encodePcm16(block);
-		await this.#file.write(bytes, 0, bytes.length, HEADER_BYTES + this.#frames * this.#blockAlign);
-		this.#frames += blockFrames(block);
+		const frames = blockFrames(block);
+		const interleaved = new Float32Array(frames * this.channels);
+		for (let c = 0; c < this.channels; c++) {
+			const channel = block.channels[c] as Float32Array;
+			for (let i = 0; i < frames; i++) {
+				const sample = channel[i] as number;
+				interleaved[i * this.channels + c] = sample;
+				const magnitude = Math.abs(sample);
+				if (magnitude > this.#peak) this.#peak = magnitude;
+			}
+		}
+		const bytes = new Uint8Array(interleaved.buffer);
+		await this.#staged.write(bytes, 0, bytes.length, this.#frames * this.channels * STAGED_BYTES_PER_SAMPLE);
+		this.#frames += frames;
 	}
 
-	/** Fit to `targetFrames` (when given), patch the header, close. */
+	/**
+	 * Fit to `targetFrames` (when given: padded with silence or cut), then write the WAV, scaled down as a whole when
+	 * its peak is past `PEAK_LIMIT` (a frame cut off does not count towards the peak), and remove the staging file.
+	 */
 	async finish(targetFrames?: number): Promise<WavFileInfo> {
-		if (targetFrames !== undefined && targetFrames !== this.#frames) {
-			if (targetFrames > this.#frames) {
-				const padding = new Uint8Array((targetFrames - this.#frames) * this.#blockAlign);
-				await this.#file.write(padding, 0, padding.length, HEADER_BYTES + this.#frames * this.#blockAlign);
-			} else {
-				await this.#file.truncate(HEADER_BYTES + targetFrames * this.#blockAlign);
+		const frames = targetFrames ?? this.#frames;
+		const kept = Math.min(frames, this.#frames);
+		const peak = kept === this.#frames ? this.#peak : await this.#peakOf(kept);
+		const gain = peak > PEAK_LIMIT ? PEAK_LIMIT / peak : 1;
+		const output = await open(this.path, "w");
+		try {
+			await output.write(wavHeader(frames * this.#blockAlign, this.sampleRate, this.channels), 0, HEADER_BYTES, 0);
+			for (let start = 0; start < frames; start += FINISH_FRAMES) {
+				const count = Math.min(FINISH_FRAMES, frames - start);
+				const samples = await this.#readStaged(start, Math.max(0, Math.min(count, kept - start)), count);
+				const bytes = encodeInterleavedPcm16(samples, gain);
+				await output.write(bytes, 0, bytes.length, HEADER_BYTES + start * this.#blockAlign);
 			}
-			this.#frames = targetFrames;
+		} finally {
+			await output.close();
 		}
-		await this.#file.write(
-			wavHeader(this.#frames * this.#blockAlign, this.sampleRate, this.channels),
-			0,
-			HEADER_BYTES,
-			0,
-		);
-		await this.#file.close();
+		await this.abort();
+		this.#frames = frames;
 		return {
 			path: this.path,
-			sizeBytes: HEADER_BYTES + this.#frames * this.#blockAlign,
-			frames: this.#frames,
+			sizeBytes: HEADER_BYTES + frames * this.#blockAlign,
+			frames,
 			sampleRate: this.sampleRate,
 			channels: this.channels,
+			gain,
 		};
 	}
 
+	/** Closes and removes the staging file (the output, if any, is the caller's). */
 	async abort(): Promise<void> {
-		await this.#file.close().catch(() => {});
+		await this.#staged.close().catch(() => {});
+		await rm(this.#stagedPath, { force: true });
+	}
+
+	/** `count` frames from `start`, of which the first `available` come from the staging file and the rest are silence. */
+	async #readStaged(start: number, available: number, count: number): Promise<Float32Array> {
+		const samples = new Float32Array(count * this.channels);
+		if (available > 0) {
+			const bytes = new Uint8Array(samples.buffer, 0, available * this.channels * STAGED_BYTES_PER_SAMPLE);
+			await this.#staged.read(bytes, 0, bytes.length, start * this.channels * STAGED_BYTES_PER_SAMPLE);
+		}
+		return samples;
+	}
+
+	/** The peak of the first `frames` frames (when the end is cut off, the tracked peak may lie in what is cut). */
+	async #peakOf(frames: number): Promise<number> {
+		let peak = 0;
+		for (let start = 0; start < frames; start += FINISH_FRAMES) {
+			const count = Math.min(FINISH_FRAMES, frames - start);
+			for (const sample of await this.#readStaged(start, count, count)) peak = Math.max(peak, Math.abs(sample));
+		}
+		return peak;
 	}
 
 	get #blockAlign(): number {
@@ -115,17 +167,12 @@ export function wavHeader(dataBytes: number, sampleRate: number, channels: numbe
 	return header;
 }
 
-/** Interleave and quantise to 16-bit, clamping to full scale so nothing wraps around. */
-export function encodePcm16(block: AudioBlock): Uint8Array {
-	const frames = blockFrames(block);
-	const channels = block.channels.length;
-	const out = new Int16Array(frames * channels);
-	for (let c = 0; c < channels; c++) {
-		const channel = block.channels[c] as Float32Array;
-		for (let i = 0; i < frames; i++) {
-			const sample = Math.max(-1, Math.min(1, channel[i] as number));
-			out[i * channels + c] = Math.round(sample < 0 ? sample * 32768 : sample * 32767);
-		}
+/** Quantise interleaved samples to 16-bit after `gain`, clamping to full scale so nothing wraps around. */
+export function encodeInterleavedPcm16(samples: Float32Array, gain = 1): Uint8Array {
+	const out = new Int16Array(samples.length);
+	for (let i = 0; i < samples.length; i++) {
+		const sample = Math.max(-1, Math.min(1, (samples[i] as number) * gain));
+		out[i] = Math.round(sample < 0 ? sample * 32768 : sample * 32767);
 	}
 	return new Uint8Array(out.buffer);
 }
