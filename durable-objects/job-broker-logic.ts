@@ -44,12 +44,10 @@ export const isUrgent = (job: CandidateJob, now: number) =>
 	job.use_preview === 1 || job.enqueued_at <= now - PREVIEW_AGING_MS;
 
 /**
- * Picks up to `capacity` jobs, one at a time: previews first, and with them full jobs aged past `PREVIEW_AGING_MS`
- * while previews wait (so previews cannot hold full jobs back for ever); then the account holding the fewest leases,
+ * Picks up to `capacity` jobs, one at a time: urgent before the rest; then the account holding the fewest leases,
  * and of those the one served longest ago, so one account's batch of a thousand jobs does not hold every other
- * account's jobs behind it, aged or not (each pick counts as a lease of its account for the next); then, within an
- * account, urgent jobs (previews, aged ones), jobs whose voice the runner has loaded (model affinity), and the
- * oldest. Candidates may contain duplicates.
+ * account's jobs behind it (each pick counts as a lease of its account for the next); then, within an account, jobs
+ * whose voice the runner has loaded (model affinity), then the oldest. Candidates may contain duplicates.
  */
 export function selectJobs(
 	candidates: readonly CandidateJob[],
@@ -60,15 +58,12 @@ export function selectJobs(
 	const loaded = new Set(wants.loadedVoiceIds);
 	const pool = new Map(candidates.map((job) => [job.conversion_id, job]));
 	const share = new Map(shares);
-	const previewsWait = candidates.some((job) => job.use_preview === 1);
 	const rank = (job: CandidateJob) => {
 		const account = share.get(job.account_id) ?? NO_SHARE;
-		const urgent = isUrgent(job, now);
 		return [
-			job.use_preview === 1 || (urgent && previewsWait) ? 0 : 1,
+			isUrgent(job, now) ? 0 : 1,
 			account.active,
 			account.lastGrantedAt,
-			urgent ? 0 : 1,
 			loaded.has(job.voice_id) ? 0 : 1,
 			job.enqueued_at,
 		];

@@ -235,26 +235,6 @@ describe("priority and affinity", () => {
 		// idle (nothing held, never served), recent (nothing held, served lately), then busy's two: its loaded voice
 		// first, though the other is older.
 		expect(picked.map((j) => j.conversion_id)).toEqual(["idle-new", "recent-older", "busy-loaded", "busy-old"]);
-		// Another account's aged jobs do not go first unless previews wait: aging only keeps previews from holding
-		// full jobs back. Within an account, an aged job goes before one whose voice is loaded.
-		const aged = (id: string, account: string, voice: string) =>
-			candidate(id, account, voice, PREVIEW_AGING_MS + 60_000);
-		const backlog = [aged("busy-aged-1", "busy", "v1"), aged("busy-aged-2", "busy", "v1")];
-		expect(
-			selectJobs(
-				[...backlog, candidate("fresh", "idle", "v1", 1_000)],
-				{ capacity: 2, loadedVoiceIds: [] },
-				now,
-				shares,
-			).map((j) => j.conversion_id),
-		).toEqual(["fresh", "busy-aged-1"]);
-		expect(
-			selectJobs(
-				[candidate("busy-new", "busy", "v2", 10), ...backlog],
-				{ capacity: 1, loadedVoiceIds: ["v2"] },
-				now,
-			).map((j) => j.conversion_id),
-		).toEqual(["busy-aged-1"]);
 		// A preview still goes first, whoever holds what.
 		const preview = { ...candidate("busy-preview", "busy", "v1", 10), use_preview: 1 };
 		expect(selectJobs([...jobs, preview], { capacity: 1, loadedVoiceIds: [] }, now, shares)[0]?.conversion_id).toBe(
