@@ -50,6 +50,8 @@ describe("artifact cache", () => {
 		const hold = cache.hold();
 		const path = (await hold.ensureAll([artifact(n)], signal)).get(`file${n}`) as string;
 		hold.release();
+		// Just now is the use's own mtime (set by the cache: another process's later one would be a use of its own).
+		if (minutesAgo === 0) return path;
 		const then = new Date(Date.now() - minutesAgo * 60_000);
 		utimesSync(path, then, then);
 		return path;
@@ -169,6 +171,31 @@ describe("artifact cache", () => {
 		expect(await cache.discard([sha1, sha2])).toBe(true);
 		expect(removed).toEqual([sha1, sha2]);
 		expect(readdirSync(folder)).toEqual([`${sha3}.bin`]);
+	});
+
+	it("leaves a deleted voice's files that another runner sharing the folder used in the last ten minutes", async () => {
+		const folder = join(dir, "discarded-shared");
+		const here = new ArtifactCache(folder);
+		const there = new ArtifactCache(folder);
+		const [sha1] = sha256s as [string];
+		// This runner converted with the voice just now: its own use does not stop the removal.
+		const own = here.hold();
+		await own.ensureAll([artifact(1)], signal);
+		own.release();
+		expect(await here.discard([sha1])).toBe(true);
+		expect(readdirSync(folder)).toEqual([]);
+
+		// Another runner's job, a conversion accepted before the deletion, holds the file where this one cannot see it.
+		const job = there.hold();
+		const path = (await job.ensureAll([artifact(1)], signal)).get("file1") as string;
+		expect(await here.discard([sha1])).toBe(false);
+		expect(readFileSync(path).length).toBe(SIZE);
+		job.release();
+		// Once nobody used it for ten minutes, it goes.
+		const old = new Date(Date.now() - 11 * 60_000);
+		utimesSync(path, old, old);
+		expect(await here.discard([sha1])).toBe(true);
+		expect(readdirSync(folder)).toEqual([]);
 	});
 
 	it("removes the unfinished downloads and builds a killed runner left, but not those under way", async () => {

@@ -3,7 +3,7 @@
  * as an orchestrator would send them.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -151,6 +151,10 @@ describe("runner process and deleted voices", () => {
 		const file = (name: string, byte: number) => {
 			const sha256 = byte.toString(16).padStart(2, "0").repeat(32);
 			writeFileSync(join(cache, "artifacts", `${sha256}.bin`), new Uint8Array(100).fill(byte));
+			// Last used before the runner stopped, over ten minutes ago: a use since then may be another runner's,
+			// sharing the folder, and keeps the files for ten minutes.
+			const used = new Date(Date.now() - 11 * 60_000);
+			utimesSync(join(cache, "artifacts", `${sha256}.bin`), used, used);
 			return { name, sha256, url: "https://artifact.invalid/", size_bytes: 100 };
 		};
 		const deleted = "6b1c2c8e-0000-4000-8000-00000000000d";

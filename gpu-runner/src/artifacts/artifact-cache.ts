@@ -73,6 +73,11 @@ export class ArtifactCache {
 	#inFlight = new Map<string, Promise<string>>();
 	/** Holds per sha256. */
 	#held = new Map<string, number>();
+	/**
+	 * When this process last used each artifact (the mtime it left on the file): a later mtime is another runner's
+	 * use, sharing the folder, whose holds are not visible here.
+	 */
+	#usedAt = new Map<string, number>();
 	#trimming: Promise<unknown> = Promise.resolve();
 
 	constructor(dir: string, options: ArtifactCacheOptions = {}) {
@@ -117,10 +122,18 @@ export class ArtifactCache {
 	/**
 	 * Removes these artifacts (a deleted voice's files) with what was built from them, all or none: false, removing
 	 * nothing, while a job holds any of them (its conversion was accepted before the deletion and finishes with
-	 * them). Like a trim, the check and the removal are one turn of the event loop.
+	 * them), or while another runner sharing the folder used one in the last `RECENT_USE_MS` (its holds are not
+	 * visible here, and it may be about to open the file). Like a trim, the check and the removal are one turn of the
+	 * event loop.
 	 */
 	async discard(sha256s: readonly string[]): Promise<boolean> {
 		const names = await readdir(this.dir).catch(() => [] as string[]);
+		const recent = Date.now() - RECENT_USE_MS;
+		for (const sha256 of sha256s) {
+			const info = await stat(join(this.dir, `${sha256}.bin`)).catch(() => undefined);
+			// Our own uses are covered by the holds; a later mtime (beyond rounding) is someone else's.
+			if (info && info.mtimeMs > recent && info.mtimeMs > (this.#usedAt.get(sha256) ?? 0) + 1) return false;
+		}
 		if (sha256s.some((sha256) => this.#held.has(sha256))) return false;
 		for (const sha256 of new Set(sha256s)) {
 			const files = names.filter((name) => name === sha256 || name.startsWith(`${sha256}.`));
@@ -156,7 +169,7 @@ export class ArtifactCache {
 		const existing = await stat(target).catch(() => undefined);
 		// The name is the verified checksum; the size check catches a file truncated behind our back.
 		if (existing?.isFile() && existing.size === artifact.size_bytes) {
-			await touch(target);
+			this.#usedAt.set(artifact.sha256, await touch(target));
 			return target;
 		}
 
@@ -170,6 +183,7 @@ export class ArtifactCache {
 				);
 			}
 			await rename(temporary, target);
+			this.#usedAt.set(artifact.sha256, Date.now());
 			this.#trimLater();
 			return target;
 		} finally {
@@ -190,6 +204,7 @@ export class ArtifactCache {
 			const path = join(this.dir, `${file.sha256}.bin`);
 			pin(file.sha256); // before it is in place, so no trim can see it unheld
 			await rename(temporary, path);
+			this.#usedAt.set(file.sha256, Date.now());
 			this.#trimLater();
 			return { path, ...file };
 		} finally {
@@ -281,8 +296,9 @@ export class ArtifactCache {
 	}
 }
 
-/** Marks a file as used now (its mtime orders the least recently used). */
-async function touch(path: string): Promise<void> {
+/** Marks a file as used now (its mtime orders the least recently used); answers the time it set. */
+async function touch(path: string): Promise<number> {
 	const now = new Date();
 	await utimes(path, now, now).catch(() => {});
+	return now.getTime();
 }
