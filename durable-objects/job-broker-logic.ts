@@ -10,8 +10,8 @@ export const LEASE_SECONDS = 3 * HEARTBEAT_INTERVAL_SECONDS;
 /** Longest long-poll (the runner contract allows `wait_seconds` up to 25). */
 export const MAX_WAIT_SECONDS = 25;
 /**
- * A full job waiting this long is served like a preview: previews go first, but a steady stream of them must
- * not starve full conversions forever.
+ * A full job waiting this long is served like a preview while its account is not being served (`goesFirst`):
+ * previews go first, but a steady stream of them must not starve full conversions forever.
  */
 export const PREVIEW_AGING_MS = 5 * 60_000;
 /** Finished jobs and ended leases are remembered this long, so duplicates (enqueue, complete) stay harmless. */
@@ -31,23 +31,37 @@ export interface RunnerWants {
 	loadedVoiceIds: readonly string[];
 }
 
-/** An account's share of the runners as the broker sees it: leases it holds now, and when it was last granted one. */
+/**
+ * An account's share of the runners as the broker sees it: leases it holds now, when it was last granted one, and
+ * when a full (not preview) job of it last ran (now while one runs).
+ */
 export interface AccountShare {
 	active: number;
 	lastGrantedAt: number;
+	lastFullServedAt: number;
 }
 
-const NO_SHARE: AccountShare = { active: 0, lastGrantedAt: 0 };
+const NO_SHARE: AccountShare = { active: 0, lastGrantedAt: 0, lastFullServedAt: 0 };
 
-/** Jobs served first: previews (and full jobs that waited past the aging limit). */
+/** A preview, or a full job that has waited past the aging limit: served before the rest of its own account's. */
 export const isUrgent = (job: CandidateJob, now: number) =>
 	job.use_preview === 1 || job.enqueued_at <= now - PREVIEW_AGING_MS;
 
 /**
- * Picks up to `capacity` jobs, one at a time: urgent before the rest; then the account holding the fewest leases,
- * and of those the one served longest ago, so one account's batch of a thousand jobs does not hold every other
- * account's jobs behind it (each pick counts as a lease of its account for the next); then, within an account, jobs
- * whose voice the runner has loaded (model affinity), then the oldest. Candidates may contain duplicates.
+ * Served before every account's other jobs: previews, and aged full jobs of an account that is not being served
+ * (none of its full jobs ran for as long as the aging limit), so that a stream of previews cannot hold an account's
+ * conversions back for ever. An account whose batch is running (or whose last job just ended) does not put its aged
+ * jobs ahead of another account's newer ones: those take turns with it.
+ */
+const goesFirst = (job: CandidateJob, account: AccountShare, now: number) =>
+	job.use_preview === 1 || (isUrgent(job, now) && account.lastFullServedAt <= now - PREVIEW_AGING_MS);
+
+/**
+ * Picks up to `capacity` jobs, one at a time: previews (and the aged full jobs of an account not being served)
+ * before the rest; then the account holding the fewest leases, and of those the one served longest ago, so one
+ * account's batch of a thousand jobs does not hold every other account's jobs behind it (each pick counts as a lease
+ * of its account for the next); then, within an account, previews and aged jobs, jobs whose voice the runner has
+ * loaded (model affinity), then the oldest. Candidates may contain duplicates.
  */
 export function selectJobs(
 	candidates: readonly CandidateJob[],
@@ -61,9 +75,10 @@ export function selectJobs(
 	const rank = (job: CandidateJob) => {
 		const account = share.get(job.account_id) ?? NO_SHARE;
 		return [
-			isUrgent(job, now) ? 0 : 1,
+			goesFirst(job, account, now) ? 0 : 1,
 			account.active,
 			account.lastGrantedAt,
+			isUrgent(job, now) ? 0 : 1,
 			loaded.has(job.voice_id) ? 0 : 1,
 			job.enqueued_at,
 		];
@@ -84,7 +99,11 @@ export function selectJobs(
 		picked.push(chosen);
 		pool.delete(chosen.conversion_id);
 		const account = share.get(chosen.account_id) ?? NO_SHARE;
-		share.set(chosen.account_id, { active: account.active + 1, lastGrantedAt: now });
+		share.set(chosen.account_id, {
+			active: account.active + 1,
+			lastGrantedAt: now,
+			lastFullServedAt: chosen.use_preview === 1 ? account.lastFullServedAt : now,
+		});
 	}
 	return picked;
 }

@@ -173,6 +173,10 @@ export class JobBroker extends DurableObject<Env> {
 		if (!leaseColumns.some((column) => column.name === "ack_by")) {
 			this.#sql.exec("ALTER TABLE leases ADD COLUMN ack_by INTEGER");
 		}
+		// `use_preview` came with aging by account (`selectJobs`); leases granted before it count as neither kind.
+		if (!leaseColumns.some((column) => column.name === "use_preview")) {
+			this.#sql.exec("ALTER TABLE leases ADD COLUMN use_preview INTEGER");
+		}
 	}
 
 	/** Adds a job; idempotent by conversion id (a job the broker has or had recently is left as it is). */
@@ -507,13 +511,14 @@ export class JobBroker extends DurableObject<Env> {
 	#grant(wants: LeaseWants): GrantedLease[] {
 		const now = this.clock();
 		return this.ctx.storage.transactionSync(() => {
-			// Within an account, `selectJobs` ranks by urgency, affinity and age alone, so the best `capacity` jobs
-			// overall are among each account's best `capacity` by that order.
+			// Within an account, `selectJobs` ranks previews and full jobs each by urgency, affinity and age, and merges
+			// the two (urgency first, or previews first once the account is being served), so its picks from an account
+			// are among the best `capacity` of each kind by that order.
 			const candidates = this.#sql
 				.exec<CandidateJob>(
 					`SELECT conversion_id, account_id, voice_id, use_preview, enqueued_at FROM (
 					   SELECT conversion_id, account_id, voice_id, use_preview, enqueued_at, ROW_NUMBER() OVER (
-					     PARTITION BY account_id ORDER BY (use_preview = 1 OR enqueued_at <= ?) DESC,
+					     PARTITION BY account_id, use_preview ORDER BY (use_preview = 1 OR enqueued_at <= ?) DESC,
 					     voice_id IN (SELECT value FROM json_each(?)) DESC, enqueued_at ASC, conversion_id ASC) AS nth
 					   FROM jobs WHERE state = 'waiting' AND available_at <= ?
 					   AND engine IN (SELECT value FROM json_each(?)) AND kind IN (SELECT value FROM json_each(?))
@@ -528,13 +533,22 @@ export class JobBroker extends DurableObject<Env> {
 				.toArray();
 			const shares = new Map(
 				this.#sql
-					.exec<{ account_id: string; active: number; last_granted_at: number }>(
-						`SELECT account_id, SUM(outcome IS NULL) AS active, MAX(granted_at) AS last_granted_at FROM leases
+					.exec<{ account_id: string; active: number; last_granted_at: number; last_full_served_at: number | null }>(
+						`SELECT account_id, SUM(outcome IS NULL) AS active, MAX(granted_at) AS last_granted_at,
+						 MAX(CASE WHEN use_preview = 0 THEN COALESCE(ended_at, ?) END) AS last_full_served_at FROM leases
 						 WHERE account_id IN (SELECT value FROM json_each(?)) GROUP BY account_id`,
+						now,
 						JSON.stringify([...new Set(candidates.map((job) => job.account_id))]),
 					)
 					.toArray()
-					.map((row) => [row.account_id, { active: row.active, lastGrantedAt: row.last_granted_at }]),
+					.map((row) => [
+						row.account_id,
+						{
+							active: row.active,
+							lastGrantedAt: row.last_granted_at,
+							lastFullServedAt: row.last_full_served_at ?? 0,
+						},
+					]),
 			);
 			const expiresAt = now + LEASE_SECONDS * 1000;
 			return selectJobs(candidates, wants, now, shares).map((job) => {
@@ -550,8 +564,8 @@ export class JobBroker extends DurableObject<Env> {
 					)
 					.one();
 				this.#sql.exec(
-					`INSERT INTO leases (lease_id, conversion_id, account_id, runner_id, attempt, granted_at, expires_at, ack_by)
-					 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+					`INSERT INTO leases (lease_id, conversion_id, account_id, runner_id, attempt, granted_at, expires_at, ack_by,
+					 use_preview) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 					leaseId,
 					job.conversion_id,
 					updated.account_id,
@@ -560,6 +574,7 @@ export class JobBroker extends DurableObject<Env> {
 					now,
 					expiresAt,
 					wants.acknowledges ? now + ACK_WINDOW_MS : null,
+					updated.use_preview,
 				);
 				return { leaseId, job: jobOf(updated), attempt: updated.attempts, expiresAt };
 			});

@@ -212,6 +212,73 @@ describe("priority and affinity", () => {
 		);
 	});
 
+	it("keeps taking turns once a running batch's jobs have waited 5 minutes; aging still serves an account left out", async () => {
+		const batch = Array.from({ length: 5 }, () => job({ accountId: "batch" }));
+		for (const queued of batch) await broker().enqueue(queued);
+		await shiftBrokerClock(PREVIEW_AGING_MS + 60_000);
+		// One runner works through the batch, whose jobs have all waited past the aging limit.
+		const first = await leaseOne(wants());
+		expect(first.job.conversionId).toBe(batch[0]?.conversionId);
+		expect(await broker().complete(first.leaseId)).toBe(true);
+		const single = job({ accountId: "single" });
+		await broker().enqueue(single);
+		// Its next job goes to the other account, whose conversion came after the batch's finished job.
+		expect((await leaseOne(wants())).job.conversionId).toBe(single.conversionId);
+		// The same after a batch job that ran for 10 minutes.
+		const long = await leaseOne(wants({ runnerId: "r2" }));
+		expect(long.job.conversionId).toBe(batch[1]?.conversionId);
+		await shiftBrokerClock(PREVIEW_AGING_MS + 11 * 60_000);
+		expect(await broker().complete(long.leaseId)).toBe(true);
+		const later = job({ accountId: "later" });
+		await broker().enqueue(later);
+		expect((await leaseOne(wants({ runnerId: "r2" }))).job.conversionId).toBe(later.conversionId);
+		// A preview of the batch's account still goes before the batch's older jobs.
+		const preview = job({ accountId: "batch", usePreview: true });
+		await broker().enqueue(preview);
+		expect((await leaseOne(wants({ runnerId: "r3" }))).job.conversionId).toBe(preview.conversionId);
+		expect((await leaseOne(wants({ runnerId: "r4" }))).job.conversionId).toBe(batch[2]?.conversionId);
+
+		// An account's aged job still goes before previews of others, and before its own, while the account is not
+		// being served (none of its full jobs ran for as long as the aging limit).
+		const now = 10 * PREVIEW_AGING_MS;
+		const candidate = (id: string, account: string, preview: boolean, age: number): CandidateJob => ({
+			conversion_id: id,
+			account_id: account,
+			voice_id: "v",
+			use_preview: preview ? 1 : 0,
+			enqueued_at: now - age,
+		});
+		const jobs = [
+			candidate("flood-preview", "flood", true, 1_000),
+			candidate("own-preview", "left-out", true, 1_000),
+			candidate("left-out-aged", "left-out", false, PREVIEW_AGING_MS + 1),
+			candidate("left-out-aged-2", "left-out", false, PREVIEW_AGING_MS),
+		];
+		const pick = (shares: Map<string, { active: number; lastGrantedAt: number; lastFullServedAt: number }>) =>
+			selectJobs(jobs, { capacity: 4, loadedVoiceIds: [] }, now, shares).map((j) => j.conversion_id);
+		// Its previews keep it running, but none of its full jobs ran for 6 minutes.
+		const previewsOnly = { active: 2, lastGrantedAt: now - 1_000, lastFullServedAt: now - 6 * 60_000 };
+		const flood = { active: 5, lastGrantedAt: now - 10, lastFullServedAt: 0 };
+		expect(
+			pick(
+				new Map([
+					["left-out", previewsOnly],
+					["flood", flood],
+				]),
+			),
+		).toEqual(["left-out-aged", "own-preview", "flood-preview", "left-out-aged-2"]);
+		// A full job of it ran a minute ago: its aged jobs take turns, after every preview.
+		const served = { active: 1, lastGrantedAt: now - 60_000, lastFullServedAt: now - 60_000 };
+		expect(
+			pick(
+				new Map([
+					["left-out", served],
+					["flood", flood],
+				]),
+			),
+		).toEqual(["own-preview", "flood-preview", "left-out-aged", "left-out-aged-2"]);
+	});
+
 	it("ranks accounts by leases held, then by their last turn; affinity within an account (pure rule)", () => {
 		const now = 10 * PREVIEW_AGING_MS;
 		const candidate = (id: string, account: string, voice: string, age: number): CandidateJob => ({
@@ -228,8 +295,8 @@ describe("priority and affinity", () => {
 			candidate("recent-older", "recent", "v3", 2_000),
 		];
 		const shares = new Map([
-			["busy", { active: 2, lastGrantedAt: now - 30_000 }],
-			["recent", { active: 0, lastGrantedAt: now - 100 }],
+			["busy", { active: 2, lastGrantedAt: now - 30_000, lastFullServedAt: now - 30_000 }],
+			["recent", { active: 0, lastGrantedAt: now - 100, lastFullServedAt: now - 100 }],
 		]);
 		const picked = selectJobs(jobs, { capacity: 4, loadedVoiceIds: ["v2"] }, now, shares);
 		// idle (nothing held, never served), recent (nothing held, served lately), then busy's two: its loaded voice
