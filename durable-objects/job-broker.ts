@@ -43,6 +43,7 @@ import { isNoSuchUpload, outputObjectKey } from "../src/conversions/outputs.ts";
 import { failConversion } from "../src/conversions/state-machine.ts";
 import { failValidation } from "../src/voices/voice-validation.ts";
 import {
+	type AccountShare,
 	afterLeaseExpired,
 	afterRunnerFailure,
 	type CandidateJob,
@@ -177,6 +178,8 @@ export class JobBroker extends DurableObject<Env> {
 		if (!leaseColumns.some((column) => column.name === "use_preview")) {
 			this.#sql.exec("ALTER TABLE leases ADD COLUMN use_preview INTEGER");
 		}
+		// For each grant's account shares (`#shares`): a lookup per account, not a pass over its day of leases.
+		this.#sql.exec("CREATE INDEX IF NOT EXISTS leases_by_account_kind ON leases (account_id, use_preview, ended_at)");
 	}
 
 	/** Adds a job; idempotent by conversion id (a job the broker has or had recently is left as it is). */
@@ -531,25 +534,7 @@ export class JobBroker extends DurableObject<Env> {
 					wants.capacity,
 				)
 				.toArray();
-			const shares = new Map(
-				this.#sql
-					.exec<{ account_id: string; active: number; last_granted_at: number; last_full_served_at: number | null }>(
-						`SELECT account_id, SUM(outcome IS NULL) AS active, MAX(granted_at) AS last_granted_at,
-						 MAX(CASE WHEN use_preview = 0 THEN COALESCE(ended_at, ?) END) AS last_full_served_at FROM leases
-						 WHERE account_id IN (SELECT value FROM json_each(?)) GROUP BY account_id`,
-						now,
-						JSON.stringify([...new Set(candidates.map((job) => job.account_id))]),
-					)
-					.toArray()
-					.map((row) => [
-						row.account_id,
-						{
-							active: row.active,
-							lastGrantedAt: row.last_granted_at,
-							lastFullServedAt: row.last_full_served_at ?? 0,
-						},
-					]),
-			);
+			const shares = this.#shares([...new Set(candidates.map((job) => job.account_id))], now);
 			const expiresAt = now + LEASE_SECONDS * 1000;
 			return selectJobs(candidates, wants, now, shares).map((job) => {
 				const leaseId = crypto.randomUUID();
@@ -579,6 +564,46 @@ export class JobBroker extends DurableObject<Env> {
 				return { leaseId, job: jobOf(updated), attempt: updated.attempts, expiresAt };
 			});
 		});
+	}
+
+	/**
+	 * The share of each account (`AccountShare`). The leases table keeps a day of ended leases, so each figure is read
+	 * through an index: the running leases (few), and per account its latest grant and latest ended full job.
+	 */
+	#shares(accountIds: string[], now: number): Map<string, AccountShare> {
+		if (accountIds.length === 0) return new Map();
+		const running = new Map(
+			this.#sql
+				.exec<{ account_id: string; active: number; full: number }>(
+					`SELECT account_id, COUNT(*) AS active, SUM(use_preview = 0) AS full FROM leases WHERE outcome IS NULL
+					 GROUP BY account_id`,
+				)
+				.toArray()
+				.map((row) => [row.account_id, row]),
+		);
+		const latest = this.#sql
+			.exec<{ account_id: string; last_granted_at: number | null; last_full_ended_at: number | null }>(
+				`SELECT a.value AS account_id,
+				   (SELECT MAX(granted_at) FROM leases WHERE account_id = a.value) AS last_granted_at,
+				   (SELECT MAX(ended_at) FROM leases WHERE account_id = a.value AND use_preview = 0) AS last_full_ended_at
+				 FROM json_each(?) a`,
+				JSON.stringify(accountIds),
+			)
+			.toArray();
+		return new Map(
+			latest.map((row) => {
+				const held = running.get(row.account_id);
+				return [
+					row.account_id,
+					{
+						active: held?.active ?? 0,
+						lastGrantedAt: row.last_granted_at ?? 0,
+						// A full job running now was served now.
+						lastFullServedAt: (held?.full ?? 0) > 0 ? now : (row.last_full_ended_at ?? 0),
+					},
+				];
+			}),
+		);
 	}
 
 	#rememberGrants(waitId: string | undefined, leases: GrantedLease[]): void {

@@ -3,10 +3,10 @@
  * limits, exclusive leases under concurrency, priority and model affinity, engines, long-poll wake-ups and
  * cancelled waits.
  */
-import { runDurableObjectAlarm } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { ACK_WINDOW_MS } from "../../durable-objects/job-broker.ts";
+import { ACK_WINDOW_MS, type JobBroker } from "../../durable-objects/job-broker.ts";
 import {
 	afterLeaseExpired,
 	afterRunnerFailure,
@@ -343,6 +343,37 @@ describe("priority and affinity", () => {
 		expect(afterRunnerFailure(1, "transient", "internal", 0)).toEqual({ action: "requeue", availableAt: 5_000 });
 		expect(afterRunnerFailure(MAX_ATTEMPTS, "transient", "internal", 0)).toMatchObject({ action: "fail" });
 		expect([1, 2, 3, 10].map(transientRetryDelayMs)).toEqual([5_000, 10_000, 20_000, 60_000]);
+	});
+	it("reads a lease's account shares through indexes, not each account's day of ended leases", async () => {
+		const accounts = ["busy", "quiet"];
+		for (const accountId of accounts) await broker().enqueue(job({ accountId }));
+		const rowsRead = await runInDurableObject(broker(), async (instance: JobBroker, state) => {
+			const sql = state.storage.sql;
+			// A day of finished work: 20,000 ended leases of the two accounts.
+			sql.exec(
+				`WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 20000)
+				 INSERT INTO leases (lease_id, conversion_id, account_id, runner_id, attempt, granted_at, expires_at, ended_at,
+				 outcome, use_preview) SELECT 'ended-' || x, 'gone-' || x, CASE x % 2 WHEN 0 THEN 'busy' ELSE 'quiet' END,
+				 'r', 1, ?1 - x, ?1 - x, ?1 - x, 'completed', 0 FROM n`,
+				Date.now() - 60_000,
+			);
+			const exec = sql.exec;
+			let read = 0;
+			const cursors: { rowsRead: number }[] = [];
+			sql.exec = ((...args: Parameters<typeof exec>) => {
+				const cursor = exec.apply(sql, args);
+				cursors.push(cursor);
+				return cursor;
+			}) as typeof exec;
+			try {
+				expect(await instance.lease(wants({ capacity: 2 }))).toHaveLength(2);
+			} finally {
+				sql.exec = exec;
+			}
+			for (const cursor of cursors) read += cursor.rowsRead;
+			return read;
+		});
+		expect(rowsRead).toBeLessThan(200);
 	});
 });
 
