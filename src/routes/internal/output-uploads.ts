@@ -61,8 +61,15 @@ export const createOutputUploadRoute = defineRoute({
 	async handler({ env, params }) {
 		const key = await activeOutputKey(env, params.lease_id);
 		const upload = await env.BUCKET.createMultipartUpload(key, { httpMetadata: { contentType: OUTPUT_CONTENT_TYPE } });
-		// Recorded with the broker, which aborts it if the lease ends first (a runner killed mid-upload).
-		if (!(await jobBroker(env).trackOutputUpload(params.lease_id, upload.uploadId, key))) {
+		// Recorded with the broker, which aborts it if the lease ends first (a runner killed mid-upload). Not recorded
+		// (the lease ended, or the broker could not be reached): nobody would abort it, so it goes now.
+		const tracked = await jobBroker(env)
+			.trackOutputUpload(params.lease_id, upload.uploadId, key)
+			.catch(async (error: unknown) => {
+				await upload.abort().catch(() => {});
+				throw error;
+			});
+		if (!tracked) {
 			await upload.abort();
 			throw leaseLost();
 		}
