@@ -122,9 +122,12 @@ export class WavFileWriter {
 	/** `count` frames from `start`, of which the first `available` come from the staging file and the rest are silence. */
 	async #readStaged(start: number, available: number, count: number): Promise<Float32Array> {
 		const samples = new Float32Array(count * this.channels);
-		if (available > 0) {
-			const bytes = new Uint8Array(samples.buffer, 0, available * this.channels * STAGED_BYTES_PER_SAMPLE);
-			await this.#staged.read(bytes, 0, bytes.length, start * this.channels * STAGED_BYTES_PER_SAMPLE);
+		const bytes = new Uint8Array(samples.buffer, 0, Math.max(0, available) * this.channels * STAGED_BYTES_PER_SAMPLE);
+		const position = start * this.channels * STAGED_BYTES_PER_SAMPLE;
+		for (let done = 0; done < bytes.length; ) {
+			const { bytesRead } = await this.#staged.read(bytes, done, bytes.length - done, position + done);
+			if (bytesRead === 0) throw new Error("the staged output ended early");
+			done += bytesRead;
 		}
 		return samples;
 	}
