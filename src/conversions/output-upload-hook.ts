@@ -7,7 +7,6 @@
  */
 import { RUNNER_ERROR_CODES } from "../contracts/runner.ts";
 import { ApiError } from "../http/errors.ts";
-import { storeWithLength } from "../http/request-body.ts";
 import type { StorageGrant } from "../storage/signed-url.ts";
 import { jobBroker } from "./job-broker-client.ts";
 
@@ -22,31 +21,17 @@ const leaseEnded = () =>
 		"This output address belongs to a lease that is no longer held; nothing was kept. Stop work on it.",
 	);
 
-export async function storeLeaseOutput(
-	env: Env,
-	grant: StorageGrant,
-	request: Request,
-	length: number,
-): Promise<Response> {
+export async function refuseEndedLease(env: Env, grant: StorageGrant): Promise<void> {
 	const leaseId = LEASE_OF_KEY.exec(grant.key)?.[1];
-	const broker = jobBroker(env);
-	if (!leaseId || (await broker.checkLease(leaseId)).status !== "active") throw leaseEnded();
-	const stored = await storeWithLength(request, length, (body) =>
-		env.BUCKET.put(grant.key, body, { httpMetadata: { contentType: grant.contentType } }),
-	);
-	if (!stored.ok || !stored.value) {
-		await env.BUCKET.delete(grant.key);
-		throw new ApiError(
-			400,
-			"upload_incomplete",
-			"The upload body did not match its Content-Length; nothing was stored",
-		);
-	}
-	const after = await broker.checkLease(leaseId);
+	if (!leaseId || (await jobBroker(env).checkLease(leaseId)).status !== "active") throw leaseEnded();
+}
+
+/** Ended while the bytes streamed in (the broker may already have removed the lease's output): not used. */
+export async function dropIfLeaseEnded(env: Env, grant: StorageGrant, object: R2Object): Promise<void> {
+	const leaseId = LEASE_OF_KEY.exec(grant.key)?.[1] ?? "";
+	const after = await jobBroker(env).checkLease(leaseId);
 	if (after.status === "ended" && after.outcome !== "completed") {
-		// Ended while the bytes streamed in (the broker may already have removed the lease's output): not used.
-		await env.BUCKET.delete(grant.key);
+		await env.BUCKET.delete(object.key);
 		throw leaseEnded();
 	}
-	return new Response(null, { status: 200 });
 }

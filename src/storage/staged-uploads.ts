@@ -1,6 +1,6 @@
 /** Objects of uploads through signed addresses whose hook takes them (`upload-hooks.ts`). */
 
-/** Where one PUT through the signed `key` stores its body when the key's hook has an `afterPut`. */
+/** Where one PUT through the signed `key` stores its body when the key's hook is `staged`. */
 export const stagedUploadKey = (key: string) => `${key}.upload-${crypto.randomUUID()}`;
 
 /**

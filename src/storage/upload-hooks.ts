@@ -3,9 +3,9 @@
  * stored (`beforePut`, e.g. a second upload of the same audio file, or one through a superseded address),
  * reacts once the object is in R2 (`afterPut`, e.g. mark the file uploaded and start preprocessing), and hears of
  * a body refused for its size (`tooLarge`, e.g. fail the audio file), or takes the body itself (`store`, e.g. a
- * voice file's part, or a runner's output, refused once its lease has ended). Keys under no prefix here have no hook.
+ * voice file's part). Keys under no prefix here have no hook.
  *
- * With an `afterPut`, each PUT streams into an object of its own (`stagedUploadKey` in `staged-uploads.ts`: the
+ * With `staged`, each PUT streams into an object of its own (`stagedUploadKey` in `staged-uploads.ts`: the
  * signed key and a suffix per request), and `afterPut` makes it the file's object in one guarded database update,
  * or deletes it when the upload is refused. Two uploads through one address (racing, or one aborted beside one that
  * finished) then never overwrite or delete each other's bytes: the one the database took is the file's, whichever
@@ -13,7 +13,7 @@
  */
 import { AUDIO_FILE_KEY_PREFIX } from "../audio-files/limits.ts";
 import { afterAudioUpload, beforeAudioUpload, refuseOversizedAudio } from "../audio-files/upload-hook.ts";
-import { OUTPUT_KEY_PREFIX, storeLeaseOutput } from "../conversions/output-upload-hook.ts";
+import { dropIfLeaseEnded, OUTPUT_KEY_PREFIX, refuseEndedLease } from "../conversions/output-upload-hook.ts";
 import {
 	afterVoiceFileUpload,
 	beforeVoiceFileUpload,
@@ -26,10 +26,12 @@ import type { StorageGrant } from "./signed-url.ts";
 
 export interface UploadHook {
 	prefix: string;
+	/** Each PUT stores its body under `stagedUploadKey(grant.key)`, for `afterPut` to make it the file's (above). */
+	staged?: boolean;
 	beforePut?(env: Env, grant: StorageGrant): Promise<void>;
 	/**
-	 * The body is stored, as `object` (under `stagedUploadKey(grant.key)`): make it the file's, or delete it and
-	 * throw the refusal. Once it is the file's, it must not be deleted whatever fails after.
+	 * The body is stored, as `object` (under `stagedUploadKey(grant.key)` when `staged`): make it the file's, or
+	 * delete it and throw the refusal. Once it is the file's, it must not be deleted whatever fails after.
 	 */
 	afterPut?(env: Env, grant: StorageGrant, object: R2Object): Promise<void>;
 	tooLarge?(env: Env, grant: StorageGrant, declaredBytes: number): Promise<void>;
@@ -45,18 +47,21 @@ export interface UploadHook {
 const UPLOAD_HOOKS: readonly UploadHook[] = [
 	{
 		prefix: AUDIO_FILE_KEY_PREFIX,
+		staged: true,
 		beforePut: beforeAudioUpload,
 		afterPut: afterAudioUpload,
 		tooLarge: refuseOversizedAudio,
 	},
 	{
 		prefix: VOICE_FILE_KEY_PREFIX,
+		staged: true,
 		beforePut: beforeVoiceFileUpload,
 		afterPut: afterVoiceFileUpload,
 		tooLargeMessage: voiceFileTooLarge,
 	},
 	{ prefix: VOICE_PART_KEY_PREFIX, store: storeVoiceFilePart },
-	{ prefix: OUTPUT_KEY_PREFIX, store: storeLeaseOutput },
+	// The key is the lease's own: no staging, only the lease's state before and after the body.
+	{ prefix: OUTPUT_KEY_PREFIX, beforePut: refuseEndedLease, afterPut: dropIfLeaseEnded },
 ];
 
 export const uploadHookFor = (key: string) => UPLOAD_HOOKS.find((h) => key.startsWith(h.prefix));

@@ -126,8 +126,8 @@ async function upload(request: Request, env: Env, url: URL): Promise<Response> {
 	await hook?.beforePut?.(env, grant);
 	if (hook?.store) return hook.store(env, grant, request, length);
 
-	// A hooked upload goes into an object of its own, which its hook makes the file's (upload-hooks.ts).
-	const key = hook?.afterPut ? stagedUploadKey(grant.key) : grant.key;
+	// A staged upload goes into an object of its own, which its hook makes the file's (upload-hooks.ts).
+	const key = hook?.staged ? stagedUploadKey(grant.key) : grant.key;
 	const stored = await storeWithLength(request, length, (body) =>
 		env.BUCKET.put(key, body, { httpMetadata: { contentType: grant.contentType } }),
 	);
