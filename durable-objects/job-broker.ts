@@ -75,6 +75,9 @@ const CANCELLABLE_GRANT_MS = 10_000;
  * arrived. The runner sends it as the lease arrives; this leaves room for a slow network and a busy runner.
  */
 export const ACK_WINDOW_MS = 10_000;
+/** The recorded output uploads whose lease has ended (or is forgotten): nobody will complete them. */
+const ABANDONED_UPLOADS = `FROM output_uploads u LEFT JOIN leases l ON l.lease_id = u.lease_id
+	WHERE l.outcome IS NOT NULL OR l.lease_id IS NULL`;
 
 interface Waiter {
 	wants: LeaseWants;
@@ -662,8 +665,7 @@ export class JobBroker extends DurableObject<Env> {
 	async #abortAbandonedUploads(): Promise<void> {
 		const abandoned = this.#sql
 			.exec<{ upload_id: string; lease_id: string; object_key: string }>(
-				`SELECT u.upload_id, u.lease_id, u.object_key FROM output_uploads u
-				 LEFT JOIN leases l ON l.lease_id = u.lease_id WHERE l.outcome IS NOT NULL OR l.lease_id IS NULL`,
+				`SELECT u.upload_id, u.lease_id, u.object_key ${ABANDONED_UPLOADS}`,
 			)
 			.toArray();
 		for (const upload of abandoned) {
@@ -782,12 +784,7 @@ export class JobBroker extends DurableObject<Env> {
 				FINISHED_RETENTION_MS,
 			)
 			.one().at;
-		const abandoned = this.#sql
-			.exec<{ n: number }>(
-				`SELECT COUNT(*) AS n FROM output_uploads u
-				 LEFT JOIN leases l ON l.lease_id = u.lease_id WHERE l.outcome IS NOT NULL OR l.lease_id IS NULL`,
-			)
-			.one().n;
+		const abandoned = this.#sql.exec<{ n: number }>(`SELECT COUNT(*) AS n ${ABANDONED_UPLOADS}`).one().n;
 		const retry = failing > 0 || abandoned > 0 ? now + SETTLE_RETRY_MS : null;
 		const due = [next, retry].filter((t): t is number => t !== null);
 		if (due.length === 0) return;
