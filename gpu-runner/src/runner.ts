@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { rmSync } from "node:fs";
-import { mkdir, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { RunnerApiClient } from "./api/runner-api-client.ts";
 import { TokenProvider } from "./api/token-provider.ts";
@@ -15,7 +15,7 @@ import { loadEngines } from "./engines/registry.ts";
 import { jsonLogger, type Logger } from "./logger.ts";
 import { createJobProcessor } from "./loop/job-processor.ts";
 import { LeaseLoop } from "./loop/lease-loop.ts";
-import { RecentVoices, warmRecentVoices } from "./loop/recent-voices.ts";
+import { cachedArtifactPaths, RecentVoices, warmRecentVoices } from "./loop/recent-voices.ts";
 import { VoiceAffinity } from "./loop/voice-affinity.ts";
 import { startHealthServer } from "./observability/health-server.ts";
 import { RunnerMetrics } from "./observability/metrics.ts";
@@ -100,15 +100,7 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 	// Those whose files are at hand are listed for the broker's affinity, and so the Worker can say if one was
 	// deleted since.
 	for (const voice of [...recent].reverse()) {
-		const sizes = await Promise.all(
-			voice.artifacts.map((a) =>
-				stat(artifacts.pathFor(a)).then(
-					(s) => s.size,
-					() => -1,
-				),
-			),
-		);
-		if (sizes.every((size, i) => size === voice.artifacts[i]?.size_bytes)) affinity.rememberVoice(voice);
+		if ("paths" in (await cachedArtifactPaths(voice, artifacts))) affinity.rememberVoice(voice);
 	}
 	// A budget lowered since the last run applies at once (what is over it was used before this start).
 	const trimmed = await artifacts.trim();

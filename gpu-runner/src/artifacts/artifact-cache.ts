@@ -64,6 +64,9 @@ export interface TrimReport {
 	removed: string[];
 }
 
+/** The artifact a cache file belongs to: its sha256, the name before the first dot (`<sha256>.bin`, its builds). */
+const artifactOf = (name: string) => name.split(".", 1)[0] as string;
+
 export class ArtifactCache {
 	readonly dir: string;
 	readonly #maxBytes: number;
@@ -136,10 +139,9 @@ export class ArtifactCache {
 		}
 		if (sha256s.some((sha256) => this.#held.has(sha256))) return false;
 		for (const sha256 of new Set(sha256s)) {
-			const files = names.filter((name) => name === sha256 || name.startsWith(`${sha256}.`));
-			for (const name of files) rmSync(join(this.dir, name), { force: true });
+			const files = names.filter((name) => artifactOf(name) === sha256);
 			if (files.length === 0) continue;
-			this.#onRemoved(sha256);
+			this.#removeFiles(sha256, files);
 			this.#logger.info("artifact of a deleted voice removed", { sha256 });
 		}
 		return true;
@@ -219,6 +221,12 @@ export class ArtifactCache {
 		);
 	}
 
+	/** Removes an artifact's files, synchronously (in the same turn as the hold check before it), and says so. */
+	#removeFiles(sha256: string, files: readonly string[]): void {
+		for (const name of files) rmSync(join(this.dir, name), { force: true });
+		this.#onRemoved(sha256);
+	}
+
 	async #trim(): Promise<TrimReport> {
 		const groups = new Map<string, { files: string[]; bytes: number; lastUsed: number }>();
 		let bytes = 0;
@@ -235,7 +243,7 @@ export class ArtifactCache {
 				}
 				continue;
 			}
-			const key = name.slice(0, name.indexOf(".") === -1 ? name.length : name.indexOf("."));
+			const key = artifactOf(name);
 			const group = groups.get(key) ?? { files: [], bytes: 0, lastUsed: 0 };
 			group.files.push(name);
 			group.bytes += info.size;
@@ -253,10 +261,9 @@ export class ArtifactCache {
 			// Checked and removed in one turn of the event loop: a job holds its artifacts before it looks for them,
 			// so it either stops this removal or finds the files gone and downloads them again.
 			if (this.#held.has(key)) continue;
-			for (const name of group.files) rmSync(join(this.dir, name), { force: true });
+			this.#removeFiles(key, group.files);
 			report.bytesAfter -= group.bytes;
 			report.removed.push(key);
-			this.#onRemoved(key);
 			this.#logger.info("artifact removed for room", { sha256: key, bytes: group.bytes });
 		}
 		if (report.bytesAfter > this.#maxBytes) {

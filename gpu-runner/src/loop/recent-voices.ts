@@ -75,6 +75,21 @@ export class RecentVoices {
  * says; the rvc engine keeps one per model thread on the CPU), the oldest of them first, so the most recent is
  * loaded last and kept. Failures are logged and skipped: warming is an optimisation, never a reason not to start.
  */
+/** The paths of a voice's artifacts by name when every one is in the cache at its size; else the first missing. */
+export async function cachedArtifactPaths(
+	voice: VoiceDescriptor,
+	artifacts: ArtifactCache,
+): Promise<{ paths: Map<string, string> } | { missing: string }> {
+	const paths = new Map<string, string>();
+	for (const artifact of voice.artifacts) {
+		const path = artifacts.pathFor(artifact);
+		const file = await stat(path).catch(() => undefined);
+		if (file?.size !== artifact.size_bytes) return { missing: artifact.name };
+		paths.set(artifact.name, path);
+	}
+	return { paths };
+}
+
 export async function warmRecentVoices(
 	voices: readonly VoiceDescriptor[],
 	engines: ReadonlyMap<string, LoadedEngine>,
@@ -93,14 +108,9 @@ export async function warmRecentVoices(
 		if (engine?.prepare === undefined) continue;
 		const started = performance.now();
 		try {
-			const paths = new Map<string, string>();
-			for (const artifact of voice.artifacts) {
-				const path = artifacts.pathFor(artifact);
-				const file = await stat(path).catch(() => undefined);
-				if (file?.size !== artifact.size_bytes) throw new Error(`artifact ${artifact.name} is not in the cache`);
-				paths.set(artifact.name, path);
-			}
-			await engine.prepare(voice, paths);
+			const cached = await cachedArtifactPaths(voice, artifacts);
+			if ("missing" in cached) throw new Error(`artifact ${cached.missing} is not in the cache`);
+			await engine.prepare(voice, cached.paths);
 			logger.info("voice warmed", {
 				voice_id: voice.id,
 				engine: voice.engine,
