@@ -403,10 +403,7 @@ function showOwnVoices(voices) {
 			item.append(reason);
 		}
 		if (voice.status === "ready") {
-			const use = document.createElement("button");
-			use.type = "button";
-			use.textContent = "Use in a conversion";
-			use.addEventListener("click", () => {
+			const use = button("Use in a conversion", () => {
 				const radio = document.querySelector(`.voice[data-voice-id="${voice.id}"] input[type="radio"]`);
 				radio?.click();
 				radio?.focus();
@@ -418,19 +415,21 @@ function showOwnVoices(voices) {
 	}
 }
 
+/** A plain button (not a form submit) that calls `onClick`. */
+function button(text, onClick) {
+	const element = document.createElement("button");
+	element.type = "button";
+	element.textContent = text;
+	element.addEventListener("click", onClick);
+	return element;
+}
+
 /**
  * "Delete", asking again in place before anything is deleted: a deleted voice cannot be brought back, and its files
  * would have to be uploaded and validated again.
  */
 function deleteControls(voice) {
 	const controls = document.createElement("span");
-	const button = (text, onClick) => {
-		const element = document.createElement("button");
-		element.type = "button";
-		element.textContent = text;
-		element.addEventListener("click", onClick);
-		return element;
-	};
 	const ask = button("Delete", () => {
 		const question = document.createElement("span");
 		question.textContent = `Delete "${voice.name}" for good? `;
