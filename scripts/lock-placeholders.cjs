@@ -1,5 +1,5 @@
 /**
- * `npm run lock:fix`, and the root `postinstall` (`--after-install`), so that `npm install` leaves the lock as it was.
+ * `npm run lock:fix`, and the root `postinstall`, so that `npm install` leaves the lock as it was.
  *
  * Why: the package registry these machines use lacks some other platforms' optional binaries (for example the
  * macOS and Windows builds of @biomejs/cli-* and @cloudflare/workerd-*), and which of them it carries changes over
@@ -10,8 +10,8 @@
  * without a version made `npm ci` look the package up, and once the registry did carry it, npm failed with
  * "Invalid Version" comparing the two. `npm ci` skips them on this platform, as it does any other platform's binary.
  *
- * `npm install` keeps such entries (it trusts a versioned lock entry). The root `postinstall` runs this with
- * `--after-install`, which adds entries only where they are missing, e.g. after a dependency was added. The lock is
+ * `npm install` keeps such entries (it trusts a versioned lock entry). The root `postinstall` runs this, which adds
+ * entries only where they are missing, e.g. after a dependency was added. The lock is
  * then rewritten by npm itself (`npm install --package-lock-only` on a copy), so a plain `npm install` after it
  * leaves `git status` clean.
  */
