@@ -224,6 +224,8 @@ export class ArtifactCache {
 	/** Removes an artifact's files, synchronously (in the same turn as the hold check before it), and says so. */
 	#removeFiles(sha256: string, files: readonly string[]): void {
 		for (const name of files) rmSync(join(this.dir, name), { force: true });
+		// Whatever is at that name from now on is another download's, ours or another runner's.
+		this.#usedAt.delete(sha256);
 		this.#onRemoved(sha256);
 	}
 
