@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
+import { unstable_readConfig } from "wrangler";
 import { keepLocalRunsLocal } from "./scripts/lib/local-only.ts";
 
 // Tests never reach out (no sample `request.cf` download, no wrangler metrics).
@@ -11,6 +12,7 @@ const key = (id: string) => `${id}:${randomBytes(32).toString("base64url")}`;
 
 export default defineConfig(async () => {
 	const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
+	const { ratelimits } = unstable_readConfig({ config: path.join(import.meta.dirname, "wrangler.toml") });
 	return {
 		test: {
 			projects: [
@@ -23,6 +25,8 @@ export default defineConfig(async () => {
 								// Fresh keys for every run: tests never depend on a checked-in secret.
 								bindings: {
 									TEST_MIGRATIONS: migrations,
+									// The request budgets as wrangler.toml sets them, for the tests that exhaust them.
+									TEST_RATE_LIMITS: ratelimits,
 									TOKEN_SIGNING_KEY: key("test-1"),
 									STORAGE_SIGNING_KEY: key("storage-1"),
 									WEBHOOK_SECRET_KEY: key("1"),

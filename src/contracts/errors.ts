@@ -51,6 +51,8 @@ export const API_ERRORS = {
 	voice_file_unrecognised: { status: [415], expose: true },
 	// 416: a storage read's Range outside the object.
 	range_not_satisfiable: { status: [416], expose: true },
+	// 429: past a request budget (`src/http/rate-limits.ts`); `Retry-After` says when to come back.
+	rate_limited: { status: [429], expose: true },
 	// 500: never the underlying error's message, only a reference to the log line.
 	internal_error: { status: [500], expose: false },
 } as const satisfies Record<string, { status: readonly number[]; expose: boolean }>;

@@ -3,6 +3,7 @@ import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-ope
 import type { z } from "zod";
 import { ErrorBody } from "../contracts/common.ts";
 import { IdempotencyHeaders } from "./idempotency.ts";
+import { RATE_LIMITS } from "./rate-limits.ts";
 import { MAX_JSON_BODY_BYTES, MAX_JSON_DEPTH } from "./request-body.ts";
 import type { ResponseSpec, RouteDefinition } from "./route.ts";
 
@@ -16,6 +17,11 @@ function routerResponses(route: RouteDefinition): Record<number, ResponseSpec> {
 		responses[401] = {
 			description:
 				"Missing, malformed, expired or revoked bearer token, or one without this endpoint's scope (`unauthorized`, `invalid_token`, `invalid_request`)",
+		};
+	}
+	if (route.auth === "base") {
+		responses[429] = {
+			description: `More than the deployment's API requests for one account in ${RATE_LIMITS.API_RATE_LIMIT.periodSeconds} s (\`rate_limited\`, with \`Retry-After\`)`,
 		};
 	}
 	if (route.query || route.body) {

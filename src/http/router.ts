@@ -7,6 +7,7 @@ import type { TokenClaims } from "../auth/access-tokens.ts";
 import { authenticate } from "../auth/authenticate.ts";
 import { ApiError, renderError, validationError } from "./errors.ts";
 import { idempotencyKeyOf, withIdempotency } from "./idempotency.ts";
+import { enforceRateLimit } from "./rate-limits.ts";
 import { readJsonBody } from "./request-body.ts";
 import type { RouteDefinition } from "./route.ts";
 
@@ -23,6 +24,8 @@ function runRoute(route: RouteDefinition) {
 	return async (request: IRequest, env: Env, ctx: ExecutionContext): Promise<Response> => {
 		const auth: TokenClaims | null =
 			route.auth === "none" ? null : await authenticate(request as unknown as Request, env, route.auth);
+		// Runners are the operator's own machines and lease on their own schedule: only client calls are counted.
+		if (auth && route.auth === "base") await enforceRateLimit(env, "API_RATE_LIMIT", auth.accountId);
 		const url = new URL(request.url);
 		const params = route.params ? route.params.safeParse(request.params) : null;
 		if (params && !params.success) {

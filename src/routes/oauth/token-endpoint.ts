@@ -9,20 +9,27 @@ import { findApiClient } from "../../auth/client-store.ts";
 import { BASE_SCOPE, RUNNER_SCOPE, TOKEN_LIFETIME_SECONDS } from "../../auth/scopes.ts";
 import { clientSecretMatches } from "../../contracts/client-credentials.ts";
 import type { ApiErrorCode } from "../../contracts/errors.ts";
+import { RATE_LIMITS, rateLimited, withinLimit } from "../../http/rate-limits.ts";
 import { MAX_JSON_BODY_BYTES, mediaType, readLimitedText } from "../../http/request-body.ts";
 import { defineRoute } from "../../http/route.ts";
 
 /** RFC 6749 section 5.2 names, listed with the service's other codes in `src/contracts/errors.ts`. */
 type OAuthError = Extract<
 	ApiErrorCode,
-	"invalid_request" | "invalid_client" | "unsupported_grant_type" | "invalid_scope"
+	"invalid_request" | "invalid_client" | "unsupported_grant_type" | "invalid_scope" | "rate_limited"
 >;
 
 const NO_STORE = { "Cache-Control": "no-store", Pragma: "no-cache" };
 const FORM_PARAMETERS = ["grant_type", "client_id", "client_secret", "scope"] as const;
 
-function oauthError(status: number, error: OAuthError, description: string, basicChallenge = false): Response {
-	const headers: Record<string, string> = { ...NO_STORE };
+function oauthError(
+	status: number,
+	error: OAuthError,
+	description: string,
+	basicChallenge = false,
+	extraHeaders: Record<string, string> = {},
+): Response {
+	const headers: Record<string, string> = { ...NO_STORE, ...extraHeaders };
 	if (status === 401) {
 		headers["WWW-Authenticate"] = basicChallenge
 			? 'Basic realm="voice-conversion-api"'
@@ -76,6 +83,9 @@ export const tokenRoute = defineRoute({
 		200: { description: "Access token (not wrapped in the envelope)", schema: TokenResponse },
 		400: { description: "Malformed request or unsupported grant type" },
 		401: { description: "Wrong client credentials or scope" },
+		429: {
+			description: `More than the deployment's token requests for one client_id in ${RATE_LIMITS.TOKEN_RATE_LIMIT.periodSeconds} s (\`rate_limited\`, with \`Retry-After\`)`,
+		},
 	},
 	async handler({ request, env }) {
 		if (mediaType(request) !== "application/x-www-form-urlencoded") {
@@ -116,6 +126,11 @@ export const tokenRoute = defineRoute({
 		}
 		const scope = form.get("scope");
 		if (!scope) return oauthError(400, "invalid_request", "scope is required");
+		// Counted before the credentials are checked, so wrong guesses count too.
+		if (!(await withinLimit(env, "TOKEN_RATE_LIMIT", clientId))) {
+			const limited = rateLimited("TOKEN_RATE_LIMIT");
+			return oauthError(429, "rate_limited", limited.message, false, limited.headers);
+		}
 
 		const client = await findApiClient(env, clientId);
 		const secretOk = client ? await clientSecretMatches(clientSecret, client.secretHash) : false;

@@ -1,13 +1,14 @@
 import { envelope } from "../../contracts/common.ts";
 import { DeliveryParams, RedeliveryAccepted } from "../../contracts/webhooks.ts";
 import { conflict, notFound } from "../../http/errors.ts";
+import { enforceRateLimit } from "../../http/rate-limits.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { findDelivery } from "../../webhooks/delivery-log.ts";
 import { findOutboxEvent } from "../../webhooks/event-outbox.ts";
 import { subscriptionStub } from "../../webhooks/fan-out-consumer.ts";
 import { findSubscription } from "../../webhooks/subscription-store.ts";
-import { SUBSCRIPTIONS_PATH, TAGS } from "./shared.ts";
+import { SUBSCRIPTIONS_PATH, TAGS, WEBHOOK_SENDS_LIMITED } from "./shared.ts";
 
 export const redeliverDeliveryRoute = defineRoute({
 	method: "POST",
@@ -20,6 +21,7 @@ export const redeliverDeliveryRoute = defineRoute({
 		202: { description: "Redelivery scheduled", schema: envelope(RedeliveryAccepted) },
 		404: { description: "No such subscription or delivery for this account" },
 		409: { description: "`subscription_inactive`: reactivate the subscription first" },
+		429: { description: WEBHOOK_SENDS_LIMITED },
 	},
 	async handler({ env, auth, params }) {
 		const subscription = await findSubscription(env, auth.accountId, params.id);
@@ -31,6 +33,7 @@ export const redeliverDeliveryRoute = defineRoute({
 		}
 		const event = await findOutboxEvent(env, delivery.eventId);
 		if (!event) throw notFound("Event");
+		await enforceRateLimit(env, "WEBHOOK_SEND_RATE_LIMIT", subscription.id);
 		const result = await subscriptionStub(env, subscription.id).enqueue({
 			subscriptionId: subscription.id,
 			accountId: subscription.accountId,

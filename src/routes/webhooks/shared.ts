@@ -1,5 +1,6 @@
 /** Pieces shared by the webhook subscription routes. */
 import { ApiError } from "../../http/errors.ts";
+import { RATE_LIMITS } from "../../http/rate-limits.ts";
 import { allowLocalWebhookUrls, checkWebhookUrl } from "../../webhooks/url-policy.ts";
 
 export const SUBSCRIPTIONS_PATH = "/api/v1/webhooks/subscriptions";
@@ -21,3 +22,6 @@ export function acceptableWebhookUrl(env: Env, raw: string): string {
 		errors: [{ field: "url", message: check.reason }],
 	});
 }
+
+/** The 429 of the routes that make the service call the receiver (a test delivery, a redelivery). */
+export const WEBHOOK_SENDS_LIMITED = `More than the deployment's test deliveries and redeliveries of one subscription in ${RATE_LIMITS.WEBHOOK_SEND_RATE_LIMIT.periodSeconds} s (\`rate_limited\`, with \`Retry-After\`)`;

@@ -1,13 +1,14 @@
 import { envelope, IdParams } from "../../contracts/common.ts";
 import { TestDeliveryResult } from "../../contracts/webhooks.ts";
 import { notFound } from "../../http/errors.ts";
+import { enforceRateLimit } from "../../http/rate-limits.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { buildTestPayload } from "../../webhooks/payloads.ts";
 import { openSecret } from "../../webhooks/secret-box.ts";
 import { sendSignedDelivery } from "../../webhooks/send-delivery.ts";
 import { findSubscription, sealedSecretOf } from "../../webhooks/subscription-store.ts";
-import { SUBSCRIPTIONS_PATH, TAGS } from "./shared.ts";
+import { SUBSCRIPTIONS_PATH, TAGS, WEBHOOK_SENDS_LIMITED } from "./shared.ts";
 
 export const testSubscriptionRoute = defineRoute({
 	method: "POST",
@@ -19,10 +20,12 @@ export const testSubscriptionRoute = defineRoute({
 	responses: {
 		200: { description: "What was sent, and how the receiver answered", schema: envelope(TestDeliveryResult) },
 		404: { description: "No such subscription for this account" },
+		429: { description: WEBHOOK_SENDS_LIMITED },
 	},
 	async handler({ env, auth, params }) {
 		const subscription = await findSubscription(env, auth.accountId, params.id);
 		if (!subscription) throw notFound("Webhook subscription");
+		await enforceRateLimit(env, "WEBHOOK_SEND_RATE_LIMIT", subscription.id);
 		// Sent directly, not through the subscription's object: a test has no retries, no log row and no count.
 		const payload = buildTestPayload(subscription.id);
 		const outcome = await sendSignedDelivery({
