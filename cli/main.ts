@@ -34,6 +34,8 @@ Commands
                 [--tags a,b] [--description TEXT] [voice settings as for convert]
                           upload your own RVC voice (.pth or .onnx, faiss .index, PNG/JPEG/WebP image,
                           WAV/MP3/FLAC sample) with a progress bar per file, then follow its validation
+        --archive FILE    instead of --model and --index: a voice published as a .zip of its
+                          .pth and .index (RVC's trained_ index and other files are left out)
         --no-wait         print the voice id once uploaded and return
   voices delete <id>      delete one of your voices (running conversions finish)
   conversions list [--status S] [--limit N] [--cursor C]
@@ -80,6 +82,7 @@ const OPTIONS = {
 	name: { type: "string" },
 	model: { type: "string" },
 	index: { type: "string" },
+	archive: { type: "string" },
 	image: { type: "string" },
 	sample: { type: "string" },
 	tags: { type: "string" },
@@ -135,6 +138,7 @@ export async function main(argv: string[]): Promise<number> {
 					return await createVoiceCommand(ctx, {
 						name: values.name,
 						files: { model: values.model, index: values.index, image: values.image, sample: values.sample },
+						archive: values.archive,
 						tags: values.tags,
 						description: values.description,
 						voiceSettings: parseVoiceSettings(values),

@@ -1,8 +1,10 @@
 /** `voices create` and `voices delete`: an account's own RVC voices, uploaded with a progress bar per file. */
-import { openAsBlob } from "node:fs";
-import { stat } from "node:fs/promises";
+import { createWriteStream, openAsBlob } from "node:fs";
+import { mkdtemp, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
-import type { AccountVoice, VoiceFileRole, VoiceSettings } from "../sdk/index.ts";
+import { Writable } from "node:stream";
+import { type AccountVoice, readVoiceArchive, type VoiceFileRole, type VoiceSettings } from "../sdk/index.ts";
 import type { Context } from "./commands.ts";
 import { UsageError } from "./config.ts";
 import { formatBytes, progressBar, statusLine } from "./terminal.ts";
@@ -10,6 +12,8 @@ import { formatBytes, progressBar, statusLine } from "./terminal.ts";
 export interface CreateVoiceOptions {
 	name: string | undefined;
 	files: Partial<Record<VoiceFileRole, string | undefined>>;
+	/** A voice published as a zip: its model and index take the place of `files.model` and `files.index`. */
+	archive: string | undefined;
 	tags: string | undefined;
 	description: string | undefined;
 	voiceSettings: VoiceSettings | undefined;
@@ -20,20 +24,60 @@ export interface CreateVoiceOptions {
 /** Creates the voice, uploads each file with its own bar, then follows validation live. Exit 1 when it fails. */
 export async function createVoiceCommand(ctx: Context, options: CreateVoiceOptions): Promise<number> {
 	if (!options.name) throw new UsageError("voices create needs --name NAME");
-	if (!options.files.model) throw new UsageError("voices create needs --model FILE (an RVC .pth or synthesizer .onnx)");
-	const files: Partial<Record<VoiceFileRole, { source: Blob; fileName: string }>> = {};
-	for (const [role, file] of Object.entries(options.files) as [VoiceFileRole, string | undefined][]) {
-		if (!file) continue;
-		if (!(await stat(file).catch(() => null))?.isFile()) throw new UsageError(`No such file: ${file} (--${role})`);
-		files[role] = { source: await openAsBlob(file), fileName: path.basename(file) };
+	if (options.archive && (options.files.model || options.files.index)) {
+		throw new UsageError("--archive gives the model and the index: leave out --model and --index");
 	}
+	if (!options.files.model && !options.archive) {
+		throw new UsageError(
+			"voices create needs --model FILE (an RVC .pth or synthesizer .onnx) or --archive FILE (a .zip)",
+		);
+	}
+	const files: Partial<Record<VoiceFileRole, { source: Blob; fileName: string }>> = {};
+	for (const [flag, file] of Object.entries({ ...options.files, archive: options.archive })) {
+		const found = file ? await stat(file).catch(() => null) : null;
+		if (file && !found?.isFile()) throw new UsageError(`No such file: ${file} (--${flag})`);
+	}
+	for (const [role, file] of Object.entries(options.files) as [VoiceFileRole, string | undefined][]) {
+		if (file) files[role] = { source: await openAsBlob(file), fileName: path.basename(file) };
+	}
+	// Compressed entries are inflated to files here, not into memory, and removed once uploaded.
+	const inflated = options.archive ? await mkdtemp(path.join(tmpdir(), "voice-archive-")) : undefined;
+	let inflatedFiles = 0;
+	try {
+		if (options.archive && inflated) {
+			const archive = await readVoiceArchive(await openAsBlob(options.archive), {
+				inflateTo: async (stream, entry) => {
+					const file = path.join(inflated, `${inflatedFiles++}-${path.basename(entry)}`);
+					await stream.pipeTo(Writable.toWeb(createWriteStream(file)) as WritableStream<Uint8Array>);
+					return openAsBlob(file);
+				},
+			});
+			files.model = archive.model;
+			if (archive.index) files.index = archive.index;
+			const used = [`model ${archive.model.entry}`, ...(archive.index ? [`index ${archive.index.entry}`] : [])];
+			const left = archive.skipped.map((s) => `${s.entry} (${s.reason})`);
+			ctx.err.write(
+				`From ${path.basename(options.archive)}: ${used.join(", ")}${left.length ? `; left out ${left.join(", ")}` : ""}\n`,
+			);
+		}
+		return await uploadAndFollow(ctx, options, files);
+	} finally {
+		if (inflated) await rm(inflated, { recursive: true, force: true });
+	}
+}
+
+async function uploadAndFollow(
+	ctx: Context,
+	options: CreateVoiceOptions,
+	files: Partial<Record<VoiceFileRole, { source: Blob; fileName: string }>>,
+): Promise<number> {
 	let bar: ReturnType<typeof progressBar> | undefined;
 	let barRole: VoiceFileRole | undefined;
 	let created: AccountVoice;
 	try {
 		created = await ctx.client.voices.create(
 			{
-				name: options.name,
+				name: options.name as string,
 				...(options.tags ? { tags: options.tags.split(",").map((tag) => tag.trim()) } : {}),
 				...(options.description ? { description: options.description } : {}),
 				...(options.voiceSettings ? { voice_settings: options.voiceSettings } : {}),

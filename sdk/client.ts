@@ -42,6 +42,7 @@ import type {
 	WebhookSubscription,
 } from "./types.ts";
 import { headOf, type ProgressListener, partReader, prepareBody, sizeOf, type UploadSource } from "./upload.ts";
+import { describeVoiceArchive } from "./voice-archive.ts";
 
 export interface VoiceConversionClientOptions {
 	/** The API's base address (`{base_url}` in the spec), e.g. `https://api.example.com`. A trailing `/api/v1` is ignored. */
@@ -226,6 +227,16 @@ export class VoiceConversionClient {
 		const roles = VOICE_FILE_ROLE_VALUES.filter((role) => input.files[role] !== undefined);
 		for (const role of roles) {
 			const source = input.files[role]?.source as UploadSource;
+			const archived = role === "model" && source instanceof Blob ? await describeVoiceArchive(source) : null;
+			if (archived) {
+				const message = `The model file is a zip archive holding ${archived.join(", ")}, not an RVC checkpoint: read it with readVoiceArchive (the CLI: voices create --archive)`;
+				throw new VoiceConversionError({
+					status: null,
+					code: SDK_ERROR_CODES.invalidRequest,
+					message,
+					fieldErrors: [{ field: "files.model", message }],
+				});
+			}
 			const head = await headOf(source, VOICE_FILE_HEAD_BYTES);
 			if (head.length > 0 && !voiceFileKindFor(role, head)) {
 				throw new VoiceConversionError({

@@ -22,6 +22,8 @@
  *   { onProgress: (role, { loaded, total }) => console.log(role, loaded, total) },
  * );
  * const checked = await client.waitForVoice(mine.id); // status "ready", or "failed" with error_message
+ * // A voice published as a zip of its .pth and .index:
+ * // client.voices.create({ name: "Theirs", files: await readVoiceArchive(await openAsBlob("voice.zip")) })
  * ```
  */
 
@@ -59,3 +61,9 @@ export {
 	type VerifyWebhookResult,
 	verifyWebhook,
 } from "./verify-webhook.ts";
+export {
+	type ReadVoiceArchiveOptions,
+	readVoiceArchive,
+	type VoiceArchive,
+	type VoiceArchiveFile,
+} from "./voice-archive.ts";

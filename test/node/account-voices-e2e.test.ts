@@ -254,6 +254,33 @@ describe("account voices end to end", () => {
 		expect((await cli(["voices"])).stdout).not.toContain("From the CLI");
 	}, 120_000);
 
+	it("creates a voice from a published .zip with the CLI, and names what a zip given as the model holds", async () => {
+		const archive = path.join(FIXTURES, "archive/published-voice.zip");
+		const ok = await cli(["voices", "create", "--name", "From a zip", "--archive", archive]);
+		expect(ok.code, ok.stderr).toBe(0);
+		expect(ok.stderr).toContain(
+			"From published-voice.zip: model Aurora/Aurora.pth, index Aurora/added_IVF13_Flat_nprobe_1_Aurora_v2.index; left out Aurora/ (a folder), Aurora/trained_IVF4_Flat_nprobe_1_Aurora_v2.index (RVC's trained_ index",
+		);
+		expect(ok.stderr).toMatch(/Uploading index +100%/);
+		expect(ok.stdout).toMatch(/^Voice "From a zip" is ready \(([0-9a-f-]{36})\)/);
+		const id = /\(([0-9a-f-]{36})\)/.exec(ok.stdout)?.[1] ?? "";
+		const voice = await api<{ files: Record<string, Record<string, unknown>> }>(`/api/v1/voices/${id}`);
+		expect(voice.files.model).toMatchObject({ file_name: "Aurora.pth", size_bytes: MODEL.length });
+		expect(voice.files.index).toMatchObject({
+			file_name: "added_IVF13_Flat_nprobe_1_Aurora_v2.index",
+			size_bytes: INDEX.length,
+		});
+
+		const both = await cli(["voices", "create", "--name", "Both", "--archive", archive, "--model", archive]);
+		expect(both.code).toBe(2);
+		expect(both.stderr).toContain("--archive gives the model and the index: leave out --model and --index");
+		// Given as the model, the archive is refused before anything is sent.
+		const asModel = await cli(["voices", "create", "--name", "Zip as model", "--model", archive]);
+		expect(asModel.code).not.toBe(0);
+		expect(asModel.stderr).toMatch(/The model file is a zip archive holding Aurora\/Aurora\.pth/);
+		expect((await cli(["voices"])).stdout).not.toContain("Zip as model");
+	}, 120_000);
+
 	it("deletes a voice while its conversion runs: the conversion completes, its files go afterwards", async () => {
 		const created = await client.voices.create({
 			name: "Deleted while running",

@@ -289,6 +289,14 @@ function openArchive(bytes: Uint8Array): { archive: ZipArchive; prefix: string }
 		throw error;
 	}
 	const pickles = archive.names.filter((n) => n === "data.pkl" || /^[^/]+\/data\.pkl$/.test(n));
+	const voiceFiles = archive.names.filter((n) => /\.(pth|onnx|index)$/i.test(n) && !n.startsWith("__MACOSX/"));
+	if (pickles.length === 0 && voiceFiles.length > 0) {
+		// A voice as it is published (a .zip of its .pth and .index), uploaded whole as the model.
+		throw new RvcCheckpointError(
+			"not_a_checkpoint",
+			`a zip archive holding ${voiceFiles.join(", ")}, not an RVC checkpoint: upload the .pth inside as the model and its added_ .index as the index (the CLI's voices create --archive and the SDK's readVoiceArchive do this)`,
+		);
+	}
 	if (pickles.length !== 1) {
 		throw new RvcCheckpointError(
 			"not_a_checkpoint",
