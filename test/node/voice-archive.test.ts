@@ -108,6 +108,35 @@ describe("readVoiceArchive", () => {
 		);
 	});
 
+	it("refuses an encrypted entry, another compression method and an entry over its role's limit", async () => {
+		/** published-voice.zip with the model's central directory header changed by `patch` (at the header's offset). */
+		const patched = (patch: (view: DataView, at: number) => void) => {
+			const copy = bytesOf("archive/published-voice.zip");
+			const view = new DataView(copy.buffer, copy.byteOffset);
+			const name = new TextEncoder().encode("Aurora/Aurora.pth");
+			for (let at = 0; at + 46 < copy.length; at++) {
+				const here = copy.subarray(at + 46, at + 46 + name.length);
+				if (view.getUint32(at, true) === 0x02014b50 && here.every((b, i) => b === name[i])) {
+					patch(view, at);
+					return new Blob([copy]);
+				}
+			}
+			throw new Error("no central directory header for the model");
+		};
+		const encrypted = patched((view, at) => view.setUint16(at + 8, view.getUint16(at + 8, true) | 1, true));
+		expect((await refusal(readVoiceArchive(encrypted))).message).toBe(
+			"The archive's Aurora/Aurora.pth is encrypted: extract it first",
+		);
+		const lzma = patched((view, at) => view.setUint16(at + 10, 14, true));
+		expect((await refusal(readVoiceArchive(lzma))).message).toMatch(
+			/^The archive's Aurora\/Aurora\.pth is compressed with a method this reader does not take \(14;/,
+		);
+		const huge = patched((view, at) => view.setUint32(at + 24, 200_000_001, true));
+		expect((await refusal(readVoiceArchive(huge))).message).toBe(
+			"The archive's Aurora/Aurora.pth is 200000001 bytes, over the model limit of 200000000",
+		);
+	});
+
 	it("tells a checkpoint or another file from an archive", async () => {
 		expect((await refusal(readVoiceArchive(blobOf("v2-f0-40k.pth")))).message).toBe(
 			"This is an RVC checkpoint (.pth) itself, not an archive of one: upload it as the model",
