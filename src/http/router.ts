@@ -66,6 +66,19 @@ function runRoute(route: RouteDefinition) {
 	};
 }
 
+/** The GET request a HEAD request stands for: the same address and headers. */
+const getOf = (request: Request) =>
+	new Request(request.url, { method: "GET", headers: request.headers }) as unknown as IRequest;
+
+/** A GET's answer as the answer to HEAD: its status and headers, with the length of the body it leaves out. */
+async function headOf(response: Response | undefined): Promise<Response> {
+	if (!response) return renderError(new ApiError(404, "not_found", "Resource not found"));
+	const body = await response.arrayBuffer();
+	const headers = new Headers(response.headers);
+	headers.set("Content-Length", String(body.byteLength));
+	return new Response(null, { status: response.status, headers });
+}
+
 export function buildRouter(routes: RouteDefinition[]) {
 	const router = Router<IRequest, Args>({
 		catch: (error, request) => renderError(error, request as unknown as Request),
@@ -83,6 +96,11 @@ export function buildRouter(routes: RouteDefinition[]) {
 			if (response) return response;
 			const { pathname } = new URL(request.url);
 			const allowed = [...new Set(patterns.filter((p) => p.regex.test(pathname)).map((p) => p.method))];
+			if (allowed.includes("GET") && !allowed.includes("HEAD")) {
+				// HTTP requires HEAD wherever GET is served (RFC 9110 §9.1): the GET's status and headers, no body.
+				if (request.method === "HEAD") return headOf(await router.fetch(getOf(request), env, ctx));
+				allowed.splice(allowed.indexOf("GET") + 1, 0, "HEAD");
+			}
 			if (allowed.length > 0) {
 				return renderError(
 					new ApiError(405, "method_not_allowed", `Method ${request.method} is not allowed on ${pathname}`, {

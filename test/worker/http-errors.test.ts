@@ -19,8 +19,27 @@ describe("error envelope", () => {
 		const response = await api("/api/v1/voices", { method: "DELETE" });
 		expect(response.status).toBe(405);
 		// GET lists voices, POST creates an account's own voice.
-		expect(response.headers.get("Allow")).toBe("GET, POST");
+		expect(response.headers.get("Allow")).toBe("GET, HEAD, POST");
 		expect(await response.json()).toMatchObject({ success: false, code: "method_not_allowed" });
+	});
+
+	it("answers HEAD wherever GET is served, with the GET's status and headers and no body", async () => {
+		const { api } = await signedInClient();
+		const get = await api("/api/v1/voices");
+		const getBody = await get.arrayBuffer();
+		const head = await api("/api/v1/voices", { method: "HEAD" });
+		expect(head.status).toBe(200);
+		expect(head.headers.get("Content-Type")).toBe(get.headers.get("Content-Type"));
+		expect(head.headers.get("Content-Length")).toBe(String(getBody.byteLength));
+		expect((await head.arrayBuffer()).byteLength).toBe(0);
+		expect((await call("/api/v1/voices", { method: "HEAD" })).status).toBe(401);
+		expect(
+			(await api("/api/v1/voice-conversions/00000000-0000-4000-8000-000000000000", { method: "HEAD" })).status,
+		).toBe(404);
+		expect((await call("/openapi.json", { method: "HEAD" })).status).toBe(200);
+		const onlyGet = await api("/api/v1/voice-conversions/00000000-0000-4000-8000-000000000000", { method: "PUT" });
+		expect(onlyGet.headers.get("Allow")).toBe("GET, HEAD");
+		expect((await call("/oauth2/token", { method: "HEAD" })).headers.get("Allow")).toBe("POST");
 	});
 });
 
