@@ -9,11 +9,16 @@ export const MAX_JSON_BODY_BYTES = 64 * 1024;
  */
 export const MAX_JSON_DEPTH = 64;
 
-/** Reads at most `limit` bytes of a body, refusing with 413 as soon as it grows past it. */
+/** Reads at most `limit` bytes of a body as text, refusing with 413 as soon as it grows past it. */
 export async function readLimitedText(request: Request, limit: number): Promise<string> {
+	return new TextDecoder().decode(await readLimitedBytes(request, limit));
+}
+
+/** Reads at most `limit` bytes of a body, refusing with 413 as soon as it grows past it. */
+async function readLimitedBytes(request: Request, limit: number): Promise<Uint8Array> {
 	const declared = Number(request.headers.get("Content-Length") ?? Number.NaN);
 	if (declared > limit) throw tooLarge(limit);
-	if (!request.body) return "";
+	if (!request.body) return new Uint8Array();
 	const reader = request.body.getReader();
 	const chunks: Uint8Array[] = [];
 	let total = 0;
@@ -33,7 +38,7 @@ export async function readLimitedText(request: Request, limit: number): Promise<
 		bytes.set(chunk, offset);
 		offset += chunk.byteLength;
 	}
-	return new TextDecoder().decode(bytes);
+	return bytes;
 }
 
 const tooLarge = (limit: number) =>
@@ -60,6 +65,9 @@ function nestingDepth(json: string): number {
 	return deepest;
 }
 
+/** Refuses bytes that are not UTF-8 instead of replacing them; keeps a leading byte order mark out of the text. */
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
+
 /** With the `u` flag a surrogate pair is one code point, so this finds only a half of one standing alone. */
 const UNPAIRED_SURROGATE = /\p{Surrogate}/u;
 
@@ -75,15 +83,23 @@ function holdsUnpairedSurrogate(value: unknown): boolean {
 
 /**
  * Parses a JSON body: 415 for another content type, 413 when too large, 400 for malformed or too deeply nested
- * JSON, and for text that is not Unicode (an escaped lone surrogate such as `\ud800`, which UTF-8, and so D1, cannot
- * hold: it would be stored as replacement characters, unlike what was accepted and echoed).
+ * JSON, and for text that is not Unicode: bytes that are not UTF-8 (JSON's only encoding, RFC 8259 §8.1; e.g. Latin-1
+ * text, which decoding would turn into replacement characters and so store something other than what was sent), or
+ * an escaped lone surrogate such as `\ud800`, which UTF-8, and so D1, cannot hold: it would be stored as replacement
+ * characters, unlike what was accepted and echoed.
  */
 export async function readJsonBody(request: Request): Promise<unknown> {
 	const type = mediaType(request);
 	if (type !== "application/json" && !type.endsWith("+json")) {
 		throw new ApiError(415, "unsupported_media_type", "Content-Type must be application/json");
 	}
-	const text = await readLimitedText(request, MAX_JSON_BODY_BYTES);
+	const bytes = await readLimitedBytes(request, MAX_JSON_BODY_BYTES);
+	let text: string;
+	try {
+		text = UTF8.decode(bytes);
+	} catch {
+		throw badRequest("Request body is not UTF-8 text; JSON must be sent in UTF-8");
+	}
 	if (text.trim() === "") throw badRequest("Request body is empty; a JSON object is required");
 	let value: unknown;
 	try {

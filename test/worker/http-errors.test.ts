@@ -62,7 +62,7 @@ describe("OpenAPI document", () => {
 		const doc = (await (await call("/openapi.json")).json()) as { info: { description: string } };
 		expect(doc.info.description).toContain(`at most ${MAX_JSON_BODY_BYTES / 1024} KiB`);
 		expect(doc.info.description).toContain(`nested at most ${MAX_JSON_DEPTH} levels deep`);
-		expect(doc.info.description).toContain("no unpaired surrogate escapes");
+		expect(doc.info.description).toContain("UTF-8 bytes, no unpaired surrogate escapes");
 	});
 
 	it("lists every error code in the error schema", async () => {
@@ -264,6 +264,25 @@ describe("JSON request errors", () => {
 		expect(data.file_name).toBe("take \u{1F3A4}.wav");
 		const stored = (await (await api(`/api/v1/audio-files/${data.id}`)).json()) as { data: { file_name: string } };
 		expect(stored.data.file_name).toBe("take \u{1F3A4}.wav");
+	});
+
+	it("answers 400 for a body that is not UTF-8, instead of storing replacement characters", async () => {
+		// "café.wav" in Latin-1, as a client that ignores JSON's encoding sends it.
+		const latin1 = new Uint8Array([
+			...new TextEncoder().encode('{"file_name":"caf'),
+			0xe9,
+			...new TextEncoder().encode('.wav","mime_type":"audio/wav"}'),
+		]);
+		for (const contentType of ["application/json", "application/json; charset=iso-8859-1"]) {
+			const response = await post(latin1, { "Content-Type": contentType });
+			expect(response.status).toBe(400);
+			expect(await response.json()).toMatchObject({ code: "invalid_request", message: expect.stringMatching(/UTF-8/) });
+		}
+		// The same name in UTF-8, with a byte order mark in front, is kept as sent.
+		const utf8 = new TextEncoder().encode('\ufeff{"file_name":"café.wav","mime_type":"audio/wav"}');
+		const created = await post(utf8);
+		expect(created.status).toBe(201);
+		expect(((await created.json()) as { data: { file_name: string } }).data.file_name).toBe("café.wav");
 	});
 
 	it("answers 413 for an oversized JSON body", async () => {
