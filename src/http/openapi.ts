@@ -40,7 +40,7 @@ function routerResponses(route: RouteDefinition): Record<number, ResponseSpec> {
 	return responses;
 }
 
-const REQUEST_BODY_LIMITS = `Request bodies are JSON (\`application/json\`) of at most ${MAX_JSON_BODY_BYTES / 1024} KiB (413 \`payload_too_large\` beyond), with arrays and objects nested at most ${MAX_JSON_DEPTH} levels deep and text that is valid Unicode (UTF-8 bytes, no unpaired surrogate escapes); otherwise 400 \`invalid_request\`. Audio and voice files go to the pre-signed upload addresses instead.`;
+const REQUEST_BODY_LIMITS = `Request bodies are uncompressed JSON (\`application/json\`, no \`Content-Encoding\`: 415 otherwise) of at most ${MAX_JSON_BODY_BYTES / 1024} KiB (413 \`payload_too_large\` beyond), with arrays and objects nested at most ${MAX_JSON_DEPTH} levels deep and text that is valid Unicode (UTF-8 bytes, no unpaired surrogate escapes); otherwise 400 \`invalid_request\`. Audio and voice files go to the pre-signed upload addresses instead.`;
 
 /** `notes`: paragraphs that depend on the deployment's configuration (its time limits), added to the description. */
 export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl: string, notes: string[] = []) {

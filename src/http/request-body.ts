@@ -82,16 +82,26 @@ function holdsUnpairedSurrogate(value: unknown): boolean {
 }
 
 /**
- * Parses a JSON body: 415 for another content type, 413 when too large, 400 for malformed or too deeply nested
- * JSON, and for text that is not Unicode: bytes that are not UTF-8 (JSON's only encoding, RFC 8259 §8.1; e.g. Latin-1
- * text, which decoding would turn into replacement characters and so store something other than what was sent), or
- * an escaped lone surrogate such as `\ud800`, which UTF-8, and so D1, cannot hold: it would be stored as replacement
- * characters, unlike what was accepted and echoed.
+ * Parses a JSON body: 415 for another content type or for a content coding (gzip), 413 when too large, 400 for
+ * malformed or too deeply nested JSON, and for text that is not Unicode: bytes that are not UTF-8 (JSON's only
+ * encoding, RFC 8259 §8.1; e.g. Latin-1 text, which decoding would turn into replacement characters and so store
+ * something other than what was sent), or an escaped lone surrogate such as `\ud800`, which UTF-8, and so D1, cannot
+ * hold: it would be stored as replacement characters, unlike what was accepted and echoed.
  */
 export async function readJsonBody(request: Request): Promise<unknown> {
 	const type = mediaType(request);
 	if (type !== "application/json" && !type.endsWith("+json")) {
 		throw new ApiError(415, "unsupported_media_type", "Content-Type must be application/json");
+	}
+	const coding = (request.headers.get("Content-Encoding") ?? "").trim().toLowerCase();
+	if (coding !== "" && coding !== "identity") {
+		// RFC 9110 §15.5.16: a content coding the server does not take is a 415 that names what it accepts.
+		throw new ApiError(
+			415,
+			"unsupported_media_type",
+			`Content-Encoding ${coding} is not supported; send the JSON body uncompressed`,
+			{ headers: { "Accept-Encoding": "identity" } },
+		);
 	}
 	const bytes = await readLimitedBytes(request, MAX_JSON_BODY_BYTES);
 	let text: string;

@@ -218,6 +218,23 @@ describe("JSON request errors", () => {
 		expect(await response.json()).toMatchObject({ success: false, code: "unsupported_media_type" });
 	});
 
+	it("answers 415 naming the coding for a compressed body, where it answered that the JSON was malformed", async () => {
+		const json = JSON.stringify({ file_name: "a.wav", mime_type: "audio/wav" });
+		const gzipped = await new Response(
+			new Blob([json]).stream().pipeThrough(new CompressionStream("gzip")),
+		).arrayBuffer();
+		const response = await post(gzipped, { "Content-Type": "application/json", "Content-Encoding": "gzip" });
+		expect(response.status).toBe(415);
+		expect(response.headers.get("Accept-Encoding")).toBe("identity");
+		expect(await response.json()).toMatchObject({
+			code: "unsupported_media_type",
+			message: expect.stringMatching(/Content-Encoding gzip/),
+		});
+		// A coding named for a body that is not compressed is not taken as plain JSON either.
+		expect((await post(json, { "Content-Type": "application/json", "Content-Encoding": "br" })).status).toBe(415);
+		expect((await post(json, { "Content-Type": "application/json", "Content-Encoding": "identity" })).status).toBe(201);
+	});
+
 	it("answers 400 for JSON nested too deeply, with or without an Idempotency-Key", async () => {
 		const { api } = await signedInClient();
 		// 20,000 levels fit in 64 KiB; walking them recursively (the idempotency hash) ran out of stack: a 500.
