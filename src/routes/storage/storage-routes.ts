@@ -31,6 +31,17 @@ function objectHeaders(object: R2Object, expiresAt: Date): Headers {
 	return headers;
 }
 
+/**
+ * The Range header to honour: none when `If-Range` names another version than the object's (RFC 9110 §13.1.5), so
+ * a download resumed after the object at this key was replaced (a voice's new sample) gets it whole instead of the
+ * rest of the new bytes after the start of the old ones. We send no Last-Modified, so a date never matches.
+ */
+function rangeHeader(request: Request, object: R2Object): string | null {
+	const ifRange = request.headers.get("If-Range");
+	if (ifRange !== null && ifRange.trim() !== object.httpEtag) return null;
+	return request.headers.get("Range");
+}
+
 /** Parses a single `bytes=` range against the object size; null when absent. Multi-range requests get the whole object. */
 function parseRange(header: string | null, size: number): R2Range | "unsatisfiable" | null {
 	if (!header) return null;
@@ -54,7 +65,7 @@ async function download(request: Request, env: Env, url: URL): Promise<Response>
 	const grant = await verifyStorageUrl(env, url, request.method);
 	const head = await env.BUCKET.head(grant.key);
 	if (!head) throw new ApiError(404, "not_found", "The object at this address does not exist (or was deleted)");
-	const range = parseRange(request.headers.get("Range"), head.size);
+	const range = parseRange(rangeHeader(request, head), head.size);
 	if (range === "unsatisfiable") {
 		throw new ApiError(
 			416,
