@@ -31,12 +31,18 @@ export interface Context {
 const show = (ctx: Context, value: unknown, human: () => string) =>
 	ctx.print(ctx.json ? JSON.stringify(value, null, 2) : human());
 
-/** A voice by id, or by name (case-insensitive; a unique prefix is enough). */
+/**
+ * How a name is compared: case-insensitive, and in one Unicode normalisation form, since the same "é" may be typed as
+ * one code point and stored as two (a name taken from a macOS file name is decomposed).
+ */
+const nameKey = (name: string) => name.trim().normalize("NFC").toLowerCase();
+
+/** A voice by id (any case, as the API takes it), or by name (case-insensitive; a unique prefix is enough). */
 export async function findVoice(ctx: Context, wanted: string): Promise<VoiceModel> {
 	const voices = await ctx.client.voices.list({ signal: ctx.signal });
-	const key = wanted.trim().toLowerCase();
-	const exact = voices.filter((v) => v.id === wanted || v.name.toLowerCase() === key);
-	const matches = exact.length > 0 ? exact : voices.filter((v) => v.name.toLowerCase().startsWith(key));
+	const key = nameKey(wanted);
+	const exact = voices.filter((v) => v.id.toLowerCase() === key || nameKey(v.name) === key);
+	const matches = exact.length > 0 ? exact : voices.filter((v) => nameKey(v.name).startsWith(key));
 	if (matches.length === 1 && matches[0]) return matches[0];
 	const names = voices.map((v) => `"${v.name}"`).join(", ") || "(none)";
 	if (matches.length > 1) {

@@ -283,4 +283,19 @@ describe("CLI", () => {
 		expect(byId.code).toBe(0);
 		expect(JSON.parse(byId.stdout)).toMatchObject({ voice_model_id: own });
 	});
+
+	it("finds a voice by its name in another Unicode normalisation form, and by its id in capitals", async () => {
+		await writeFile(
+			path.join(workDir, "celine.mp3"),
+			encodeMp3({ sampleRate: 44_100, channels: 1, frames: 44_100, kbps: 128 }),
+		);
+		// Stored decomposed ("e" and a combining acute accent), as a name taken from a macOS file name is.
+		const voice = await stack.addVoice({ name: "CLI Ce\u0301line", tags: ["cli"], params: { formant_shift: 0 } });
+		for (const wanted of ["CLI C\u00e9line", "cli c\u00e9l", voice.toUpperCase()]) {
+			const run = await cli(["convert", "celine.mp3", "--voice", wanted, "--no-wait", "--json"]);
+			expect(run.stderr, wanted).not.toMatch(/No voice named/);
+			expect(run.code, wanted).toBe(0);
+			expect(JSON.parse(run.stdout)).toMatchObject({ voice_model_id: voice });
+		}
+	});
 });
