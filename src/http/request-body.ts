@@ -93,16 +93,7 @@ export async function readJsonBody(request: Request): Promise<unknown> {
 	if (type !== "application/json" && !type.endsWith("+json")) {
 		throw new ApiError(415, "unsupported_media_type", "Content-Type must be application/json");
 	}
-	const coding = (request.headers.get("Content-Encoding") ?? "").trim().toLowerCase();
-	if (coding !== "" && coding !== "identity") {
-		// RFC 9110 §15.5.16: a content coding the server does not take is a 415 that names what it accepts.
-		throw new ApiError(
-			415,
-			"unsupported_media_type",
-			`Content-Encoding ${coding} is not supported; send the JSON body uncompressed`,
-			{ headers: { "Accept-Encoding": "identity" } },
-		);
-	}
+	refuseContentCoding(request, "send the JSON body uncompressed");
 	const bytes = await readLimitedBytes(request, MAX_JSON_BODY_BYTES);
 	let text: string;
 	try {
@@ -124,6 +115,18 @@ export async function readJsonBody(request: Request): Promise<unknown> {
 		throw badRequest("Request body holds text that is not valid Unicode: an unpaired surrogate escape such as \\ud800");
 	}
 	return value;
+}
+
+/**
+ * Bodies are taken as they are, never decoded: one sent with a content coding (gzip) is refused with 415, naming the
+ * coding and saying what to do (`advice`), with `Accept-Encoding: identity` (RFC 9110 §15.5.16).
+ */
+export function refuseContentCoding(request: Request, advice: string): void {
+	const coding = (request.headers.get("Content-Encoding") ?? "").trim().toLowerCase();
+	if (coding === "" || coding === "identity") return;
+	throw new ApiError(415, "unsupported_media_type", `Content-Encoding ${coding} is not supported; ${advice}`, {
+		headers: { "Accept-Encoding": "identity" },
+	});
 }
 
 /** The `Content-Length` of an upload; 411 when it is missing or not a plain number (chunked bodies are refused). */

@@ -140,6 +140,28 @@ describe("PUT {upload_url}", () => {
 		await expectNothingKept(api, client.accountId, file.id);
 	});
 
+	it("refuses a compressed body with 415 naming the coding, keeps nothing and takes the plain file after", async () => {
+		const { api, client, file } = await newFile();
+		// Stored as it came, a gzip-encoded WAV read as no audio at all, and the file could take no other upload.
+		const gzipped = new Uint8Array(
+			await new Response(new Blob([wav]).stream().pipeThrough(new CompressionStream("gzip"))).arrayBuffer(),
+		);
+		const response = await put(file.upload_url as string, gzipped, {
+			"Content-Type": "audio/wav",
+			"Content-Encoding": "gzip",
+			"Content-Length": String(gzipped.byteLength),
+		});
+		expect(response.status).toBe(415);
+		expect(response.headers.get("Accept-Encoding")).toBe("identity");
+		expect(await response.json()).toMatchObject({
+			code: "unsupported_media_type",
+			message: expect.stringMatching(/Content-Encoding gzip/),
+		});
+		await expectNothingKept(api, client.accountId, file.id);
+		expect((await upload(file, wav)).status).toBe(200);
+		await expectUploaded(api, client.accountId, file.id, wav);
+	});
+
 	it("refuses an expired address with 403", async () => {
 		const { api, client, file } = await newFile();
 		const expired = await signStorageUrl(env, ORIGIN, {

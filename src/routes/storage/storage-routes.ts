@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { ApiError } from "../../http/errors.ts";
-import { declaredLength, mediaType, storeWithLength } from "../../http/request-body.ts";
+import { declaredLength, mediaType, refuseContentCoding, storeWithLength } from "../../http/request-body.ts";
 import { defineRoute } from "../../http/route.ts";
 import { STORAGE_PATH_PREFIX, type StorageGrant, verifyStorageUrl } from "../../storage/signed-url.ts";
 import { stagedUploadKey } from "../../storage/staged-uploads.ts";
@@ -124,6 +124,8 @@ async function upload(request: Request, env: Env, url: URL): Promise<Response> {
 			`Content-Type must be ${grant.contentType}, the type this upload was registered with`,
 		);
 	}
+	// A compressed body would be stored as it came, and then not be the file (a WAV that reads as no audio at all).
+	refuseContentCoding(request, "upload the file's own bytes, uncompressed");
 	const length = declaredLength(request);
 	const hook = uploadHookFor(grant.key);
 	if (grant.maxBytes !== undefined && length >= grant.maxBytes) {
@@ -200,7 +202,7 @@ export const storageRoutes = [
 				description:
 					"Too large (an audio file's upload of 100 MB or more is also recorded on the file: it fails as too large, with the conversions waiting on it)",
 			},
-			415: { description: "Wrong Content-Type" },
+			415: { description: "Wrong Content-Type, or a Content-Encoding (the file's own bytes go uncompressed)" },
 		},
 		handler: ({ request, env, url }) => upload(request, env, url),
 	}),
