@@ -86,13 +86,26 @@ export async function errorFromResponse(response: Response, what: string): Promi
 				: `${what} failed with HTTP ${response.status}${text && text.length < 200 ? `: ${text}` : ""}`;
 	const code =
 		typeof body.code === "string" ? body.code : typeof body.error === "string" ? body.error : `http_${response.status}`;
-	const retryAfterHeader = response.headers.get("Retry-After");
-	const retryAfter = retryAfterHeader === null ? Number.NaN : Number(retryAfterHeader);
 	return new VoiceConversionError({
 		status: response.status,
 		code,
 		message,
 		fieldErrors: Array.isArray(body.errors) ? (body.errors as FieldError[]) : [],
-		retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : undefined,
+		retryAfterSeconds: retryAfterSeconds(response.headers),
 	});
+}
+
+/**
+ * Seconds a `Retry-After` asks for (RFC 9110 §10.2.3): a number of seconds, or an HTTP-date. A date is counted from
+ * the response's own `Date` when it has one, so a client whose clock is minutes off still waits what was meant.
+ */
+export function retryAfterSeconds(headers: Headers, now = Date.now()): number | undefined {
+	const value = headers.get("Retry-After")?.trim();
+	if (!value) return undefined;
+	const seconds = Number(value);
+	if (Number.isFinite(seconds)) return seconds >= 0 ? seconds : undefined;
+	const until = Date.parse(value);
+	if (Number.isNaN(until)) return undefined;
+	const sent = Date.parse(headers.get("Date") ?? "");
+	return Math.max(0, Math.ceil((until - (Number.isNaN(sent) ? now : sent)) / 1000));
 }

@@ -82,6 +82,46 @@ describe("SDK Retry-After", () => {
 		expect(calls).toHaveLength(1);
 	});
 
+	it("waits out a Retry-After given as an HTTP-date, counted from the response's Date whatever the local clock", async () => {
+		vi.spyOn(Math, "random").mockReturnValue(0);
+		// The client's clock is 10 minutes ahead of the service's: measured against it, the date has long passed.
+		const serviceNow = Date.now() - 600_000;
+		const { calls, fetchFake } = scripted(
+			Response.json(
+				{ success: false, message: "slow down" },
+				{
+					status: 503,
+					headers: {
+						Date: new Date(serviceNow).toUTCString(),
+						"Retry-After": new Date(serviceNow + 2_000).toUTCString(),
+					},
+				},
+			),
+		);
+		const sdk = new VoiceConversionClient({ baseUrl: BASE, clientId: "c", clientSecret: "s", fetch: fetchFake });
+		await expect(sdk.voices.list()).resolves.toEqual([]);
+		expect(calls).toHaveLength(2);
+		expect((calls[1] as number) - (calls[0] as number)).toBeGreaterThanOrEqual(1000);
+
+		// Without a Date, the date is counted from the local clock; one too far off is handed back, in seconds.
+		const far = scripted(
+			Response.json(
+				{ success: false, message: "down for maintenance" },
+				{ status: 503, headers: { "Retry-After": new Date(Date.now() + 120_000).toUTCString() } },
+			),
+		);
+		const patient = new VoiceConversionClient({
+			baseUrl: BASE,
+			clientId: "c",
+			clientSecret: "s",
+			fetch: far.fetchFake,
+		});
+		const error = await patient.voices.list().catch((e: unknown) => e);
+		expect(error).toMatchObject({ status: 503 });
+		expect((error as VoiceConversionError).retryAfterSeconds).toBeGreaterThanOrEqual(118);
+		expect(far.calls).toHaveLength(1);
+	});
+
 	it("waitForConversion does not poll again before Retry-After", async () => {
 		vi.spyOn(Math, "random").mockReturnValue(0);
 		const { calls, fetchFake } = scripted(
