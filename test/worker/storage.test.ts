@@ -51,6 +51,30 @@ describe("signed storage addresses", () => {
 		expect(beyond.headers.get("Content-Range")).toBe("bytes */1000");
 	});
 
+	it("answers 304 without a body to If-None-Match naming the object's version, and takes Range units in any case", async () => {
+		const { key, body } = await storedObject();
+		const url = await signStorageUrl(env, ORIGIN, { method: "GET", key, expiresAt: inAnHour() });
+		const first = await call(url);
+		const etag = first.headers.get("ETag") ?? "";
+		await first.arrayBuffer();
+		for (const validator of [etag, `W/${etag}`, `"other", ${etag}`, "*"]) {
+			for (const method of ["GET", "HEAD"]) {
+				const again = await call(url, { method, headers: { "If-None-Match": validator } });
+				expect(again.status, `${method} ${validator}`).toBe(304);
+				expect(again.headers.get("ETag")).toBe(etag);
+				expect(again.headers.get("Cache-Control")).toMatch(/^private, max-age=\d+$/);
+				expect(await again.text()).toBe("");
+			}
+		}
+		const changed = await call(url, { headers: { "If-None-Match": '"other"' } });
+		expect(changed.status).toBe(200);
+		expect(new Uint8Array(await changed.arrayBuffer())).toEqual(body);
+
+		const shouted = await call(url, { headers: { Range: "BYTES=10-19" } });
+		expect(shouted.status).toBe(206);
+		expect(new Uint8Array(await shouted.arrayBuffer())).toEqual(body.slice(10, 20));
+	});
+
 	it("resumes a download only while If-Range names the object's version, else sends it whole", async () => {
 		const { key, body } = await storedObject();
 		const url = await signStorageUrl(env, ORIGIN, { method: "GET", key, expiresAt: inAnHour() });

@@ -42,10 +42,21 @@ function rangeHeader(request: Request, object: R2Object): string | null {
 	return request.headers.get("Range");
 }
 
+/** Whether `If-None-Match` names the object's version (`*`, or one of its entity tags, compared weakly: RFC 9110 §13.1.2). */
+function unchangedFor(request: Request, object: R2Object): boolean {
+	const header = request.headers.get("If-None-Match");
+	if (header === null) return false;
+	if (header.trim() === "*") return true;
+	const opaque = (tag: string) => tag.trim().replace(/^W\//, "");
+	const current = opaque(object.httpEtag);
+	return header.split(",").some((tag) => opaque(tag) === current);
+}
+
 /** Parses a single `bytes=` range against the object size; null when absent. Multi-range requests get the whole object. */
 function parseRange(header: string | null, size: number): R2Range | "unsatisfiable" | null {
 	if (!header) return null;
-	const match = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+	// Range units are case-insensitive (RFC 9110 §14.1).
+	const match = /^bytes=(\d*)-(\d*)$/i.exec(header.trim());
 	if (!match) return null;
 	const [, startText = "", endText = ""] = match;
 	if (startText === "" && endText === "") return null;
@@ -65,6 +76,9 @@ async function download(request: Request, env: Env, url: URL): Promise<Response>
 	const grant = await verifyStorageUrl(env, url, request.method);
 	const head = await env.BUCKET.head(grant.key);
 	if (!head) throw new ApiError(404, "not_found", "The object at this address does not exist (or was deleted)");
+	// A client holding this version already (a cache revalidating, a download checked again) gets no body.
+	if (unchangedFor(request, head))
+		return new Response(null, { status: 304, headers: objectHeaders(head, grant.expiresAt) });
 	const range = parseRange(rangeHeader(request, head), head.size);
 	if (range === "unsatisfiable") {
 		throw new ApiError(
