@@ -157,6 +157,24 @@ describe("lease loop against the runner API", () => {
 		expect(report?.type === "fail" && report.body).toMatchObject({ kind: "permanent", reason: "unsupported_format" });
 	});
 
+	it("fails a job at once as internal where an older Worker does not know its reason, instead of leaving it unreported", async () => {
+		// The reasons of a Worker from before `output_too_large`: it answers that one 400 invalid_request.
+		api.failReasons = ["corrupted_source", "unsupported_format", "too_large", "internal"];
+		// 14 hours of 22,050 Hz mono is a 2.2 GB WAV, over the 2 GiB an output may have: refused before converting.
+		const job = wavJob(1, { durationSeconds: 14 * 3600 });
+		api.enqueue(job);
+		runner = startTestRunner(api);
+		await waitUntil(() => api.events.some((e) => e.type === "fail"));
+		const report = api.finalReport(api.leaseFor(job.conversionId)?.lease_id ?? "");
+		expect(report?.type === "fail" && report.body).toMatchObject({
+			kind: "permanent",
+			reason: "internal",
+			message: expect.stringMatching(/output too large: 14\.00 h of 22050 Hz/),
+		});
+		expect(api.uploads.size).toBe(0);
+		expect(await runner.outcomes()).toEqual({ failed_permanent: 1 });
+	});
+
 	/** Run one job to its final report and return it, with the runner's outcome counts. */
 	async function finalReportOf(job: ReturnType<typeof wavJob>) {
 		api.enqueue(job);

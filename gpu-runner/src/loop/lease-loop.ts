@@ -13,7 +13,7 @@
  * second signal is handled in main.ts by exiting at once.
  */
 import { randomUUID } from "node:crypto";
-import type { EngineName, Lease, VoiceValidationLease } from "../../../src/contracts/runner.ts";
+import type { EngineName, FailRequest, Lease, VoiceValidationLease } from "../../../src/contracts/runner.ts";
 import type { ApiError } from "../api/api-error.ts";
 import type { RunnerApi } from "../api/runner-api-client.ts";
 import type { LoadedEngine } from "../engines/registry.ts";
@@ -93,6 +93,10 @@ interface ActiveJob {
  */
 const reportedAs = (sent: "sent" | "lost" | "gave_up", outcome: JobOutcome): JobOutcome =>
 	sent === "lost" ? "lease_lost" : sent === "gave_up" ? "not_reported" : outcome;
+
+/** The Worker answered 400 `invalid_request`: it does not take this request as it is (an older contract). */
+const refusedAsInvalid = (error: unknown): boolean =>
+	(error as Partial<ApiError>).status === 400 && (error as Partial<ApiError>).code === "invalid_request";
 
 /** The least time between the starts of two lease requests that came back empty. */
 export const MIN_LEASE_INTERVAL_MS = 1000;
@@ -406,14 +410,20 @@ export class LeaseLoop {
 		}
 		const permanent = permanentFailure(error);
 		const message = describeError(error).slice(0, 2000);
-		const sent = await this.#report(id, "fail", () =>
-			api.fail(
-				id,
-				permanent
-					? { kind: "permanent", reason: permanent.reason, message }
-					: { kind: "transient", reason: "internal", message },
-			),
-		);
+		const report: FailRequest = permanent
+			? { kind: "permanent", reason: permanent.reason, message }
+			: { kind: "transient", reason: "internal", message };
+		const sent = await this.#report(id, "fail", async () => {
+			try {
+				await api.fail(id, report);
+			} catch (refused) {
+				// A Worker older than this runner refuses a reason it does not know (`output_too_large`) as invalid: the
+				// failure goes again as `internal`, which every Worker takes, so the job still ends now (unreported, it
+				// would wait out its lease on every attempt and end as a worker that stopped responding).
+				if (report.reason === "internal" || !refusedAsInvalid(refused)) throw refused;
+				await api.fail(id, { ...report, reason: "internal" });
+			}
+		});
 		return reportedAs(sent, permanent ? "failed_permanent" : "failed_transient");
 	}
 

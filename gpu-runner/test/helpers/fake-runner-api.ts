@@ -70,6 +70,11 @@ export class FakeRunnerApi {
 	readonly artifacts = new Map<string, Uint8Array>();
 	/** Voices deleted in the service: a lease request listing one in `loaded_voice_ids` is told to forget it. */
 	readonly deletedVoices = new Set<string>();
+	/**
+	 * The failure reasons this Worker knows, as an older Worker's schema lists them: a fail report with another is
+	 * refused with 400 `invalid_request`, as such a Worker refuses it. All of the contract's when unset.
+	 */
+	failReasons: readonly string[] | undefined;
 	/** Calls this when a lease is handed out (tests use it to act mid-job). */
 	onLeased: ((lease: Lease) => void) | undefined;
 
@@ -201,9 +206,18 @@ export class FakeRunnerApi {
 			case "complete":
 				this.#record({ type: "complete", leaseId, body: CompleteRequest.parse(body) });
 				break;
-			case "fail":
-				this.#record({ type: "fail", leaseId, body: FailRequest.parse(body) });
+			case "fail": {
+				const parsed = FailRequest.parse(body);
+				if (this.failReasons !== undefined && !this.failReasons.includes(parsed.reason)) {
+					return json(response, 400, {
+						success: false,
+						message: `Invalid reason: expected one of ${this.failReasons.join(", ")}`,
+						code: "invalid_request",
+					});
+				}
+				this.#record({ type: "fail", leaseId, body: parsed });
 				break;
+			}
 			default:
 				this.#record({ type: "release", leaseId, reason: ReleaseRequest.parse(body).reason });
 		}
