@@ -14,8 +14,8 @@ import { ApiError } from "./errors.ts";
 export const RATE_LIMITS = {
 	/** Every authenticated API request, per account. */
 	API_RATE_LIMIT: { periodSeconds: 10, counts: "API requests by this account" },
-	/** Token requests, per `client_id` (a client needs one an hour). */
-	TOKEN_RATE_LIMIT: { periodSeconds: 60, counts: "token requests for this client_id" },
+	/** Token requests, per `client_id` and client address (a client needs one an hour). */
+	TOKEN_RATE_LIMIT: { periodSeconds: 60, counts: "token requests for this client_id from this address" },
 	/** Test deliveries and redeliveries, per webhook subscription: each makes the service call the receiver. */
 	WEBHOOK_SEND_RATE_LIMIT: { periodSeconds: 60, counts: "test deliveries and redeliveries of this subscription" },
 } as const;

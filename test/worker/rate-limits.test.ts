@@ -78,7 +78,7 @@ describe("request budgets", () => {
 		expect((await busy.api("/api/v1/voices?limit=1")).status).toBe(200);
 	}, 60_000);
 
-	it("limits token requests per client_id, wrong guesses included, with OAuth's error fields", async () => {
+	it("limits token requests per client_id and address, wrong guesses included, with OAuth's error fields", async () => {
 		const { client } = await signedInClient();
 		const { client: other } = await signedInClient();
 		const fields = (c: typeof client, secret = c.clientSecret) => ({
@@ -87,8 +87,9 @@ describe("request budgets", () => {
 			client_secret: secret,
 			scope: c.scope,
 		});
+		const guesser = { "CF-Connecting-IP": "203.0.113.9" };
 		const { response, accepted } = await sendUntilLimited(
-			() => requestToken(fields(client, "a wrong guess")),
+			() => requestToken(fields(client, "a wrong guess"), guesser),
 			TOKEN_LIMIT,
 		);
 		expect(accepted).toBeGreaterThanOrEqual(TOKEN_LIMIT - 1);
@@ -96,9 +97,12 @@ describe("request budgets", () => {
 		expect(body).toMatchObject({ error: "rate_limited" });
 		expect((body as unknown as { error_description: string }).error_description).toBe(body.message);
 
-		// The right secret waits too; another client does not.
-		expect((await requestToken(fields(client))).status).toBe(429);
-		expect((await requestToken(fields(other))).status).toBe(200);
+		// The right secret from that address waits too; another client does not.
+		expect((await requestToken(fields(client), guesser)).status).toBe(429);
+		expect((await requestToken(fields(other), guesser)).status).toBe(200);
+		// Nor does the client itself elsewhere: a client_id is no secret, and someone else's guesses must not lock it out.
+		expect((await requestToken(fields(client), { "CF-Connecting-IP": "198.51.100.7" })).status).toBe(200);
+		expect((await requestToken(fields(client))).status).toBe(200);
 	}, 60_000);
 
 	it("limits test deliveries and redeliveries per subscription, after their 404s", async () => {

@@ -72,6 +72,12 @@ const TokenRequest = z.object({
 	scope: z.literal(BASE_SCOPE),
 });
 
+/** The token budget's key: the client_id, and the address the request came from (Cloudflare sets CF-Connecting-IP). */
+function tokenBudgetKey(request: Request, clientId: string): string {
+	const address = request.headers.get("CF-Connecting-IP");
+	return address ? `${clientId} ${address}` : clientId;
+}
+
 export const tokenRoute = defineRoute({
 	method: "POST",
 	path: "/oauth2/token",
@@ -84,7 +90,7 @@ export const tokenRoute = defineRoute({
 		400: { description: "Malformed request or unsupported grant type" },
 		401: { description: "Wrong client credentials or scope" },
 		429: {
-			description: `More than the deployment's token requests for one client_id in ${RATE_LIMITS.TOKEN_RATE_LIMIT.periodSeconds} s (\`rate_limited\`, with \`Retry-After\`)`,
+			description: `More than the deployment's token requests for one client_id from one address in ${RATE_LIMITS.TOKEN_RATE_LIMIT.periodSeconds} s (\`rate_limited\`, with \`Retry-After\`)`,
 		},
 	},
 	async handler({ request, env }) {
@@ -126,8 +132,9 @@ export const tokenRoute = defineRoute({
 		}
 		const scope = form.get("scope");
 		if (!scope) return oauthError(400, "invalid_request", "scope is required");
-		// Counted before the credentials are checked, so wrong guesses count too.
-		if (!(await withinLimit(env, "TOKEN_RATE_LIMIT", clientId))) {
+		// Counted before the credentials are checked, so wrong guesses count too; per client_id and address, so that
+		// someone else's wrong guesses at a client_id (which is no secret) do not lock its own client out.
+		if (!(await withinLimit(env, "TOKEN_RATE_LIMIT", tokenBudgetKey(request, clientId)))) {
 			const limited = rateLimited("TOKEN_RATE_LIMIT");
 			return oauthError(429, "rate_limited", limited.message, false, limited.headers);
 		}
