@@ -64,7 +64,8 @@ function archiveError(message: string): VoiceConversionError {
 	});
 }
 
-const baseName = (name: string) => name.slice(name.lastIndexOf("/") + 1);
+/** An entry's own name. Windows tools (PowerShell's Compress-Archive) write `\` between folders, against the format. */
+const baseName = (name: string) => name.slice(Math.max(name.lastIndexOf("/"), name.lastIndexOf("\\")) + 1);
 const lower = (name: string) => name.toLowerCase();
 const listed = (entries: readonly ZipEntry[]) => entries.map((e) => e.name).join(", ");
 

@@ -63,6 +63,26 @@ describe("readVoiceArchive", () => {
 		]);
 	});
 
+	it("takes the model and index out of an archive made on Windows, with \\ between folders", async () => {
+		// published-voice.zip as Windows PowerShell's Compress-Archive writes it: each Aurora/ becomes Aurora\ (one byte).
+		const copy = bytesOf("archive/published-voice.zip");
+		const folder = new TextEncoder().encode("Aurora/");
+		for (let at = 0; at + folder.length <= copy.length; at++) {
+			if (folder.every((b, i) => copy[at + i] === b)) copy[at + folder.length - 1] = 0x5c;
+		}
+		const archive = await readVoiceArchive(new Blob([copy]));
+		expect(archive.model).toMatchObject({ entry: "Aurora\\Aurora.pth", fileName: "Aurora.pth" });
+		expect(archive.index).toMatchObject({
+			entry: "Aurora\\added_IVF13_Flat_nprobe_1_Aurora_v2.index",
+			fileName: "added_IVF13_Flat_nprobe_1_Aurora_v2.index",
+		});
+		expect(await bytes(archive.model.source)).toEqual(MODEL);
+		expect(await bytes(archive.index?.source as Blob)).toEqual(INDEX);
+		expect(archive.skipped.map((s) => s.reason)).toContain(
+			"RVC's trained_ index, which holds no features (its added_ index is the one used)",
+		);
+	});
+
 	it("reads Info-ZIP's zip64 records and stored entries", async () => {
 		const archive = await readVoiceArchive(blobOf("archive/stored-zip64.zip"));
 		expect(archive.model.entry).toBe("Aurora/Aurora.pth");
