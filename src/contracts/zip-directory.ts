@@ -101,15 +101,20 @@ export function readZip64EndRecord(record: DataView): ZipDirectory {
 	};
 }
 
+/** Code page 437's characters for bytes 0x80 to 0xff (below them it is ASCII). */
+const CP437_HIGH =
+	"ÇüéâäàåçêëèïîìÄÅÉæÆôöòûùÿÖÜ¢£¥₧ƒáíóúñÑªº¿⌐¬½¼¡«»░▒▓│┤╡╢╖╕╣║╗╝╜╛┐└┴┬├─┼╞╟╚╔╩╦╠═╬╧╨╤╥╙╘╒╓╫╪┘┌█▄▌▐▀αßΓπΣσµτΦΘΩδ∞φε∩≡±≥≤⌠⌡÷≈°∙·√ⁿ²■\u00a0";
+
 /**
  * A name as the entry states it: UTF-8 when its flag says so or when the bytes are valid UTF-8 (tools that write
- * UTF-8 without the flag), else code page 437, read as Latin-1 (the same for ASCII).
+ * UTF-8 without the flag), else code page 437, the format's default (read as Latin-1 its upper half would be control
+ * characters and other letters: `é` is 0x82).
  */
 function entryName(bytes: Uint8Array, utf8Flag: boolean): string {
 	try {
 		return new TextDecoder("utf-8", { fatal: !utf8Flag, ignoreBOM: false }).decode(bytes);
 	} catch {
-		return String.fromCharCode(...bytes);
+		return Array.from(bytes, (b) => (b < 0x80 ? String.fromCharCode(b) : CP437_HIGH[b - 0x80])).join("");
 	}
 }
 

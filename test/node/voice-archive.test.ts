@@ -83,6 +83,20 @@ describe("readVoiceArchive", () => {
 		);
 	});
 
+	it("reads a name without the UTF-8 flag as code page 437, the format's default", async () => {
+		// published-voice.zip with its model named Aur\x82ra.pth (é in code page 437) in the directory.
+		const copy = bytesOf("archive/published-voice.zip");
+		const view = new DataView(copy.buffer, copy.byteOffset);
+		const name = new TextEncoder().encode("Aurora/Aurora.pth");
+		for (let at = 0; at + 46 < copy.length; at++) {
+			const here = copy.subarray(at + 46, at + 46 + name.length);
+			if (view.getUint32(at, true) === 0x02014b50 && here.every((b, i) => b === name[i])) copy[at + 46 + 10] = 0x82;
+		}
+		const archive = await readVoiceArchive(new Blob([copy]));
+		expect(archive.model).toMatchObject({ entry: "Aurora/Auréra.pth", fileName: "Auréra.pth" });
+		expect(await bytes(archive.model.source)).toEqual(MODEL);
+	});
+
 	it("reads Info-ZIP's zip64 records and stored entries", async () => {
 		const archive = await readVoiceArchive(blobOf("archive/stored-zip64.zip"));
 		expect(archive.model.entry).toBe("Aurora/Aurora.pth");
