@@ -6,6 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { crc32, deflateRawSync } from "node:zlib";
 import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
 import { type PickleError, readPickle } from "../../src/engines/rvc/pickle-reader.ts";
@@ -172,6 +173,33 @@ describe("refused checkpoints", () => {
 			expect((error as Error).message).toMatch(messages[name] as RegExp);
 		});
 	}
+
+	it("refuses an entry that inflates past its stated size without inflating the rest (a deflate bomb)", () => {
+		// A 64 KiB archive whose data.pkl states 1000 bytes and inflates to 64 MiB.
+		const name = new TextEncoder().encode("bomb/data.pkl");
+		const data = deflateRawSync(new Uint8Array(64 * 1024 * 1024), { level: 9 });
+		const local = Buffer.alloc(30);
+		local.writeUInt32LE(0x04034b50, 0);
+		local.writeUInt16LE(8, 8);
+		local.writeUInt32LE(data.length, 18);
+		local.writeUInt32LE(1000, 22);
+		local.writeUInt16LE(name.length, 26);
+		const central = Buffer.alloc(46);
+		central.writeUInt32LE(0x02014b50, 0);
+		central.writeUInt16LE(8, 10);
+		central.writeUInt32LE(crc32(new Uint8Array(1000)), 16);
+		central.writeUInt32LE(data.length, 20);
+		central.writeUInt32LE(1000, 24);
+		central.writeUInt16LE(name.length, 28);
+		const end = Buffer.alloc(22);
+		end.writeUInt32LE(0x06054b50, 0);
+		end.writeUInt16LE(1, 8);
+		end.writeUInt16LE(1, 10);
+		end.writeUInt32LE(46 + name.length, 12);
+		end.writeUInt32LE(30 + name.length + data.length, 16);
+		const bytes = new Uint8Array(Buffer.concat([local, name, data, central, name, end]));
+		expect(() => readRvcCheckpoint(bytes)).toThrow(/zip entry bomb\/data\.pkl inflates past its stated 1000 bytes/);
+	});
 
 	it("refuses an archive whose tensor data was altered (CRC-32)", () => {
 		const bytes = bytesOf("v2-f0-40k.pth");

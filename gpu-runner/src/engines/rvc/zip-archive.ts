@@ -4,6 +4,7 @@
  * offset and size is checked against the file's length, so a truncated or malformed file fails with a
  * `ZipArchiveError` instead of reading past the end; each entry's CRC-32 is checked when it is read.
  */
+import { constants } from "node:buffer";
 import { crc32, inflateRawSync } from "node:zlib";
 import {
 	DEFLATED,
@@ -70,8 +71,13 @@ export class ZipArchive {
 		if (entry.method === STORED) data = stored;
 		else if (entry.method === DEFLATED) {
 			try {
-				data = new Uint8Array(inflateRawSync(stored));
+				// Stopped at its stated size: a small entry can inflate to gigabytes (a deflate bomb).
+				const maxOutputLength = Math.min(Math.max(1, entry.size), constants.MAX_LENGTH);
+				data = new Uint8Array(inflateRawSync(stored, { maxOutputLength }));
 			} catch (error) {
+				if ((error as { code?: string }).code === "ERR_BUFFER_TOO_LARGE") {
+					throw new ZipArchiveError(`zip entry ${name} inflates past its stated ${entry.size} bytes`, false);
+				}
 				throw new ZipArchiveError(`zip entry ${name} does not inflate: ${(error as Error).message}`, false);
 			}
 		} else throw new ZipArchiveError(`zip entry ${name} uses compression method ${entry.method}`, false);
