@@ -16,8 +16,8 @@ export const RATE_LIMITS = {
 	API_RATE_LIMIT: { periodSeconds: 10, counts: "API requests by this account" },
 	/** Token requests, per `client_id` and client address (a client needs one an hour). */
 	TOKEN_RATE_LIMIT: { periodSeconds: 60, counts: "token requests for this client_id from this address" },
-	/** Test deliveries and redeliveries, per webhook subscription: each makes the service call the receiver. */
-	WEBHOOK_SEND_RATE_LIMIT: { periodSeconds: 60, counts: "test deliveries and redeliveries of this subscription" },
+	/** Test deliveries and redeliveries, per account and receiver host: each makes the service call the receiver. */
+	WEBHOOK_SEND_RATE_LIMIT: { periodSeconds: 60, counts: "test deliveries and redeliveries to this receiver" },
 } as const;
 
 export type RateLimitName = keyof typeof RATE_LIMITS;

@@ -105,11 +105,11 @@ describe("request budgets", () => {
 		expect((await requestToken(fields(client))).status).toBe(200);
 	}, 60_000);
 
-	it("limits test deliveries and redeliveries per subscription, after their 404s", async () => {
+	it("limits test deliveries and redeliveries per account and receiver host, after their 404s", async () => {
 		const { receiver, api, client } = await webhookTestbed([200]);
 		restore = receiver.restore;
 		const subscription = await createSubscription(api);
-		const second = await createSubscription(api, { url: "https://hooks.example.com/second" });
+		const second = await createSubscription(api, { url: "https://elsewhere.example.net/second" });
 		await consumeWebhookEvent(await insertOutboxEvent(client.accountId));
 		await runDeliveryAlarm(subscription.id);
 		const [logged] = await deliveryLog(api, subscription.id);
@@ -126,6 +126,11 @@ describe("request budgets", () => {
 		expect((await redeliver(subscription.id)).status).toBe(429);
 
 		expect((await sendTest(second.id)).status).toBe(200);
+		// A new subscription for the same receiver starts no new count, whether the old one is gone or not.
+		expect((await api(`/api/v1/webhooks/subscriptions/${subscription.id}`, { method: "DELETE" })).status).toBe(200);
+		const again = await createSubscription(api, { url: "https://hooks.example.com/again" });
+		expect((await sendTest(again.id)).status).toBe(429);
+		expect(receiver.received.length - before).toBe(accepted + 1);
 		// What does not exist is still a 404, not a 429.
 		expect((await sendTest(crypto.randomUUID())).status).toBe(404);
 		expect((await redeliver(subscription.id, crypto.randomUUID())).status).toBe(404);

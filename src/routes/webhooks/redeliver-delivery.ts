@@ -8,7 +8,7 @@ import { findDelivery } from "../../webhooks/delivery-log.ts";
 import { findOutboxEvent } from "../../webhooks/event-outbox.ts";
 import { subscriptionStub } from "../../webhooks/fan-out-consumer.ts";
 import { findSubscription } from "../../webhooks/subscription-store.ts";
-import { SUBSCRIPTIONS_PATH, TAGS, WEBHOOK_SENDS_LIMITED } from "./shared.ts";
+import { SUBSCRIPTIONS_PATH, TAGS, WEBHOOK_SENDS_LIMITED, webhookSendsKey } from "./shared.ts";
 
 export const redeliverDeliveryRoute = defineRoute({
 	method: "POST",
@@ -33,7 +33,7 @@ export const redeliverDeliveryRoute = defineRoute({
 		}
 		const event = await findOutboxEvent(env, delivery.eventId);
 		if (!event) throw notFound("Event");
-		await enforceRateLimit(env, "WEBHOOK_SEND_RATE_LIMIT", subscription.id);
+		await enforceRateLimit(env, "WEBHOOK_SEND_RATE_LIMIT", webhookSendsKey(subscription));
 		const result = await subscriptionStub(env, subscription.id).enqueue({
 			subscriptionId: subscription.id,
 			accountId: subscription.accountId,

@@ -23,5 +23,12 @@ export function acceptableWebhookUrl(env: Env, raw: string): string {
 	});
 }
 
+/**
+ * What the test deliveries and redeliveries are counted by: the account and the receiver's host, so that deleting a
+ * subscription and making another for the same receiver starts no new count.
+ */
+export const webhookSendsKey = (subscription: { accountId: string; url: string }) =>
+	`${subscription.accountId} ${new URL(subscription.url).hostname}`;
+
 /** The 429 of the routes that make the service call the receiver (a test delivery, a redelivery). */
-export const WEBHOOK_SENDS_LIMITED = `More than the deployment's test deliveries and redeliveries of one subscription in ${RATE_LIMITS.WEBHOOK_SEND_RATE_LIMIT.periodSeconds} s (\`rate_limited\`, with \`Retry-After\`)`;
+export const WEBHOOK_SENDS_LIMITED = `More than the deployment's test deliveries and redeliveries to one receiver host in ${RATE_LIMITS.WEBHOOK_SEND_RATE_LIMIT.periodSeconds} s (\`rate_limited\`, with \`Retry-After\`)`;

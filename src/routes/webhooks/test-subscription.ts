@@ -8,7 +8,7 @@ import { buildTestPayload } from "../../webhooks/payloads.ts";
 import { openSecret } from "../../webhooks/secret-box.ts";
 import { sendSignedDelivery } from "../../webhooks/send-delivery.ts";
 import { findSubscription, sealedSecretOf } from "../../webhooks/subscription-store.ts";
-import { SUBSCRIPTIONS_PATH, TAGS, WEBHOOK_SENDS_LIMITED } from "./shared.ts";
+import { SUBSCRIPTIONS_PATH, TAGS, WEBHOOK_SENDS_LIMITED, webhookSendsKey } from "./shared.ts";
 
 export const testSubscriptionRoute = defineRoute({
 	method: "POST",
@@ -25,7 +25,7 @@ export const testSubscriptionRoute = defineRoute({
 	async handler({ env, auth, params }) {
 		const subscription = await findSubscription(env, auth.accountId, params.id);
 		if (!subscription) throw notFound("Webhook subscription");
-		await enforceRateLimit(env, "WEBHOOK_SEND_RATE_LIMIT", subscription.id);
+		await enforceRateLimit(env, "WEBHOOK_SEND_RATE_LIMIT", webhookSendsKey(subscription));
 		// Sent directly, not through the subscription's object: a test has no retries, no log row and no count.
 		const payload = buildTestPayload(subscription.id);
 		const outcome = await sendSignedDelivery({
