@@ -21,6 +21,8 @@ export interface CreateVoiceOptions {
 	timeoutSeconds: number;
 }
 
+type VoiceFiles = Partial<Record<VoiceFileRole, { source: Blob; fileName: string }>>;
+
 /** Creates the voice, uploads each file with its own bar, then follows validation live. Exit 1 when it fails. */
 export async function createVoiceCommand(ctx: Context, options: CreateVoiceOptions): Promise<number> {
 	if (!options.name) throw new UsageError("voices create needs --name NAME");
@@ -32,7 +34,7 @@ export async function createVoiceCommand(ctx: Context, options: CreateVoiceOptio
 			"voices create needs --model FILE (an RVC .pth or synthesizer .onnx) or --archive FILE (a .zip)",
 		);
 	}
-	const files: Partial<Record<VoiceFileRole, { source: Blob; fileName: string }>> = {};
+	const files: VoiceFiles = {};
 	for (const [flag, file] of Object.entries({ ...options.files, archive: options.archive })) {
 		const found = file ? await stat(file).catch(() => null) : null;
 		if (file && !found?.isFile()) throw new UsageError(`No such file: ${file} (--${flag})`);
@@ -40,36 +42,40 @@ export async function createVoiceCommand(ctx: Context, options: CreateVoiceOptio
 	for (const [role, file] of Object.entries(options.files) as [VoiceFileRole, string | undefined][]) {
 		if (file) files[role] = { source: await openAsBlob(file), fileName: path.basename(file) };
 	}
-	// Compressed entries are inflated to files here, not into memory, and removed once uploaded.
-	const inflated = options.archive ? await mkdtemp(path.join(tmpdir(), "voice-archive-")) : undefined;
-	let inflatedFiles = 0;
+	if (!options.archive) return uploadAndFollow(ctx, options, options.name, files);
+	// Compressed entries are inflated to files in a folder of their own, not into memory, removed once uploaded.
+	const folder = await mkdtemp(path.join(tmpdir(), "voice-archive-"));
 	try {
-		if (options.archive && inflated) {
-			const archive = await readVoiceArchive(await openAsBlob(options.archive), {
-				inflateTo: async (stream, entry) => {
-					const file = path.join(inflated, `${inflatedFiles++}-${path.basename(entry)}`);
-					await stream.pipeTo(Writable.toWeb(createWriteStream(file)) as WritableStream<Uint8Array>);
-					return openAsBlob(file);
-				},
-			});
-			files.model = archive.model;
-			if (archive.index) files.index = archive.index;
-			const used = [`model ${archive.model.entry}`, ...(archive.index ? [`index ${archive.index.entry}`] : [])];
-			const left = archive.skipped.map((s) => `${s.entry} (${s.reason})`);
-			ctx.err.write(
-				`From ${path.basename(options.archive)}: ${used.join(", ")}${left.length ? `; left out ${left.join(", ")}` : ""}\n`,
-			);
-		}
-		return await uploadAndFollow(ctx, options, files);
+		Object.assign(files, await filesFromArchive(ctx, options.archive, folder));
+		return await uploadAndFollow(ctx, options, options.name, files);
 	} finally {
-		if (inflated) await rm(inflated, { recursive: true, force: true });
+		await rm(folder, { recursive: true, force: true });
 	}
+}
+
+/** The model and index of a voice published as a zip (compressed ones inflated into `folder`); says what it took. */
+async function filesFromArchive(ctx: Context, archivePath: string, folder: string): Promise<VoiceFiles> {
+	let inflated = 0;
+	const archive = await readVoiceArchive(await openAsBlob(archivePath), {
+		inflateTo: async (stream, entry) => {
+			const file = path.join(folder, `${inflated++}-${path.basename(entry)}`);
+			await stream.pipeTo(Writable.toWeb(createWriteStream(file)) as WritableStream<Uint8Array>);
+			return openAsBlob(file);
+		},
+	});
+	const used = [`model ${archive.model.entry}`, ...(archive.index ? [`index ${archive.index.entry}`] : [])];
+	const left = archive.skipped.map((s) => `${s.entry} (${s.reason})`);
+	ctx.err.write(
+		`From ${path.basename(archivePath)}: ${used.join(", ")}${left.length ? `; left out ${left.join(", ")}` : ""}\n`,
+	);
+	return { model: archive.model, ...(archive.index ? { index: archive.index } : {}) };
 }
 
 async function uploadAndFollow(
 	ctx: Context,
 	options: CreateVoiceOptions,
-	files: Partial<Record<VoiceFileRole, { source: Blob; fileName: string }>>,
+	name: string,
+	files: VoiceFiles,
 ): Promise<number> {
 	let bar: ReturnType<typeof progressBar> | undefined;
 	let barRole: VoiceFileRole | undefined;
@@ -77,7 +83,7 @@ async function uploadAndFollow(
 	try {
 		created = await ctx.client.voices.create(
 			{
-				name: options.name as string,
+				name,
 				...(options.tags ? { tags: options.tags.split(",").map((tag) => tag.trim()) } : {}),
 				...(options.description ? { description: options.description } : {}),
 				...(options.voiceSettings ? { voice_settings: options.voiceSettings } : {}),
