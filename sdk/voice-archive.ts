@@ -180,10 +180,13 @@ function pickIndex(candidates: ZipEntry[], wanted: string | false | undefined): 
 	throw archiveError(`The archive holds several indexes (${listed(usable)}): name the one to use`);
 }
 
+/** macOS's `__MACOSX/` copies (resource forks) and hidden files such as `.DS_Store`. */
+const isHidden = (entry: ZipEntry) => entry.name.startsWith("__MACOSX/") || baseName(entry.name).startsWith(".");
+
 /** Why an entry that is neither the model nor the index was left out. */
 function skipReason(entry: ZipEntry): string {
 	if (entry.name.endsWith("/")) return "a folder";
-	if (entry.name.startsWith("__MACOSX/") || baseName(entry.name).startsWith(".")) return "a hidden or macOS file";
+	if (isHidden(entry)) return "a hidden or macOS file";
 	if (isTrainedOnly(entry)) return "RVC's trained_ index, which holds no features (its added_ index is the one used)";
 	if (lower(entry.name).endsWith(INDEX_EXTENSION)) return "another index";
 	if (MODEL_EXTENSIONS.some((ext) => lower(entry.name).endsWith(ext))) return "another model";
@@ -225,7 +228,7 @@ async function readArchive(archive: Blob, options: ReadVoiceArchiveOptions): Pro
 	if (isTorchCheckpoint(entries)) {
 		throw archiveError("This is an RVC checkpoint (.pth) itself, not an archive of one: upload it as the model");
 	}
-	const files = entries.filter((e) => !e.name.endsWith("/") && skipReason(e) !== "a hidden or macOS file");
+	const files = entries.filter((e) => !e.name.endsWith("/") && !isHidden(e));
 	const model = pickModel(
 		files.filter((e) => MODEL_EXTENSIONS.some((ext) => lower(e.name).endsWith(ext))),
 		options.model,
