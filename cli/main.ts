@@ -104,7 +104,11 @@ export async function main(argv: string[]): Promise<number> {
 		const connection = resolveConnection(values);
 		if (connection.source === "local demo" && !values.json)
 			stderr.write(`Using the local demo client at ${connection.baseUrl}\n`);
-		const client = new VoiceConversionClient(connection);
+		const client = new VoiceConversionClient({
+			...connection,
+			// A pause the service asked for (429 past a request budget, 503) is said, not waited out in silence.
+			onRetry: ({ error, delayMs }) => stderr.write(`${error.message}; retrying in ${Math.ceil(delayMs / 1000)} s\n`),
+		});
 		const ctx = {
 			client,
 			print: (text: string) => text && process.stdout.write(`${text}\n`),

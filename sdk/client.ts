@@ -59,10 +59,20 @@ export interface VoiceConversionClientOptions {
 	timeoutMs?: number;
 	/** Retries of requests that are safe to repeat, on network errors, 408, 429 and 5xx (default 2). */
 	maxRetries?: number;
+	/** Told before each such retry, with the failure and the wait (a CLI says why it pauses). */
+	onRetry?: (retry: RetryNotice) => void;
 	/** Renew the token this many seconds before it expires (default 60). */
 	refreshMarginSeconds?: number;
 	/** Clock in epoch milliseconds, for token expiry (tests inject one). */
 	now?: () => number;
+}
+
+export interface RetryNotice {
+	/** The failure being retried (its `status`, `code`, `message`, `retryAfterSeconds`). */
+	error: VoiceConversionError;
+	/** The retry about to be made: 1 for the first. */
+	attempt: number;
+	delayMs: number;
 }
 
 export interface RequestOptions {
@@ -174,6 +184,7 @@ export class VoiceConversionClient {
 	readonly #fetch: typeof fetch;
 	readonly #timeoutMs: number;
 	readonly #maxRetries: number;
+	readonly #onRetry: ((retry: RetryNotice) => void) | undefined;
 
 	constructor(options: VoiceConversionClientOptions) {
 		this.baseUrl = options.baseUrl.replace(/\/+$/, "").replace(/\/api\/v1$/, "");
@@ -182,6 +193,7 @@ export class VoiceConversionClient {
 		this.#fetch = ((input, init) => fetcher(input, init)) as typeof fetch;
 		this.#timeoutMs = options.timeoutMs ?? 30_000;
 		this.#maxRetries = options.maxRetries ?? 2;
+		this.#onRetry = options.onRetry;
 		this.tokens = new TokenSource({
 			tokenUrl: options.tokenUrl ?? `${this.baseUrl}/oauth2/token`,
 			clientId: options.clientId,
@@ -659,14 +671,15 @@ export class VoiceConversionClient {
 			if (!retrySafe || !error.retryable || attempt >= this.#maxRetries) throw error;
 			// A failure in transit or a 5xx may come after the service acted.
 			maybeDone ||= error.status === null || error.status >= 500;
-			if (error.retryAfterSeconds !== undefined) {
-				// The service said when: never sooner (jitter only adds), and a wait longer than we would hold the caller
-				// is handed back as the error, whose `retryAfterSeconds` says when to come back.
-				if (error.retryAfterSeconds > MAX_RETRY_AFTER_SECONDS) throw error;
-				await sleep(error.retryAfterSeconds * 1000 * (1 + Math.random() * 0.2), options.signal);
-			} else {
-				await sleep(Math.min(500 * 2 ** attempt, 8000) * (0.8 + Math.random() * 0.4), options.signal);
-			}
+			// The service said when: never sooner (jitter only adds), and a wait longer than we would hold the caller
+			// is handed back as the error, whose `retryAfterSeconds` says when to come back.
+			if (error.retryAfterSeconds !== undefined && error.retryAfterSeconds > MAX_RETRY_AFTER_SECONDS) throw error;
+			const delayMs =
+				error.retryAfterSeconds !== undefined
+					? error.retryAfterSeconds * 1000 * (1 + Math.random() * 0.2)
+					: Math.min(500 * 2 ** attempt, 8000) * (0.8 + Math.random() * 0.4);
+			this.#onRetry?.({ error, attempt: attempt + 1, delayMs });
+			await sleep(delayMs, options.signal);
 		}
 	}
 }

@@ -45,6 +45,7 @@ export {
 	type ListConversionsOptions,
 	mimeTypeForFileName,
 	type RequestOptions,
+	type RetryNotice,
 	type UploadAudioOptions,
 	VoiceConversionClient,
 	type VoiceConversionClientOptions,

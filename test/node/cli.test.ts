@@ -4,6 +4,7 @@
  */
 import { existsSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -224,6 +225,40 @@ describe("CLI", () => {
 		const help = await cli(["--help"]);
 		expect(help.code).toBe(0);
 		expect(help.stdout).toMatch(/convert <file> --voice NAME/);
+	});
+
+	it("says why it pauses when the service asks it to wait (429 past a request budget), then carries on", async () => {
+		// A server answering as the service does past its API budget, once: the CLI's reaction is what is under test.
+		let voiceCalls = 0;
+		const server = createServer((request, response) => {
+			response.setHeader("Content-Type", "application/json");
+			if (request.url === "/oauth2/token") {
+				response.end(JSON.stringify({ access_token: "t", expires_in: 3600, token_type: "Bearer" }));
+			} else if (voiceCalls++ === 0) {
+				response.writeHead(429, { "Retry-After": "1" });
+				response.end(
+					JSON.stringify({
+						success: false,
+						code: "rate_limited",
+						message: "Too many API requests by this account: retry after 1 seconds (the Retry-After header)",
+					}),
+				);
+			} else {
+				response.end(JSON.stringify({ success: true, data: [] }));
+			}
+		});
+		await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+		try {
+			const { port } = server.address() as { port: number };
+			const run = await runCli(["voices"], { url: `http://127.0.0.1:${port}`, credentials });
+			expect(run.code, run.stderr).toBe(0);
+			expect(run.stderr).toMatch(
+				/Too many API requests by this account: retry after 1 seconds \(the Retry-After header\); retrying in [12] s/,
+			);
+			expect(voiceCalls).toBe(2);
+		} finally {
+			server.close();
+		}
 	});
 
 	it("takes credentials from flags, then the environment, then the local demo client", () => {

@@ -73,6 +73,26 @@ describe("SDK Retry-After", () => {
 		expect((calls[1] as number) - (calls[0] as number)).toBeGreaterThanOrEqual(1000);
 	});
 
+	it("tells onRetry about each retry, with the failure and the wait", async () => {
+		vi.spyOn(Math, "random").mockReturnValue(0);
+		const { fetchFake } = scripted(
+			Response.json(
+				{ success: false, message: "Too many API requests", code: "rate_limited" },
+				{ status: 429, headers: { "Retry-After": "1" } },
+			),
+		);
+		const notices: { code: string; attempt: number; delayMs: number }[] = [];
+		const sdk = new VoiceConversionClient({
+			baseUrl: BASE,
+			clientId: "c",
+			clientSecret: "s",
+			fetch: fetchFake,
+			onRetry: ({ error, attempt, delayMs }) => notices.push({ code: error.code, attempt, delayMs }),
+		});
+		await expect(sdk.voices.list()).resolves.toEqual([]);
+		expect(notices).toEqual([{ code: "rate_limited", attempt: 1, delayMs: 1000 }]);
+	});
+
 	it("hands back a Retry-After longer than it will wait instead of retrying early", async () => {
 		const { calls, fetchFake } = scripted(
 			Response.json({ success: false, message: "slow down" }, { status: 503, headers: { "Retry-After": "120" } }),
