@@ -40,6 +40,14 @@ function routerResponses(route: RouteDefinition): Record<number, ResponseSpec> {
 	return responses;
 }
 
+/** Every 429 (a request budget, `rate-limits.ts`) carries `Retry-After`, the seconds until its count starts again. */
+const RETRY_AFTER = {
+	"Retry-After": {
+		description: "Seconds to wait before trying again (the budget's window)",
+		schema: { type: "integer" as const, minimum: 1 },
+	},
+};
+
 const REQUEST_BODY_LIMITS = `Request bodies are uncompressed JSON (\`application/json\`, no \`Content-Encoding\`: 415 otherwise) of at most ${MAX_JSON_BODY_BYTES / 1024} KiB (413 \`payload_too_large\` beyond), with arrays and objects nested at most ${MAX_JSON_DEPTH} levels deep and text that is valid Unicode (UTF-8 bytes, no unpaired surrogate escapes); otherwise 400 \`invalid_request\`. Audio and voice files go to the pre-signed upload addresses instead.`;
 
 /** `notes`: paragraphs that depend on the deployment's configuration (its time limits), added to the description. */
@@ -48,12 +56,17 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl: strin
 	registry.registerComponent("securitySchemes", "bearerAuth", { type: "http", scheme: "bearer", bearerFormat: "JWT" });
 	for (const route of routes) {
 		if (route.internal || route.method === "HEAD") continue;
-		const responses: Record<string, { description: string; content?: Record<string, { schema: z.ZodType }> }> = {};
+		const responses: Record<
+			string,
+			{ description: string; content?: Record<string, { schema: z.ZodType }>; headers?: typeof RETRY_AFTER }
+		> = {};
 		for (const [status, spec] of Object.entries({ ...routerResponses(route), ...route.responses })) {
 			const schema = spec.schema ?? (Number(status) >= 400 ? ErrorBody : undefined);
-			responses[status] = schema
-				? { description: spec.description, content: { "application/json": { schema } } }
-				: { description: spec.description };
+			responses[status] = {
+				description: spec.description,
+				...(schema ? { content: { "application/json": { schema } } } : {}),
+				...(status === "429" ? { headers: RETRY_AFTER } : {}),
+			};
 		}
 		registry.registerPath({
 			method: route.method.toLowerCase() as "get",

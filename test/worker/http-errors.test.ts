@@ -125,6 +125,27 @@ describe("OpenAPI statuses the router answers", () => {
 	});
 });
 
+describe("OpenAPI request budgets", () => {
+	it("declares Retry-After on every 429, as every one carries it", async () => {
+		const doc = (await (await call("/openapi.json")).json()) as {
+			paths: Record<string, Record<string, { responses: Record<string, { headers?: Record<string, unknown> }> }>>;
+		};
+		const operations = Object.entries(doc.paths).flatMap(([path, methods]) =>
+			Object.entries(methods).map(([method, operation]) => ({ name: `${method} ${path}`, operation })),
+		);
+		const limited = operations.filter(({ operation }) => "429" in operation.responses);
+		expect(limited.map(({ name }) => name)).toEqual(
+			expect.arrayContaining([
+				"post /oauth2/token",
+				"get /api/v1/voices",
+				"post /api/v1/webhooks/subscriptions/{id}/test",
+			]),
+		);
+		const without = limited.filter(({ operation }) => !operation.responses["429"]?.headers?.["Retry-After"]);
+		expect(without.map(({ name }) => name)).toEqual([]);
+	});
+});
+
 describe("OpenAPI idempotent operations", () => {
 	it("document the Idempotency-Key header and the 409 of a key reused, on every operation that honours it", async () => {
 		const doc = (await (await call("/openapi.json")).json()) as {
