@@ -35,7 +35,8 @@ Commands
                           upload your own RVC voice (.pth or .onnx, faiss .index, PNG/JPEG/WebP image,
                           WAV/MP3/FLAC sample) with a progress bar per file, then follow its validation
         --archive FILE    instead of --model and --index: a voice published as a .zip of its
-                          .pth and .index (RVC's trained_ index and other files are left out)
+                          .pth and .index (RVC's trained_ index and other files are left out);
+                          with it, --model ENTRY and --index ENTRY pick one where the zip holds several
         --no-wait         print the voice id once uploaded and return
   voices delete <id>      delete one of your voices (running conversions finish)
   conversions list [--status S] [--limit N] [--cursor C]

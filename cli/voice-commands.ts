@@ -26,37 +26,47 @@ type VoiceFiles = Partial<Record<VoiceFileRole, { source: Blob; fileName: string
 /** Creates the voice, uploads each file with its own bar, then follows validation live. Exit 1 when it fails. */
 export async function createVoiceCommand(ctx: Context, options: CreateVoiceOptions): Promise<number> {
 	if (!options.name) throw new UsageError("voices create needs --name NAME");
-	if (options.archive && (options.files.model || options.files.index)) {
-		throw new UsageError("--archive gives the model and the index: leave out --model and --index");
-	}
 	if (!options.files.model && !options.archive) {
 		throw new UsageError(
 			"voices create needs --model FILE (an RVC .pth or synthesizer .onnx) or --archive FILE (a .zip)",
 		);
 	}
+	// With --archive, --model and --index name entries of the archive (one of several), not files.
+	const { model, index, ...others } = options.files;
+	const onDisk = options.archive ? { ...others, archive: options.archive } : options.files;
 	const files: VoiceFiles = {};
-	for (const [flag, file] of Object.entries({ ...options.files, archive: options.archive })) {
+	for (const [flag, file] of Object.entries(onDisk)) {
 		const found = file ? await stat(file).catch(() => null) : null;
 		if (file && !found?.isFile()) throw new UsageError(`No such file: ${file} (--${flag})`);
 	}
-	for (const [role, file] of Object.entries(options.files) as [VoiceFileRole, string | undefined][]) {
-		if (file) files[role] = { source: await openAsBlob(file), fileName: path.basename(file) };
+	for (const [role, file] of Object.entries(onDisk) as [VoiceFileRole | "archive", string | undefined][]) {
+		if (file && role !== "archive") files[role] = { source: await openAsBlob(file), fileName: path.basename(file) };
 	}
 	if (!options.archive) return uploadAndFollow(ctx, options, options.name, files);
 	// Compressed entries are inflated to files in a folder of their own, not into memory, removed once uploaded.
 	const folder = await mkdtemp(path.join(tmpdir(), "voice-archive-"));
 	try {
-		Object.assign(files, await filesFromArchive(ctx, options.archive, folder));
+		Object.assign(files, await filesFromArchive(ctx, options.archive, folder, { model, index }));
 		return await uploadAndFollow(ctx, options, options.name, files);
 	} finally {
 		await rm(folder, { recursive: true, force: true });
 	}
 }
 
-/** The model and index of a voice published as a zip (compressed ones inflated into `folder`); says what it took. */
-async function filesFromArchive(ctx: Context, archivePath: string, folder: string): Promise<VoiceFiles> {
+/**
+ * The model and index of a voice published as a zip (compressed ones inflated into `folder`), or the entries named
+ * where it holds several; says what it took.
+ */
+async function filesFromArchive(
+	ctx: Context,
+	archivePath: string,
+	folder: string,
+	entries: { model: string | undefined; index: string | undefined },
+): Promise<VoiceFiles> {
 	let inflated = 0;
 	const archive = await readVoiceArchive(await openAsBlob(archivePath), {
+		...(entries.model ? { model: entries.model } : {}),
+		...(entries.index ? { index: entries.index } : {}),
 		inflateTo: async (stream, entry) => {
 			const file = path.join(folder, `${inflated++}-${path.basename(entry)}`);
 			await stream.pipeTo(Writable.toWeb(createWriteStream(file)) as WritableStream<Uint8Array>);

@@ -271,9 +271,28 @@ describe("account voices end to end", () => {
 			size_bytes: INDEX.length,
 		});
 
-		const both = await cli(["voices", "create", "--name", "Both", "--archive", archive, "--model", archive]);
-		expect(both.code).toBe(2);
-		expect(both.stderr).toContain("--archive gives the model and the index: leave out --model and --index");
+		// An archive of several models is refused naming them, and --model names the one to use.
+		const several = path.join(FIXTURES, "archive/two-models.zip");
+		const unnamed = await cli(["voices", "create", "--name", "Two", "--archive", several, "--no-wait"]);
+		expect(unnamed.code).toBe(2);
+		expect(unnamed.stderr).toContain("The archive holds several models (VoiceA/VoiceA.pth, VoiceB/VoiceB.pth)");
+		const named = await cli([
+			"voices",
+			"create",
+			"--name",
+			"Two",
+			"--archive",
+			several,
+			"--model",
+			"VoiceB/VoiceB.pth",
+			"--no-wait",
+		]);
+		expect(named.code, named.stderr).toBe(0);
+		expect(named.stderr).toContain("From two-models.zip: model VoiceB/VoiceB.pth");
+		const twoId = named.stdout.trim();
+		const two = await api<{ files: Record<string, Record<string, unknown>> }>(`/api/v1/voices/${twoId}`);
+		expect(two.files.model).toMatchObject({ file_name: "VoiceB.pth" });
+		await api(`/api/v1/voices/${twoId}`, { method: "DELETE" });
 		// Given as the model, the archive is refused before anything is sent.
 		const asModel = await cli(["voices", "create", "--name", "Zip as model", "--model", archive]);
 		expect(asModel.code).not.toBe(0);
