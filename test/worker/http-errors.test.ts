@@ -144,6 +144,26 @@ describe("OpenAPI request budgets", () => {
 		const without = limited.filter(({ operation }) => !operation.responses["429"]?.headers?.["Retry-After"]);
 		expect(without.map(({ name }) => name)).toEqual([]);
 	});
+
+	it("documents the token endpoint's errors with OAuth's error and error_description, as it answers them", async () => {
+		const refused = await call("/oauth2/token", {
+			method: "POST",
+			headers: { "Content-Type": "application/x-www-form-urlencoded" },
+			body: "grant_type=client_credentials&client_id=nobody&client_secret=wrong&scope=voice-conversion-api/base",
+		});
+		expect(refused.status).toBe(401);
+		const body = (await refused.json()) as Record<string, unknown>;
+		expect(body).toMatchObject({ error: "invalid_client", code: "invalid_client" });
+		const doc = (await (await call("/openapi.json")).json()) as {
+			paths: Record<string, Record<string, { responses: Record<string, SchemaOf> }>>;
+		};
+		type SchemaOf = { content?: { "application/json"?: { schema?: { properties?: object; required?: string[] } } } };
+		for (const status of ["400", "401", "429"]) {
+			const schema = doc.paths["/oauth2/token"]?.post?.responses[status]?.content?.["application/json"]?.schema;
+			expect(Object.keys(schema?.properties ?? {}), status).toEqual(expect.arrayContaining(Object.keys(body)));
+			expect(schema?.required, status).toEqual(expect.arrayContaining(["error", "error_description"]));
+		}
+	});
 });
 
 describe("OpenAPI idempotent operations", () => {

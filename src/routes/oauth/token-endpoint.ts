@@ -8,6 +8,7 @@ import { issueAccessToken } from "../../auth/access-tokens.ts";
 import { findApiClient } from "../../auth/client-store.ts";
 import { BASE_SCOPE, RUNNER_SCOPE, TOKEN_LIFETIME_SECONDS } from "../../auth/scopes.ts";
 import { clientSecretMatches } from "../../contracts/client-credentials.ts";
+import { ErrorBody } from "../../contracts/common.ts";
 import type { ApiErrorCode } from "../../contracts/errors.ts";
 import { RATE_LIMITS, rateLimited, withinLimit } from "../../http/rate-limits.ts";
 import { MAX_JSON_BODY_BYTES, mediaType, readLimitedText } from "../../http/request-body.ts";
@@ -64,6 +65,17 @@ export const TokenResponse = z.object({
 	token_type: z.literal("Bearer"),
 });
 
+const OAUTH_ERRORS = [
+	"invalid_request",
+	"invalid_client",
+	"unsupported_grant_type",
+	"invalid_scope",
+	"rate_limited",
+] as const satisfies readonly OAuthError[];
+
+/** The envelope, with RFC 6749's `error` and `error_description` beside `code` and `message` (the same values). */
+const OAuthErrorBody = ErrorBody.extend({ error: z.enum(OAUTH_ERRORS), error_description: z.string() });
+
 /** The form fields, as the document shows them; the handler reads them itself, to answer with OAuth's errors. */
 const TokenRequest = z.object({
 	grant_type: z.literal("client_credentials"),
@@ -87,9 +99,10 @@ export const tokenRoute = defineRoute({
 	form: TokenRequest,
 	responses: {
 		200: { description: "Access token (not wrapped in the envelope)", schema: TokenResponse },
-		400: { description: "Malformed request or unsupported grant type" },
-		401: { description: "Wrong client credentials or scope" },
+		400: { description: "Malformed request or unsupported grant type", schema: OAuthErrorBody },
+		401: { description: "Wrong client credentials or scope", schema: OAuthErrorBody },
 		429: {
+			schema: OAuthErrorBody,
 			description: `More than the deployment's token requests for one client_id from one address in ${RATE_LIMITS.TOKEN_RATE_LIMIT.periodSeconds} s (\`rate_limited\`, with \`Retry-After\`)`,
 		},
 	},
