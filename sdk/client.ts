@@ -246,7 +246,7 @@ export class VoiceConversionClient {
 					status: null,
 					code: SDK_ERROR_CODES.invalidRequest,
 					message,
-					fieldErrors: [{ field: "files.model", message }],
+					fieldErrors: [{ field: "files.model", message: "a zip archive of a voice, not an RVC checkpoint" }],
 				});
 			}
 			const head = await headOf(source, VOICE_FILE_HEAD_BYTES);

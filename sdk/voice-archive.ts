@@ -55,13 +55,9 @@ export interface ReadVoiceArchiveOptions {
 const MODEL_EXTENSIONS = [".pth", ".onnx"];
 const INDEX_EXTENSION = ".index";
 
+/** An archive's refusal: the message says it all (no request field to name, so no `fieldErrors`). */
 function archiveError(message: string): VoiceConversionError {
-	return new VoiceConversionError({
-		status: null,
-		code: SDK_ERROR_CODES.invalidRequest,
-		message,
-		fieldErrors: [{ field: "archive", message }],
-	});
+	return new VoiceConversionError({ status: null, code: SDK_ERROR_CODES.invalidRequest, message });
 }
 
 /** An entry's own name. Windows tools (PowerShell's Compress-Archive) write `\` between folders, against the format. */

@@ -24,6 +24,9 @@ async function refusal(promise: Promise<unknown>): Promise<VoiceConversionError>
 	);
 	expect(error).toBeInstanceOf(VoiceConversionError);
 	expect((error as VoiceConversionError).code).toBe("invalid_request");
+	// Said once: `describe()`, which the CLI prints, does not repeat the message as a field's problem.
+	const { message } = error as VoiceConversionError;
+	expect((error as VoiceConversionError).describe().split(message)).toHaveLength(2);
 	return error as VoiceConversionError;
 }
 
