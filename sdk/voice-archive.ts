@@ -13,6 +13,8 @@ import {
 	DEFLATED,
 	END_RECORD_SEARCH_BYTES,
 	entryDataOffset,
+	hasZipSignature,
+	isTorchPickle,
 	LOCAL_HEADER_BYTES,
 	readCentralDirectory,
 	readEndRecord,
@@ -203,7 +205,7 @@ function checkUsable(entry: ZipEntry, role: "model" | "index"): void {
 }
 
 /** Whether the entries are a PyTorch checkpoint's own (`<name>/data.pkl`), i.e. the file is a `.pth`, not an archive. */
-const isTorchCheckpoint = (entries: ZipEntry[]) => entries.some((e) => /^([^/]+\/)?data\.pkl$/.test(e.name));
+const isTorchCheckpoint = (entries: ZipEntry[]) => entries.some((e) => isTorchPickle(e.name));
 
 /**
  * The model and index of an RVC voice published as a zip archive, ready for `voices.create`:
@@ -252,8 +254,7 @@ async function readArchive(archive: Blob, options: ReadVoiceArchiveOptions): Pro
  * null for anything else. Lets `voices.create` say so before uploading it.
  */
 export async function describeVoiceArchive(file: Blob): Promise<string[] | null> {
-	const head = new Uint8Array(await file.slice(0, 4).arrayBuffer());
-	if (String.fromCharCode(...head) !== "PK\x03\x04") return null;
+	if (!hasZipSignature(new Uint8Array(await file.slice(0, 4).arrayBuffer()))) return null;
 	const entries = await readEntries(file).catch(() => null);
 	if (!entries || isTorchCheckpoint(entries)) return null;
 	return entries.filter((e) => !e.name.endsWith("/")).map((e) => e.name);

@@ -4,6 +4,7 @@
  * The runner reads every file in full during validation; this is the quick first look.
  */
 import { VOICE_FILE_KINDS, type VoiceFileRoleName } from "./voices.ts";
+import { hasZipSignature } from "./zip-directory.ts";
 
 /** Bytes enough for every check here. */
 export const VOICE_FILE_HEAD_BYTES = 64;
@@ -57,7 +58,7 @@ function isMpegFrameHeader(bytes: Uint8Array, offset: number): boolean {
 
 /** What the bytes are, among every kind any role accepts; null when none. */
 export function recogniseVoiceFile(head: Uint8Array): string | null {
-	if (ascii(head, 0, 4) === "PK\x03\x04") return "rvc_checkpoint";
+	if (hasZipSignature(head)) return "rvc_checkpoint";
 	if (FAISS_INDEX_CODES.has(ascii(head, 0, 4))) return "faiss_index";
 	if (ascii(head, 0, 8) === "\x89PNG\r\n\x1a\n") return "png";
 	if (head[0] === 0xff && head[1] === 0xd8 && head[2] === 0xff) return "jpeg";

@@ -35,6 +35,14 @@ export interface ZipDirectory {
 	count: number;
 }
 
+/** True when the bytes start like a zip archive (a local file header), as a `.pth` and a voice's `.zip` both do. */
+export function hasZipSignature(bytes: Uint8Array): boolean {
+	return bytes.length >= 4 && bytes[0] === 0x50 && bytes[1] === 0x4b && bytes[2] === 0x03 && bytes[3] === 0x04;
+}
+
+/** Whether a zip entry is a `torch.save` checkpoint's pickle: `<archive name>/data.pkl`, or `data.pkl` at the top. */
+export const isTorchPickle = (name: string): boolean => name === "data.pkl" || /^[^/]+\/data\.pkl$/.test(name);
+
 export const STORED = 0;
 export const DEFLATED = 8;
 /** Bytes a local header takes before its name and extra field. */

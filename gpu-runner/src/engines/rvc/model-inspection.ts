@@ -11,10 +11,10 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import "./onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
+import { hasZipSignature } from "../../../../src/contracts/zip-directory.ts";
 import { RvcEngineError } from "./errors.ts";
 import { describeFaissIndexFile } from "./faiss-index.ts";
 import { type RvcCheckpoint, RvcCheckpointError, readRvcCheckpoint } from "./rvc-checkpoint.ts";
-import { hasZipSignature } from "./zip-archive.ts";
 
 export interface Inspection {
 	file: string;

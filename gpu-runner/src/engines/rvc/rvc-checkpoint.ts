@@ -10,6 +10,8 @@
  * dimensions but the first), checked against the shapes the config implies. Failures are
  * `RvcCheckpointError`s, permanent, with a `problem` code and a message naming what is wrong.
  */
+
+import { isTorchPickle, ZipFormatError } from "../../../../src/contracts/zip-directory.ts";
 import { RvcEngineError } from "./errors.ts";
 import { type PickleCallable, PickleError, PickleTuple, readPickle } from "./pickle-reader.ts";
 import {
@@ -19,7 +21,7 @@ import {
 	samplesPerFrame,
 	synthesizerTensors,
 } from "./synthesizer-config.ts";
-import { ZipArchive, ZipArchiveError } from "./zip-archive.ts";
+import { ZipArchive } from "./zip-archive.ts";
 
 export type CheckpointProblem =
 	/** The zip ends early (no end record, or an entry runs past the end). */
@@ -279,7 +281,7 @@ function openArchive(bytes: Uint8Array): { archive: ZipArchive; prefix: string }
 	try {
 		archive = ZipArchive.open(bytes);
 	} catch (error) {
-		if (error instanceof ZipArchiveError) {
+		if (error instanceof ZipFormatError) {
 			throw new RvcCheckpointError(
 				error.truncated ? "truncated_archive" : "not_a_checkpoint",
 				`not a readable torch.save archive: ${error.message}`,
@@ -288,7 +290,7 @@ function openArchive(bytes: Uint8Array): { archive: ZipArchive; prefix: string }
 		}
 		throw error;
 	}
-	const pickles = archive.names.filter((n) => n === "data.pkl" || /^[^/]+\/data\.pkl$/.test(n));
+	const pickles = archive.names.filter(isTorchPickle);
 	const voiceFiles = archive.names.filter((n) => /\.(pth|onnx|index)$/i.test(n) && !n.startsWith("__MACOSX/"));
 	if (pickles.length === 0 && voiceFiles.length > 0) {
 		// A voice as it is published (a .zip of its .pth and .index), uploaded whole as the model.
@@ -327,7 +329,7 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 				{ cause: error },
 			);
 		}
-		if (error instanceof ZipArchiveError)
+		if (error instanceof ZipFormatError)
 			throw new RvcCheckpointError("not_a_checkpoint", `checkpoint pickle unreadable: ${error.message}`, {
 				cause: error,
 			});

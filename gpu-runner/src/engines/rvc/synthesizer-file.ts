@@ -11,10 +11,10 @@
 import { createHash, randomUUID } from "node:crypto";
 import { open, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import { hasZipSignature } from "../../../../src/contracts/zip-directory.ts";
 import { removeIfDamaged, sha256Of } from "../../artifacts/damaged-artifact.ts";
 import { readRvcCheckpoint } from "./rvc-checkpoint.ts";
 import { buildSynthesizerGraph, SYNTHESIZER_GRAPH_VERSION } from "./synthesizer-graph.ts";
-import { hasZipSignature } from "./zip-archive.ts";
 
 const building = new Map<string, Promise<string>>();
 

@@ -2,7 +2,7 @@
  * A read-only zip reader for files already in memory, enough for PyTorch's `torch.save` archives (entries
  * stored uncompressed, zip64 records when they are large) and any zip a tool re-packed with deflate. Every
  * offset and size is checked against the file's length, so a truncated or malformed file fails with a
- * `ZipArchiveError` instead of reading past the end; each entry's CRC-32 is checked when it is read.
+ * `ZipFormatError` instead of reading past the end; each entry's CRC-32 is checked when it is read.
  */
 import { constants } from "node:buffer";
 import { crc32, inflateRawSync } from "node:zlib";
@@ -19,22 +19,6 @@ import {
 	type ZipEntry,
 	ZipFormatError,
 } from "../../../../src/contracts/zip-directory.ts";
-
-export class ZipArchiveError extends Error {
-	/** True when the file looks like a zip cut short (its end records or an entry run past the end of the file). */
-	readonly truncated: boolean;
-
-	constructor(message: string, truncated: boolean, options?: ErrorOptions) {
-		super(message, options);
-		this.name = "ZipArchiveError";
-		this.truncated = truncated;
-	}
-}
-
-/** True when the bytes start like a zip archive (a local file header). */
-export function hasZipSignature(bytes: Uint8Array): boolean {
-	return bytes.length >= 4 && bytes[0] === 0x50 && bytes[1] === 0x4b && bytes[2] === 0x03 && bytes[3] === 0x04;
-}
 
 export class ZipArchive {
 	readonly #bytes: Uint8Array;
@@ -61,10 +45,8 @@ export class ZipArchive {
 	/** The entry's bytes (a view into the file when stored uncompressed). */
 	read(name: string): Uint8Array {
 		const entry = this.#entries.get(name);
-		if (entry === undefined) throw new ZipArchiveError(`zip has no entry ${name}`, false);
-		const start = asArchiveError(() =>
-			entryDataOffset(this.#slice(entry.localHeaderOffset, LOCAL_HEADER_BYTES), entry),
-		);
+		if (entry === undefined) throw new ZipFormatError(`zip has no entry ${name}`, false);
+		const start = entryDataOffset(this.#slice(entry.localHeaderOffset, LOCAL_HEADER_BYTES), entry);
 		this.#need(start, entry.compressedSize, `data of ${name}`);
 		const stored = this.#bytes.subarray(start, start + entry.compressedSize);
 		let data: Uint8Array;
@@ -76,14 +58,14 @@ export class ZipArchive {
 				data = new Uint8Array(inflateRawSync(stored, { maxOutputLength }));
 			} catch (error) {
 				if ((error as { code?: string }).code === "ERR_BUFFER_TOO_LARGE") {
-					throw new ZipArchiveError(`zip entry ${name} inflates past its stated ${entry.size} bytes`, false);
+					throw new ZipFormatError(`zip entry ${name} inflates past its stated ${entry.size} bytes`, false);
 				}
-				throw new ZipArchiveError(`zip entry ${name} does not inflate: ${(error as Error).message}`, false);
+				throw new ZipFormatError(`zip entry ${name} does not inflate: ${(error as Error).message}`, false);
 			}
-		} else throw new ZipArchiveError(`zip entry ${name} uses compression method ${entry.method}`, false);
+		} else throw new ZipFormatError(`zip entry ${name} uses compression method ${entry.method}`, false);
 		if (data.length !== entry.size)
-			throw new ZipArchiveError(`zip entry ${name} holds ${data.length} bytes, its header says ${entry.size}`, false);
-		if (crc32(data) !== entry.crc32) throw new ZipArchiveError(`zip entry ${name} fails its CRC-32 check`, false);
+			throw new ZipFormatError(`zip entry ${name} holds ${data.length} bytes, its header says ${entry.size}`, false);
+		if (crc32(data) !== entry.crc32) throw new ZipFormatError(`zip entry ${name} fails its CRC-32 check`, false);
 		return data;
 	}
 
@@ -99,7 +81,7 @@ export class ZipArchive {
 
 	#need(offset: number, length: number, what: string): void {
 		if (offset < 0 || offset + length > this.#bytes.length) {
-			throw new ZipArchiveError(
+			throw new ZipFormatError(
 				`zip ${what} runs past the end of the file (${offset + length} > ${this.#bytes.length} bytes): truncated`,
 				true,
 			);
@@ -109,25 +91,13 @@ export class ZipArchive {
 	#readCentralDirectory(): void {
 		const length = this.#bytes.length;
 		const tailOffset = Math.max(0, length - END_RECORD_SEARCH_BYTES);
-		asArchiveError(() => {
-			let directory = readEndRecord(this.#slice(tailOffset, length - tailOffset), tailOffset);
-			if ("zip64EndRecordAt" in directory) {
-				directory = readZip64EndRecord(this.#slice(directory.zip64EndRecordAt, ZIP64_END_RECORD_BYTES));
-			}
-			this.#need(directory.offset, directory.size, "central directory");
-			for (const entry of readCentralDirectory(this.#slice(directory.offset, directory.size), directory.count)) {
-				this.#entries.set(entry.name, entry);
-			}
-		});
-	}
-}
-
-/** Runs `read`, turning the shared parser's format errors into this reader's. */
-function asArchiveError<T>(read: () => T): T {
-	try {
-		return read();
-	} catch (error) {
-		if (error instanceof ZipFormatError) throw new ZipArchiveError(error.message, error.truncated, { cause: error });
-		throw error;
+		let directory = readEndRecord(this.#slice(tailOffset, length - tailOffset), tailOffset);
+		if ("zip64EndRecordAt" in directory) {
+			directory = readZip64EndRecord(this.#slice(directory.zip64EndRecordAt, ZIP64_END_RECORD_BYTES));
+		}
+		this.#need(directory.offset, directory.size, "central directory");
+		for (const entry of readCentralDirectory(this.#slice(directory.offset, directory.size), directory.count)) {
+			this.#entries.set(entry.name, entry);
+		}
 	}
 }
