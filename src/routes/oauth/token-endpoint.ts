@@ -14,11 +14,18 @@ import { RATE_LIMITS, rateLimited, withinLimit } from "../../http/rate-limits.ts
 import { MAX_JSON_BODY_BYTES, mediaType, readLimitedText } from "../../http/request-body.ts";
 import { defineRoute } from "../../http/route.ts";
 
-/** RFC 6749 section 5.2 names, listed with the service's other codes in `src/contracts/errors.ts`. */
-type OAuthError = Extract<
-	ApiErrorCode,
-	"invalid_request" | "invalid_client" | "unsupported_grant_type" | "invalid_scope" | "rate_limited"
->;
+/**
+ * RFC 6749 section 5.2 names (and the request budget's), listed with the service's other codes in
+ * `src/contracts/errors.ts`.
+ */
+const OAUTH_ERRORS = [
+	"invalid_request",
+	"invalid_client",
+	"unsupported_grant_type",
+	"invalid_scope",
+	"rate_limited",
+] as const satisfies readonly ApiErrorCode[];
+type OAuthError = (typeof OAUTH_ERRORS)[number];
 
 const NO_STORE = { "Cache-Control": "no-store", Pragma: "no-cache" };
 const FORM_PARAMETERS = ["grant_type", "client_id", "client_secret", "scope"] as const;
@@ -64,14 +71,6 @@ export const TokenResponse = z.object({
 	expires_in: z.literal(TOKEN_LIFETIME_SECONDS),
 	token_type: z.literal("Bearer"),
 });
-
-const OAUTH_ERRORS = [
-	"invalid_request",
-	"invalid_client",
-	"unsupported_grant_type",
-	"invalid_scope",
-	"rate_limited",
-] as const satisfies readonly OAuthError[];
 
 /** The envelope, with RFC 6749's `error` and `error_description` beside `code` and `message` (the same values). */
 const OAuthErrorBody = ErrorBody.extend({ error: z.enum(OAUTH_ERRORS), error_description: z.string() });
