@@ -33,14 +33,14 @@ export async function createVoiceCommand(ctx: Context, options: CreateVoiceOptio
 	}
 	// With --archive, --model and --index name entries of the archive (one of several), not files.
 	const { model, index, ...others } = options.files;
-	const onDisk = options.archive ? { ...others, archive: options.archive } : options.files;
-	const files: VoiceFiles = {};
-	for (const [flag, file] of Object.entries(onDisk)) {
+	const onDisk: CreateVoiceOptions["files"] = options.archive ? others : options.files;
+	for (const [flag, file] of Object.entries({ ...onDisk, archive: options.archive })) {
 		const found = file ? await stat(file).catch(() => null) : null;
 		if (file && !found?.isFile()) throw new UsageError(`No such file: ${file} (--${flag})`);
 	}
-	for (const [role, file] of Object.entries(onDisk) as [VoiceFileRole | "archive", string | undefined][]) {
-		if (file && role !== "archive") files[role] = { source: await openAsBlob(file), fileName: path.basename(file) };
+	const files: VoiceFiles = {};
+	for (const [role, file] of Object.entries(onDisk) as [VoiceFileRole, string | undefined][]) {
+		if (file) files[role] = { source: await openAsBlob(file), fileName: path.basename(file) };
 	}
 	if (!options.archive) return uploadAndFollow(ctx, options, options.name, files);
 	// Compressed entries are inflated to files in a folder of their own, not into memory, removed once uploaded.
