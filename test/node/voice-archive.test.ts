@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { readRvcCheckpoint } from "../../gpu-runner/src/engines/rvc/rvc-checkpoint.ts";
-import { readVoiceArchive, VoiceConversionClient, VoiceConversionError } from "../../sdk/index.ts";
+import { readVoiceArchive, type VoiceArchive, VoiceConversionClient, VoiceConversionError } from "../../sdk/index.ts";
 import { ROOT } from "../support/local-stack.ts";
 
 const FIXTURES = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
@@ -45,16 +45,36 @@ function damaged(name: string, entry: string, offset: number): Blob {
 	throw new Error(`no ${entry} in ${name}`);
 }
 
+/** published-voice.zip with the model's central directory header changed by `patch` (at the header's offset). */
+function patched(patch: (view: DataView, at: number) => void): Blob {
+	const copy = bytesOf("archive/published-voice.zip");
+	const view = new DataView(copy.buffer, copy.byteOffset);
+	const name = new TextEncoder().encode("Aurora/Aurora.pth");
+	for (let at = 0; at + 46 < copy.length; at++) {
+		const here = copy.subarray(at + 46, at + 46 + name.length);
+		if (view.getUint32(at, true) === 0x02014b50 && here.every((b, i) => b === name[i])) {
+			patch(view, at);
+			return new Blob([copy]);
+		}
+	}
+	throw new Error("no central directory header for the model");
+}
+
+/** The fixture voice's model and added_ index came out of `archive`, under `folder` and byte for byte. */
+async function expectAurora(archive: VoiceArchive, folder: string): Promise<void> {
+	expect(archive.model).toMatchObject({ entry: `${folder}Aurora.pth`, fileName: "Aurora.pth" });
+	expect(archive.index).toMatchObject({
+		entry: `${folder}added_IVF13_Flat_nprobe_1_Aurora_v2.index`,
+		fileName: "added_IVF13_Flat_nprobe_1_Aurora_v2.index",
+	});
+	expect(await bytes(archive.model.source)).toEqual(MODEL);
+	expect(await bytes(archive.index?.source as Blob)).toEqual(INDEX);
+}
+
 describe("readVoiceArchive", () => {
 	it("takes the model and the added_ index out of a published, deflated archive", async () => {
 		const archive = await readVoiceArchive(blobOf("archive/published-voice.zip"));
-		expect(archive.model).toMatchObject({ entry: "Aurora/Aurora.pth", fileName: "Aurora.pth" });
-		expect(archive.index).toMatchObject({
-			entry: "Aurora/added_IVF13_Flat_nprobe_1_Aurora_v2.index",
-			fileName: "added_IVF13_Flat_nprobe_1_Aurora_v2.index",
-		});
-		expect(await bytes(archive.model.source)).toEqual(MODEL);
-		expect(await bytes(archive.index?.source as Blob)).toEqual(INDEX);
+		await expectAurora(archive, "Aurora/");
 		expect(archive.skipped).toEqual([
 			{ entry: "Aurora/", reason: "a folder" },
 			{
@@ -74,13 +94,7 @@ describe("readVoiceArchive", () => {
 			if (folder.every((b, i) => copy[at + i] === b)) copy[at + folder.length - 1] = 0x5c;
 		}
 		const archive = await readVoiceArchive(new Blob([copy]));
-		expect(archive.model).toMatchObject({ entry: "Aurora\\Aurora.pth", fileName: "Aurora.pth" });
-		expect(archive.index).toMatchObject({
-			entry: "Aurora\\added_IVF13_Flat_nprobe_1_Aurora_v2.index",
-			fileName: "added_IVF13_Flat_nprobe_1_Aurora_v2.index",
-		});
-		expect(await bytes(archive.model.source)).toEqual(MODEL);
-		expect(await bytes(archive.index?.source as Blob)).toEqual(INDEX);
+		await expectAurora(archive, "Aurora\\");
 		expect(archive.skipped.map((s) => s.reason)).toContain(
 			"RVC's trained_ index, which holds no features (its added_ index is the one used)",
 		);
@@ -88,23 +102,14 @@ describe("readVoiceArchive", () => {
 
 	it("reads a name without the UTF-8 flag as code page 437, the format's default", async () => {
 		// published-voice.zip with its model named Aur\x82ra.pth (é in code page 437) in the directory.
-		const copy = bytesOf("archive/published-voice.zip");
-		const view = new DataView(copy.buffer, copy.byteOffset);
-		const name = new TextEncoder().encode("Aurora/Aurora.pth");
-		for (let at = 0; at + 46 < copy.length; at++) {
-			const here = copy.subarray(at + 46, at + 46 + name.length);
-			if (view.getUint32(at, true) === 0x02014b50 && here.every((b, i) => b === name[i])) copy[at + 46 + 10] = 0x82;
-		}
-		const archive = await readVoiceArchive(new Blob([copy]));
+		const archive = await readVoiceArchive(patched((view, at) => view.setUint8(at + 46 + 10, 0x82)));
 		expect(archive.model).toMatchObject({ entry: "Aurora/Auréra.pth", fileName: "Auréra.pth" });
 		expect(await bytes(archive.model.source)).toEqual(MODEL);
 	});
 
 	it("reads Info-ZIP's zip64 records and stored entries", async () => {
 		const archive = await readVoiceArchive(blobOf("archive/stored-zip64.zip"));
-		expect(archive.model.entry).toBe("Aurora/Aurora.pth");
-		expect(await bytes(archive.model.source)).toEqual(MODEL);
-		expect(await bytes(archive.index?.source as Blob)).toEqual(INDEX);
+		await expectAurora(archive, "Aurora/");
 		expect(archive.skipped).toEqual([]);
 	});
 
@@ -146,20 +151,6 @@ describe("readVoiceArchive", () => {
 	});
 
 	it("refuses an encrypted entry, another compression method and an entry over its role's limit", async () => {
-		/** published-voice.zip with the model's central directory header changed by `patch` (at the header's offset). */
-		const patched = (patch: (view: DataView, at: number) => void) => {
-			const copy = bytesOf("archive/published-voice.zip");
-			const view = new DataView(copy.buffer, copy.byteOffset);
-			const name = new TextEncoder().encode("Aurora/Aurora.pth");
-			for (let at = 0; at + 46 < copy.length; at++) {
-				const here = copy.subarray(at + 46, at + 46 + name.length);
-				if (view.getUint32(at, true) === 0x02014b50 && here.every((b, i) => b === name[i])) {
-					patch(view, at);
-					return new Blob([copy]);
-				}
-			}
-			throw new Error("no central directory header for the model");
-		};
 		const encrypted = patched((view, at) => view.setUint16(at + 8, view.getUint16(at + 8, true) | 1, true));
 		expect((await refusal(readVoiceArchive(encrypted))).message).toBe(
 			"The archive's Aurora/Aurora.pth is encrypted: extract it first",
