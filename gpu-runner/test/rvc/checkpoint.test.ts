@@ -156,6 +156,10 @@ describe("refused checkpoints", () => {
 		"refused-config-mismatch": /config hidden_channels is 12 but enc_p\.emb_phone\.weight is \[8, 768\]/,
 		"refused-missing-tensor": /lacks tensor dec\.conv_post\.weight/,
 		"refused-misshapen-tensor": /tensor dec\.cond\.bias is \[15\], the config implies \[16\]/,
+		"refused-embedder-chinese-hubert":
+			/trained on "chinese-hubert-base" features \(its embedder_model\); this service extracts ContentVec features/,
+		"refused-vocoder-refinegan": /decoder is "RefineGAN" \(its vocoder\); this service runs RVC's HiFi-GAN decoder/,
+		"refused-undeclared-mrf-decoder": /decoder is MRF HiFi-GAN \(tensor dec\.(upsamples|mrfs)\./,
 	};
 	for (const [name, problem] of Object.entries(manifest.refused)) {
 		it(`${name}: ${problem}`, () => {

@@ -141,6 +141,24 @@ describe("voice validation", () => {
 		});
 	});
 
+	it("makes an Applio voice ready, and fails one trained on another embedder or with another decoder", async () => {
+		// Applio's files: weight norm under PyTorch 2's parametrization names, its training facts beside RVC's keys.
+		const applio = await validate(
+			lease({ model: fixture("v2-f0-40k-applio.pth"), index: fixture("index/voice-v2-768.index"), sample: sample() }),
+			signal(),
+		);
+		expect(applio).toMatchObject({ outcome: "ready", model: { sample_rate: 40_000, f0: true, version: "v2" } });
+
+		const hubert = await validate(lease({ model: fixture("refused-embedder-chinese-hubert.pth") }), signal());
+		expect(hubert).toMatchObject({ outcome: "failed", problem: "unsupported_embedder" });
+		expect(hubert.outcome === "failed" && hubert.message).toMatch(
+			/^The model file cannot be used: this voice was trained on "chinese-hubert-base" features/,
+		);
+		const refinegan = await validate(lease({ model: fixture("refused-vocoder-refinegan.pth") }), signal());
+		expect(refinegan).toMatchObject({ outcome: "failed", problem: "unsupported_vocoder" });
+		expect(refinegan.outcome === "failed" && refinegan.message).toMatch(/decoder is "RefineGAN"/);
+	});
+
 	it("fails a truncated checkpoint, a pickle that would call something, and bytes that are no model", async () => {
 		const truncated = await validate(lease({ model: fixture("refused-truncated.pth") }), signal());
 		expect(truncated).toMatchObject({ outcome: "failed", problem: "truncated_archive" });

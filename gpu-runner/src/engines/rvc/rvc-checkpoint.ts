@@ -6,6 +6,11 @@
  * this (`collections.OrderedDict`, `torch._utils._rebuild_tensor_v2` and the Half/Float/BFloat16 storage
  * types); anything else is refused by name.
  *
+ * Applio's files are read too: weight norm's `g` and `v` may be named as PyTorch 2's parametrizations name them
+ * (`.parametrizations.weight.original0` / `original1`), and a voice trained on another embedder's features or with
+ * another decoder (its `embedder_model`, its `vocoder` or its decoder's tensor names) is refused by name, since it
+ * would run here on ContentVec features through a HiFi-GAN decoder and not sound like the voice.
+ *
  * The result has every tensor as float32 with weight norm folded (`weight = g * v / ||v||`, the norm over all
  * dimensions but the first), checked against the shapes the config implies. Failures are
  * `RvcCheckpointError`s, permanent, with a `problem` code and a message naming what is wrong.
@@ -36,7 +41,11 @@ export type CheckpointProblem =
 	| "config_mismatch"
 	| "missing_tensor"
 	| "misshapen_tensor"
-	| "unsupported_dtype";
+	| "unsupported_dtype"
+	/** Trained on another feature extractor's output than ContentVec's (Applio's `embedder_model`). */
+	| "unsupported_embedder"
+	/** A decoder other than RVC's HiFi-GAN (Applio's `vocoder`, or its tensors' names). */
+	| "unsupported_vocoder";
 
 export class RvcCheckpointError extends RvcEngineError {
 	readonly problem: CheckpointProblem;
@@ -276,6 +285,67 @@ const sameDims = (a: readonly number[], b: readonly number[]) =>
 	a.length === b.length && a.every((d, i) => b[i] === -1 || d === b[i]);
 const shape = (dims: readonly number[]) => `[${dims.join(", ")}]`;
 
+/** Weight norm's `g` and `v` suffixes as RVC names them, and as PyTorch 2's parametrizations do (Applio's files). */
+const WEIGHT_NORM_NAMES = [
+	[".weight_g", ".weight_v"],
+	[".parametrizations.weight.original0", ".parametrizations.weight.original1"],
+] as const;
+
+/** The weight-norm pair of the layer `base`, under whichever naming the checkpoint uses; undefined when neither. */
+function weightNormRefs(
+	raw: ReadonlyMap<string, TensorRef>,
+	base: string,
+): { g: string; v: string; gRef: TensorRef | undefined; vRef: TensorRef | undefined } | undefined {
+	for (const [gSuffix, vSuffix] of WEIGHT_NORM_NAMES) {
+		const g = `${base}${gSuffix}`;
+		const v = `${base}${vSuffix}`;
+		const gRef = raw.get(g);
+		const vRef = raw.get(v);
+		if (gRef !== undefined || vRef !== undefined) return { g, v, gRef, vRef };
+	}
+	return undefined;
+}
+
+/** Feature extractors whose output this engine computes: RVC's ContentVec (which RVC's files call `hubert_base`). */
+const CONTENTVEC_NAMES = new Set(["contentvec", "hubert_base", "hubert-base"]);
+/** RVC's decoder; the other names Applio stores are refused. */
+const HIFI_GAN_NAMES = new Set(["hifi-gan", "hifigan"]);
+/** Tensor name prefixes of decoders other than HiFi-GAN, for files that do not say which they use. */
+const OTHER_DECODERS: readonly [prefix: string, vocoder: string][] = [
+	["dec.upsample_blocks.", "RefineGAN"],
+	["dec.downsample_blocks.", "RefineGAN"],
+	["dec.upsamples.", "MRF HiFi-GAN"],
+	["dec.mrfs.", "MRF HiFi-GAN"],
+];
+
+/**
+ * Refuses a voice trained for another engine than this one: Applio records the embedder whose features it was
+ * trained on (`embedder_model`) and its decoder (`vocoder`). Both are absent from RVC's own files, which mean
+ * ContentVec and HiFi-GAN. A file that does not say is judged by its decoder's tensor names.
+ */
+function checkTrainedForThisEngine(root: Map<unknown, unknown>, raw: ReadonlyMap<string, TensorRef>): void {
+	const embedder = root.get("embedder_model");
+	if (typeof embedder === "string" && !CONTENTVEC_NAMES.has(embedder.trim().toLowerCase()))
+		throw new RvcCheckpointError(
+			"unsupported_embedder",
+			`this voice was trained on ${describe(embedder)} features (its embedder_model); this service extracts ContentVec features, on which it would not sound like the voice: use a voice trained with the contentvec embedder`,
+		);
+	const vocoder = root.get("vocoder");
+	if (typeof vocoder === "string" && !HIFI_GAN_NAMES.has(vocoder.trim().toLowerCase()))
+		throw new RvcCheckpointError(
+			"unsupported_vocoder",
+			`this voice's decoder is ${describe(vocoder)} (its vocoder); this service runs RVC's HiFi-GAN decoder: use a voice trained with the HiFi-GAN vocoder`,
+		);
+	for (const name of raw.keys()) {
+		const other = OTHER_DECODERS.find(([prefix]) => name.startsWith(prefix));
+		if (other !== undefined)
+			throw new RvcCheckpointError(
+				"unsupported_vocoder",
+				`this voice's decoder is ${other[1]} (tensor ${name}); this service runs RVC's HiFi-GAN decoder: use a voice trained with the HiFi-GAN vocoder`,
+			);
+	}
+}
+
 function openArchive(bytes: Uint8Array): { archive: ZipArchive; prefix: string } {
 	let archive: ZipArchive;
 	try {
@@ -395,10 +465,11 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 	for (const [key, value] of weight) {
 		if (typeof key === "string" && value instanceof TensorRef) raw.set(key, value);
 	}
+	checkTrainedForThisEngine(root, raw);
 	const featureDim = FEATURE_DIMS[version];
 	const specs = synthesizerTensors(config, featureDim, f0);
 	const rawDims = (name: string): number[] | undefined => {
-		const ref = raw.get(name) ?? raw.get(name.replace(/\.weight$/, ".weight_v"));
+		const ref = raw.get(name) ?? weightNormRefs(raw, name.replace(/\.weight$/, ""))?.vRef;
 		return ref?.dims;
 	};
 
@@ -424,7 +495,7 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 	}
 	if (
 		raw.has(`enc_p.encoder.attn_layers.${config.layers}.conv_q.weight`) ||
-		raw.has(`dec.ups.${config.upsampleRates.length}.weight_v`)
+		weightNormRefs(raw, `dec.ups.${config.upsampleRates.length}`) !== undefined
 	)
 		throw new RvcCheckpointError(
 			"config_mismatch",
@@ -451,21 +522,17 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 				);
 			tensor = loader.load(name, direct);
 		} else {
-			const gRef = raw.get(`${base}.weight_g`);
-			const vRef = raw.get(`${base}.weight_v`);
+			const { g, v, gRef, vRef } = weightNormRefs(raw, base) ?? { g: `${base}.weight_g`, v: `${base}.weight_v` };
 			if (gRef === undefined || vRef === undefined)
-				throw new RvcCheckpointError(
-					"missing_tensor",
-					`checkpoint lacks tensor ${gRef === undefined ? `${base}.weight_g` : `${base}.weight_v`}`,
-				);
+				throw new RvcCheckpointError("missing_tensor", `checkpoint lacks tensor ${gRef === undefined ? g : v}`);
 			const gDims = [spec.dims[0] as number, ...spec.dims.slice(1).map(() => 1)];
 			if (!sameDims(vRef.dims, spec.dims) || !sameDims(gRef.dims, gDims))
 				throw new RvcCheckpointError(
 					"misshapen_tensor",
-					`tensors ${base}.weight_g ${shape(gRef.dims)} / weight_v ${shape(vRef.dims)}, the config implies ${shape(gDims)} / ${shape(spec.dims)}`,
+					`tensors ${g} ${shape(gRef.dims)} / ${v} ${shape(vRef.dims)}, the config implies ${shape(gDims)} / ${shape(spec.dims)}`,
 				);
-			const v = loader.load(`${base}.weight_v`, vRef);
-			tensor = { dims: v.dims, data: foldWeightNorm(loader.load(`${base}.weight_g`, gRef), v) };
+			const vTensor = loader.load(v, vRef);
+			tensor = { dims: vTensor.dims, data: foldWeightNorm(loader.load(g, gRef), vTensor) };
 		}
 		weights.set(name, tensor);
 		parameters += tensor.data.length;
