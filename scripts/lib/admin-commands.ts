@@ -13,6 +13,7 @@ import {
 	type TensorMeta,
 } from "../../gpu-runner/src/engines/rvc/feature-model-layout.ts";
 import { CPU_PARAM_DEFAULTS, parseRvcParams } from "../../gpu-runner/src/engines/rvc/params.ts";
+import { RVC_V1_FEATURE_DIM } from "../../src/contracts/runner.ts";
 import { VoiceSettings } from "../../src/contracts/voice-conversions.ts";
 import type { AdminBackend } from "./admin-backend.ts";
 import {
@@ -41,7 +42,8 @@ export const USAGE = `Usage: npm run admin -- <command> [options] [--remote [--e
   client create --account ACCOUNT_ID [--name NAME]          API client (scope voice-conversion-api/base)
   runner-client create --account ACCOUNT_ID [--name NAME]   GPU runner client (scope voice-conversion-api/runner)
   client revoke --id CLIENT_ID
-  base-model set contentvec|rmvpe FILE.onnx                 shared by every rvc voice (stored by sha256)
+  base-model set contentvec|contentvec_v1|rmvpe FILE.onnx   shared by every rvc voice (stored by sha256);
+                                                            contentvec_v1 (optional): 256-wide, for v1 voices
   base-model list
   voice create --name NAME [--engine dsp|rvc] [--tags a,b] [--params JSON]
                [--model FILE.pth|FILE.onnx] [--index FILE.index] [--pitch-range LOW-HIGH]
@@ -132,15 +134,18 @@ async function inspectModel(
 	file: string,
 	/** How the file was given, for messages: a flag (`model`, `index`), or `base-model` (a positional FILE). */
 	flag: "model" | "index" | "base-model",
-	accept: (inspection: ModelInspection) => boolean,
+	/** True takes the file; false, or why not, refuses it. */
+	accept: (inspection: ModelInspection) => boolean | string,
 	what: string,
 ): Promise<{ bytes: Buffer; inspection: ModelInspection }> {
 	const bytes = await readInput(file, flag === "index" ? "index" : flag === "base-model" ? "base model" : "model");
 	const { inspectModelFile } = await import("../../gpu-runner/src/engines/rvc/model-inspection.ts");
 	const inspection = await inspectModelFile(path.resolve(file));
 	const given = flag === "base-model" ? file : `--${flag} ${file}`;
-	if (!accept(inspection)) {
-		const found = inspection.kind === "unknown" ? "" : ` (it is ${describeKind(inspection)})`;
+	const verdict = accept(inspection);
+	if (verdict !== true) {
+		const why = typeof verdict === "string" ? `: ${verdict}` : "";
+		const found = inspection.kind === "unknown" ? "" : ` (it is ${describeKind(inspection)}${why})`;
 		throw new UsageError(`${given} is not ${what}${found}`);
 	}
 	if (inspection.refused) throw new UsageError(`${given} cannot be used: ${inspection.refused.message}`);
@@ -162,7 +167,6 @@ const isSynthesizer = (inspection: ModelInspection) =>
  * out. RMVPE set as contentvec, say, loads, then fails every rvc conversion.
  */
 function baseModelLayoutProblem(name: BaseModelName, inspection: ModelInspection): string | undefined {
-	if (inspection.kind !== "onnx" || inspection.role === "synthesizer") return "not an ONNX base model";
 	const inputs = (inspection.inputs ?? []) as TensorMeta[];
 	const outputs = (inspection.outputs ?? []) as TensorMeta[];
 	if (name === "rmvpe") return rmvpeLayoutProblem(inputs, outputs);
@@ -172,11 +176,15 @@ function baseModelLayoutProblem(name: BaseModelName, inspection: ModelInspection
 	if (typeof channels === "number" && channels !== 1) return `its input takes ${channels} channels, not 1`;
 	if (typeof width === "number" && width !== 768 && width !== 256)
 		return `its features are ${width} wide, not 768 or 256`;
+	if (name === "contentvec_v1" && typeof width === "number" && width !== RVC_V1_FEATURE_DIM)
+		return `its features are ${width} wide; contentvec_v1 is the ContentVec of RVC v1 voices, 256 wide`;
 	return undefined;
 }
 
 const BASE_MODEL_LAYOUTS: Record<BaseModelName, string> = {
 	contentvec: "a ContentVec ONNX model (16 kHz audio [1, 1, samples] in, [1, frames, 768] features out)",
+	contentvec_v1:
+		"a ContentVec ONNX model for RVC v1 voices, e.g. RVC's vec-256-layer-9 (16 kHz audio in, [1, frames, 256] features out)",
 	rmvpe: "an RMVPE ONNX model ([1, 128, frames] log-mel in, [1, frames, 360] pitch salience out)",
 };
 
@@ -532,7 +540,10 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			const { bytes } = await inspectModel(
 				file,
 				"base-model",
-				(inspection) => baseModelLayoutProblem(name as BaseModelName, inspection) === undefined,
+				(inspection) =>
+					inspection.kind === "onnx" &&
+					inspection.role !== "synthesizer" &&
+					(baseModelLayoutProblem(name as BaseModelName, inspection) ?? true),
 				BASE_MODEL_LAYOUTS[name as BaseModelName],
 			);
 			const digest = sha256(bytes);

@@ -8,6 +8,7 @@ import {
 	hashClientSecret,
 	RUNNER_SCOPE,
 } from "../../src/contracts/client-credentials.ts";
+import type { BaseModelName } from "../../src/contracts/runner.ts";
 import { insertSql, sqlValue, updateSql } from "./sql.ts";
 
 export interface AdminPlan<T> {
@@ -49,8 +50,7 @@ export const revokeClient = (clientId: string, now = new Date()): AdminPlan<{ cl
 });
 
 export const VOICE_ENGINES = ["dsp", "rvc"] as const;
-export const BASE_MODEL_NAMES = ["contentvec", "rmvpe"] as const;
-export type BaseModelName = (typeof BASE_MODEL_NAMES)[number];
+export { BASE_MODEL_NAMES, type BaseModelName } from "../../src/contracts/runner.ts";
 
 export interface StoredFile {
 	key: string;

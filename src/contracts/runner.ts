@@ -61,8 +61,37 @@ export const CancelWaitResponse = z.object({ waiting: z.boolean(), released: z.n
  */
 export const SOURCE_AUDIO_LIMITS = { minSampleRate: 4_000, maxSampleRate: 768_000, maxChannels: 32 } as const;
 
-/** The models every `rvc` voice shares, set once per deployment; a voice's artifacts by these names are not its own. */
-export const BASE_MODEL_NAMES = ["contentvec", "rmvpe"] as const;
+/**
+ * The models every `rvc` voice shares, set once per deployment; a voice's artifacts by these names are not its own.
+ * `contentvec_v1` (optional) gives RVC v1's 256-wide features (RVC's `vec-256-layer-9`): v1 voices get it as their
+ * `contentvec` (`sharedModelsFor`), so a deployment can serve v1 and v2 voices side by side.
+ */
+export const BASE_MODEL_NAMES = ["contentvec", "contentvec_v1", "rmvpe"] as const;
+export type BaseModelName = (typeof BASE_MODEL_NAMES)[number];
+
+/** The width of the features an RVC v1 model reads (v2: 768). */
+export const RVC_V1_FEATURE_DIM = 256;
+
+/**
+ * The base models an `rvc` voice reads, by the name the engine knows them as (`contentvec`, `rmvpe`), leaving out
+ * those the voice carries itself. A voice whose model reads v1's 256-wide features (`feature_dim`, recorded when its
+ * model was read) gets `contentvec_v1` as its `contentvec` where the deployment has one.
+ */
+export function sharedModelsFor<T extends { name: string }>(
+	bases: readonly T[],
+	voice: { featureDim: unknown; own: ReadonlySet<string> },
+): { name: string; base: T }[] {
+	const byName = new Map(bases.map((base) => [base.name, base]));
+	const shared: { name: string; base: T }[] = [];
+	for (const name of ["contentvec", "rmvpe"]) {
+		if (voice.own.has(name)) continue;
+		const v1 =
+			name === "contentvec" && voice.featureDim === RVC_V1_FEATURE_DIM ? byName.get("contentvec_v1") : undefined;
+		const base = v1 ?? byName.get(name);
+		if (base !== undefined) shared.push({ name, base });
+	}
+	return shared;
+}
 
 export const ModelArtifact = z.object({
 	/** Role of the file for the engine, e.g. `synthesizer`, `contentvec`, `rmvpe`, `index`. */

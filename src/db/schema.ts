@@ -129,8 +129,8 @@ export const voiceFileParts = sqliteTable(
 	(t) => [primaryKey({ columns: [t.voiceId, t.role, t.partNumber] })],
 );
 
+export type { BaseModelName } from "../contracts/runner.ts";
 export { BASE_MODEL_NAMES };
-export type BaseModelName = (typeof BASE_MODEL_NAMES)[number];
 
 /**
  * The models every `rvc` voice shares (ContentVec, RMVPE), set once per deployment by the admin tool. Leases of

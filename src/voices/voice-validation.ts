@@ -75,7 +75,14 @@ export async function finishValidation(
 		Object.assign(next, {
 			status: "ready",
 			errorMessage: null,
-			engineParams: { ...settings, sample_rate: report.model.sample_rate, f0: report.model.f0 },
+			// The model's facts beside the settings, as the admin tool records them for the service's voices: feature_dim
+			// picks the ContentVec a conversion gets (v1 models read 256-wide features).
+			engineParams: {
+				...settings,
+				sample_rate: report.model.sample_rate,
+				f0: report.model.f0,
+				...(report.model.feature_dim === null ? {} : { feature_dim: report.model.feature_dim }),
+			},
 			artifacts: [...artifactOf("model", "synthesizer"), ...artifactOf("index", "index")],
 			imageKey: files.find((f) => f.role === "image")?.objectKey ?? null,
 			sampleKey: files.find((f) => f.role === "sample")?.objectKey ?? null,

@@ -88,6 +88,28 @@ async function createAndUpload(name: string, files: Record<string, Uint8Array>):
 	return voice;
 }
 
+/** Two seconds of tone converted with the voice (full length, no preview): the output WAV. */
+async function convertTwoSeconds(voiceId: string) {
+	const source = makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000 * 2, encoding: "pcm", bits: 16 });
+	const file = await api<{ id: string; upload_url: string }>("/api/v1/audio-files", {
+		method: "POST",
+		body: { file_name: "take.wav", mime_type: "audio/wav" },
+	});
+	await fetch(file.upload_url, { method: "PUT", headers: { "Content-Type": "audio/wav" }, body: Buffer.from(source) });
+	const conversion = await api<{ id: string }>("/api/v1/voice-conversions", {
+		method: "POST",
+		body: { audio_file_id: file.id, voice_model_id: voiceId, pitch_shift: "same_octave", use_preview: false },
+	});
+	let current: Record<string, unknown> = {};
+	for (const deadline = Date.now() + 90_000; Date.now() < deadline; ) {
+		current = await api(`/api/v1/voice-conversions/${conversion.id}`);
+		if (current.status === "completed" || current.status === "failed") break;
+		await new Promise((r) => setTimeout(r, 300));
+	}
+	expect(current, runner.log().slice(-3000)).toMatchObject({ status: "completed" });
+	return readWav(new Uint8Array(await (await fetch(String(current.output_url))).arrayBuffer()));
+}
+
 async function waitForVoice(id: string, timeoutMs = 60_000): Promise<Voice> {
 	const deadline = Date.now() + timeoutMs;
 	while (Date.now() < deadline) {
@@ -112,8 +134,9 @@ beforeAll(async () => {
 	// The operator's part: the deployment's base models, set with the admin command against this stack.
 	const models = scratchDir("account-voices-models");
 	writeFileSync(path.join(models, "contentvec.onnx"), buildTinyContentVec());
+	writeFileSync(path.join(models, "contentvec_v1.onnx"), buildTinyContentVec({ featureDim: 256 }));
 	writeFileSync(path.join(models, "rmvpe.onnx"), buildTinyRmvpe({ pitchBin: 168 }));
-	for (const name of ["contentvec", "rmvpe"]) {
+	for (const name of ["contentvec", "contentvec_v1", "rmvpe"]) {
 		await runAdmin(["base-model", "set", name, path.join(models, `${name}.onnx`)], stack.admin);
 	}
 	runner = startRunner(stack.url, runnerClient, {
@@ -172,28 +195,7 @@ describe("account voices end to end", () => {
 			data: { voice: { id: created.id, name: "My RVC voice", status: "ready", error_message: null } },
 		});
 
-		const source = makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000 * 2, encoding: "pcm", bits: 16 });
-		const file = await api<{ id: string; upload_url: string }>("/api/v1/audio-files", {
-			method: "POST",
-			body: { file_name: "take.wav", mime_type: "audio/wav" },
-		});
-		await fetch(file.upload_url, {
-			method: "PUT",
-			headers: { "Content-Type": "audio/wav" },
-			body: Buffer.from(source),
-		});
-		const conversion = await api<{ id: string }>("/api/v1/voice-conversions", {
-			method: "POST",
-			body: { audio_file_id: file.id, voice_model_id: created.id, pitch_shift: "same_octave", use_preview: false },
-		});
-		let current: Record<string, unknown> = {};
-		for (const deadline = Date.now() + 90_000; Date.now() < deadline; ) {
-			current = await api(`/api/v1/voice-conversions/${conversion.id}`);
-			if (current.status === "completed" || current.status === "failed") break;
-			await new Promise((r) => setTimeout(r, 300));
-		}
-		expect(current, runner.log().slice(-3000)).toMatchObject({ status: "completed" });
-		const output = readWav(new Uint8Array(await (await fetch(String(current.output_url))).arrayBuffer()));
+		const output = await convertTwoSeconds(created.id);
 		expect(output.sampleRate).toBe(40_000);
 		expect(output.durationSeconds).toBeCloseTo(2, 1);
 	}, 180_000);
@@ -351,4 +353,23 @@ describe("account voices end to end", () => {
 		});
 		expect((await client.voices.list({ owner: "account" })).length).toBe(before);
 	});
+
+	it("serves an RVC v1 voice on the deployment's contentvec_v1, and fails an Applio voice of another embedder", async () => {
+		const created = await client.voices.create({ name: "Old v1 voice", files: { model: { source: V1_MODEL } } });
+		const voice = await waitForVoice(created.id);
+		expect(voice, runner.log().slice(-2000)).toMatchObject({ status: "ready", error_message: null });
+		const output = await convertTwoSeconds(created.id);
+		expect(output.sampleRate).toBe(40_000);
+		expect(output.durationSeconds).toBeCloseTo(2, 1);
+
+		const hubert = await client.voices.create({
+			name: "Chinese HuBERT voice",
+			files: { model: { source: fixture("refused-embedder-chinese-hubert.pth") } },
+		});
+		const refused = await waitForVoice(hubert.id);
+		expect(refused.status).toBe("failed");
+		expect(refused.error_message).toMatch(
+			/^The model file cannot be used: this voice was trained on "chinese-hubert-base" features/,
+		);
+	}, 180_000);
 });

@@ -237,8 +237,8 @@ describe("admin CLI", () => {
 	});
 
 	it.each([
-		[["base-model", "set", "hubert", "/tmp/x.onnx"], /base-model set contentvec\|rmvpe FILE.onnx/],
-		[["base-model", "set", "rmvpe"], /base-model set contentvec\|rmvpe FILE.onnx/],
+		[["base-model", "set", "hubert", "/tmp/x.onnx"], /base-model set contentvec\|contentvec_v1\|rmvpe FILE.onnx/],
+		[["base-model", "set", "rmvpe"], /base-model set contentvec\|contentvec_v1\|rmvpe FILE.onnx/],
 	])("refuses %j", async (argv, message) => {
 		await expect(admin(...argv)).rejects.toThrow(message);
 	});
@@ -259,12 +259,25 @@ describe("admin CLI", () => {
 		await writeFile(synthesizer, buildTinySynthesizer({ sampleRate: 40000 }));
 		const before = await admin("base-model", "list");
 		await expect(admin("base-model", "set", "contentvec", rmvpe)).rejects.toThrow(
-			/is not a ContentVec ONNX model .*\(it is an ONNX model, role unknown\)/,
+			/is not a ContentVec ONNX model .*\(it is an ONNX model, role unknown: its input takes 128 channels, not 1\)/,
 		);
 		await expect(admin("base-model", "set", "rmvpe", contentvec)).rejects.toThrow(/is not an RMVPE ONNX model/);
 		await expect(admin("base-model", "set", "rmvpe", synthesizer)).rejects.toThrow(/role synthesizer/);
 		expect(await admin("base-model", "list")).toEqual(before);
 		expect(await admin("base-model", "set", "rmvpe", rmvpe)).toMatchObject({ name: "rmvpe" });
+	});
+
+	it("takes a 256-wide ContentVec as contentvec_v1, the base model of v1 voices, and refuses a 768-wide one", async () => {
+		const wide = path.join(dir, "contentvec-768.onnx");
+		const narrow = path.join(dir, "contentvec-256.onnx");
+		await writeFile(wide, buildTinyContentVec());
+		await writeFile(narrow, buildTinyContentVec({ featureDim: 256 }));
+		await expect(admin("base-model", "set", "contentvec_v1", wide)).rejects.toThrow(
+			/is not a ContentVec ONNX model for RVC v1 voices, e\.g\. RVC's vec-256-layer-9 .*: its features are 768 wide; contentvec_v1 is the ContentVec of RVC v1 voices, 256 wide/,
+		);
+		expect(await admin("base-model", "set", "contentvec_v1", narrow)).toMatchObject({ name: "contentvec_v1" });
+		const listed = (await admin("base-model", "list")) as { name: string }[];
+		expect(listed.map((base) => base.name)).toContain("contentvec_v1");
 	});
 
 	it("creates an rvc voice from its model and index, with its defaults and the pitch range of its sample", async () => {

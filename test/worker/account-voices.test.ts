@@ -183,7 +183,8 @@ describe("account voices", () => {
 		await deliverJobs([conversion.id]);
 		const [granted] = await worker.lease({ engines: ["rvc"], wait_seconds: 5 });
 		expect(granted?.conversion_id).toBe(conversion.id);
-		expect(granted?.voice.params).toMatchObject({ sample_rate: 40_000, index_rate: 0.5 });
+		// The model's facts as validation read them: feature_dim picks the ContentVec its leases get.
+		expect(granted?.voice.params).toMatchObject({ sample_rate: 40_000, index_rate: 0.5, f0: true, feature_dim: 768 });
 		expect(granted?.voice.artifacts.find((a) => a.name === "synthesizer")?.sha256).toBe("c".repeat(64));
 		expect(granted?.voice.pitch_range_hz).toEqual({ low: 150, high: 300 });
 	});

@@ -6,7 +6,7 @@ import { createExecutionContext, createMessageBatch, getQueueResult, runInDurabl
 import { env } from "cloudflare:workers";
 import type { JobBroker } from "../../durable-objects/job-broker.ts";
 import { notifyPreprocessingListeners } from "../../src/audio-files/preprocessing-listeners.ts";
-import type { Lease } from "../../src/contracts/runner.ts";
+import type { BaseModelName, Lease } from "../../src/contracts/runner.ts";
 import type { VoiceConversion } from "../../src/contracts/voice-conversions.ts";
 import { jobBroker } from "../../src/conversions/job-broker-client.ts";
 import worker from "../../src/index.ts";
@@ -60,11 +60,8 @@ export async function insertVoice(options: VoiceFixture = {}): Promise<string> {
 	return id;
 }
 
-/** Sets a deployment base model (`contentvec`, `rmvpe`) the way `admin base-model set` does: bytes in R2, row in D1. */
-export async function setBaseModel(
-	name: "contentvec" | "rmvpe",
-	bytes: Uint8Array<ArrayBuffer>,
-): Promise<{ sha256: string }> {
+/** Sets a deployment base model (`contentvec`, `rmvpe`, ...) the way `admin base-model set` does: bytes in R2, row in D1. */
+export async function setBaseModel(name: BaseModelName, bytes: Uint8Array<ArrayBuffer>): Promise<{ sha256: string }> {
 	const sha256 = await sha256Hex(bytes);
 	const key = `base-models/${name}/${sha256}`;
 	await env.BUCKET.put(key, bytes);

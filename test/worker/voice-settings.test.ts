@@ -266,6 +266,33 @@ describe("base models in leases", () => {
 		expect(new Uint8Array(await download.arrayBuffer())).toEqual(contentvec);
 	});
 
+	it("gives a v1 voice the deployment's contentvec_v1 as its ContentVec, and v2 voices the 768-wide one", async () => {
+		const alice = await user();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const { sha256: v2Sha } = await setBaseModel("contentvec", utf8("768-wide contentvec"));
+		const { sha256: rmvpeSha } = await setBaseModel("rmvpe", utf8("rmvpe onnx bytes"));
+		const artifactsOf = async (params: Record<string, unknown>) => {
+			const voice = await insertVoice({ engine: "rvc", params, artifacts: ["synthesizer"] });
+			const lease = await leaseFor((await alice.convert({ audio_file_id: file.id, voice_model_id: voice })).id);
+			return new Map(lease.voice.artifacts.map((a) => [a.name, a.sha256]));
+		};
+		const v1Params = { sample_rate: 40_000, feature_dim: 256 };
+
+		// Without a contentvec_v1, a v1 voice gets what there is (a deployment may have set a 256-wide contentvec).
+		expect((await artifactsOf(v1Params)).get("contentvec")).toBe(v2Sha);
+
+		const { sha256: v1Sha } = await setBaseModel("contentvec_v1", utf8("256-wide contentvec"));
+		const v1 = await artifactsOf(v1Params);
+		expect([...v1.keys()].sort()).toEqual(["contentvec", "rmvpe", "synthesizer"]);
+		expect(v1.get("contentvec")).toBe(v1Sha);
+		expect(v1.get("rmvpe")).toBe(rmvpeSha);
+		for (const params of [{ sample_rate: 40_000, feature_dim: 768 }, { sample_rate: 40_000 }]) {
+			const v2 = await artifactsOf(params);
+			expect([...v2.keys()].sort()).toEqual(["contentvec", "rmvpe", "synthesizer"]);
+			expect(v2.get("contentvec")).toBe(v2Sha);
+		}
+	});
+
 	it("keeps a voice's own copy of a base model, and gives dsp voices none", async () => {
 		const alice = await user();
 		const file = await insertAudioFile(alice.accountId, "ready");

@@ -6,12 +6,17 @@
  *    index with the faiss reader; they must fit: the index's width is the model's feature width, the sample rate is
  *    one RVC synthesizers make, and settings that need pitch or an index find them;
  * 3. the synthesizer is built and cached (`synthesizerOnnxPath`), and one second is converted through the rvc
- *    engine with the deployment's base models as a self-test;
+ *    engine with the deployment's base models as a self-test (a v1 model with its `contentvec_v1`, where set);
  * 4. the sample, if any, is decoded and its typical pitch range measured (for `pitch_shift: "auto"`).
  * A problem with the files is an outcome (`failed`, with a message naming the file and the fault); anything else
  * (a download that broke off, a missing base model) is thrown, and the lease loop reports it as transient.
  */
-import type { VoiceDescriptor, VoiceValidationLease, VoiceValidationReport } from "../../../src/contracts/runner.ts";
+import {
+	sharedModelsFor,
+	type VoiceDescriptor,
+	type VoiceValidationLease,
+	type VoiceValidationReport,
+} from "../../../src/contracts/runner.ts";
 import type { ArtifactCache } from "../artifacts/artifact-cache.ts";
 import { decodeSource } from "../audio/decode-source.ts";
 import type { AudioBlock, Engine } from "../engines/engine.ts";
@@ -194,11 +199,16 @@ export function createVoiceValidator(options: { artifacts: ArtifactCache; engine
 			if (index) await checkIndex(index.path, facts);
 			checkSettings(lease.voice_settings, facts, index !== undefined);
 
-			if (!lease.base_models.some((base) => base.name === "contentvec")) {
+			// The base models as a conversion of this voice will get them (a v1 model gets the deployment's
+			// contentvec_v1 as its ContentVec); only those are downloaded.
+			const bases = sharedModelsFor(lease.base_models, { featureDim: facts.featureDim, own: new Set() }).map(
+				({ name, base }) => ({ ...base, name }),
+			);
+			if (!bases.some((base) => base.name === "contentvec")) {
 				// The deployment's fault, not the voice's: thrown, so the job is retried once an operator sets it.
 				throw new Error("this deployment has no ContentVec base model (admin base-model set contentvec)");
 			}
-			const paths = await held.ensureAll(lease.base_models, signal);
+			const paths = await held.ensureAll(bases, signal);
 			paths.set("synthesizer", await synthesizerOnnxPath(model.path));
 			if (index) paths.set("index", index.path);
 			const voice: VoiceDescriptor = {

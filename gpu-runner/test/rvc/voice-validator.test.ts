@@ -141,6 +141,21 @@ describe("voice validation", () => {
 		});
 	});
 
+	it("runs a v1 model on the deployment's contentvec_v1, which a v2 model's validation does not download", async () => {
+		const v1ContentVec = buildTinyContentVec({ featureDim: 256 });
+		const withV1 = [...bases, api.serveArtifact("contentvec_v1", v1ContentVec)];
+		const downloaded = () => existsSync(join(cache.dir, `${sha256(v1ContentVec)}.bin`));
+
+		const v2 = await validate({ ...lease({ model: fixture("v2-f0-40k.pth") }), base_models: withV1 }, signal());
+		expect(v2).toMatchObject({ outcome: "ready", model: { feature_dim: 768, version: "v2" } });
+		expect(downloaded()).toBe(false);
+
+		const v1 = await validate({ ...lease({ model: fixture("v1-f0-40k.pth") }), base_models: withV1 }, signal());
+		expect(v1).toMatchObject({ outcome: "ready", model: { feature_dim: 256, version: "v1" } });
+		// The self-test converted through the 256-wide ContentVec, given to the engine as its `contentvec`.
+		expect(selfTestJobs.at(-1)?.artifactPaths.get("contentvec")).toBe(join(cache.dir, `${sha256(v1ContentVec)}.bin`));
+	});
+
 	it("makes an Applio voice ready, and fails one trained on another embedder or with another decoder", async () => {
 		// Applio's files: weight norm under PyTorch 2's parametrization names, its training facts beside RVC's keys.
 		const applio = await validate(

@@ -1,6 +1,6 @@
 /** Turns a broker grant into the runner contract's `Lease`: everything a runner needs, with fresh signed addresses. */
 import { type GrantedLease, HEARTBEAT_INTERVAL_SECONDS } from "../../contracts/broker.ts";
-import type { Lease } from "../../contracts/runner.ts";
+import { type Lease, sharedModelsFor } from "../../contracts/runner.ts";
 import { PITCH_SHIFT_SEMITONES, PREVIEW_SECONDS } from "../../contracts/voice-conversions.ts";
 import type { LeaseSource } from "../../conversions/conversion-store.ts";
 import { MAX_OUTPUT_BYTES, OUTPUT_CONTENT_TYPE, outputObjectKey, outputPartBytes } from "../../conversions/outputs.ts";
@@ -13,14 +13,15 @@ const LEASE_URL_SECONDS = 6 * 3600;
 
 /**
  * The files a voice's engine reads: an `rvc` voice's own, then each base model it does not carry itself (a voice
- * may bring its own ContentVec, for instance). `dsp` voices need no models.
+ * may bring its own ContentVec, for instance; a v1 voice gets the deployment's `contentvec_v1` as its ContentVec).
+ * `dsp` voices need no models.
  */
 export function voiceArtifacts(voice: LeaseSource["voice"], bases: readonly BaseModelRow[]): VoiceArtifact[] {
 	if (voice.engine !== "rvc") return voice.artifacts;
-	const own = new Set(voice.artifacts.map((artifact) => artifact.name));
-	const shared = bases
-		.filter((base) => !own.has(base.name))
-		.map((base) => ({ name: base.name, key: base.objectKey, sha256: base.sha256, size_bytes: base.sizeBytes }));
+	const shared = sharedModelsFor(bases, {
+		featureDim: voice.engineParams.feature_dim,
+		own: new Set(voice.artifacts.map((artifact) => artifact.name)),
+	}).map(({ name, base }) => ({ name, key: base.objectKey, sha256: base.sha256, size_bytes: base.sizeBytes }));
 	return [...voice.artifacts, ...shared];
 }
 
