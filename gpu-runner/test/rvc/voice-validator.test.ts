@@ -12,6 +12,7 @@ import { ArtifactCache } from "../../src/artifacts/artifact-cache.ts";
 import type { Engine, EngineJob } from "../../src/engines/engine.ts";
 import { createRvcEngine } from "../../src/engines/rvc/index.ts";
 import { SYNTHESIZER_GRAPH_VERSION } from "../../src/engines/rvc/synthesizer-graph.ts";
+import { ZipArchive } from "../../src/engines/rvc/zip-archive.ts";
 import { createVoiceValidator, type VoiceValidator } from "../../src/validation/voice-validator.ts";
 import { FakeRunnerApi } from "../helpers/fake-runner-api.ts";
 import { scratchDir } from "../helpers/scratch.ts";
@@ -117,6 +118,17 @@ describe("voice validation", () => {
 		// The checkpoint sits in the cache under its checksum, its synthesizer built beside it for later conversions.
 		expect(existsSync(join(cache.dir, `${sha256(model)}.bin`))).toBe(true);
 		expect(existsSync(join(cache.dir, `${sha256(model)}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`))).toBe(true);
+	});
+
+	it("fails RVC's trained_ index, which holds no features, naming the added_ one to use", async () => {
+		// As published: the archive holds both, the trained_ one written by faiss before the features were added.
+		const archive = ZipArchive.open(fixture("archive/published-voice.zip"));
+		const trained = archive.read("Aurora/trained_IVF4_Flat_nprobe_1_Aurora_v2.index");
+		const report = await validate(lease({ model: fixture("v2-f0-40k.pth"), index: trained }), signal());
+		expect(report).toMatchObject({ outcome: "failed", problem: "invalid_index" });
+		expect(report.outcome === "failed" && report.message).toMatch(
+			/^The index file cannot be used: .*holds no vectors \(RVC writes a trained_\*\.index, .*: use the added_ one\)$/,
+		);
 	});
 
 	it("fails an index whose width is not the model's feature width", async () => {

@@ -477,7 +477,10 @@ async function parseIndexFile(path: string, keep: boolean): Promise<ParsedIndex>
 		if (reader.remaining > 0) {
 			throw reader.fail(`${reader.remaining} bytes follow the end of the index (not one faiss index?)`);
 		}
-		if (parsed.description.ntotal === 0) throw reader.fail("the index holds no vectors");
+		if (parsed.description.ntotal === 0)
+			throw reader.fail(
+				"the index holds no vectors (RVC writes a trained_*.index, the clustering alone, before its added_*.index: use the added_ one)",
+			);
 		return parsed;
 	} finally {
 		await handle.close();
