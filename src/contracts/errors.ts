@@ -13,6 +13,8 @@ export const API_ERRORS = {
 	empty_part: { status: [400], expose: true },
 	upload_incomplete: { status: [400], expose: true },
 	invalid_parts: { status: [400], expose: true },
+	/** A voice file (or one of its parts) whose length is not the `size_bytes` the voice declared for it. */
+	voice_file_size_mismatch: { status: [400], expose: true },
 	unsupported_grant_type: { status: [400], expose: true },
 	// 401: who is calling (OAuth 2.0 and Bearer token errors keep their RFC names).
 	unauthorized: { status: [401], expose: true },

@@ -28,7 +28,8 @@ export interface UploadHook {
 	prefix: string;
 	/** Each PUT stores its body under `stagedUploadKey(grant.key)`, for `afterPut` to make it the file's (above). */
 	staged?: boolean;
-	beforePut?(env: Env, grant: StorageGrant): Promise<void>;
+	/** `length`: the body's Content-Length, under the address's limit (a voice file must be its declared size). */
+	beforePut?(env: Env, grant: StorageGrant, length: number): Promise<void>;
 	/**
 	 * The body is stored, as `object` (under `stagedUploadKey(grant.key)` when `staged`): make it the file's, or
 	 * delete it and throw the refusal. Once it is the file's, it must not be deleted whatever fails after.

@@ -3,8 +3,8 @@
  * a larger one (indexes often are) through an R2 multipart upload made when the voice is created: each part has its
  * own signed PUT address (`account-voice-parts/{voice}/{role}/{n}`, handled by the upload hook below, never stored as
  * an object of its own), and the account completes the file with one authenticated call. Either way no request
- * exceeds the single-upload limit, and each file's first bytes are checked against its role before it counts as
- * uploaded. When the last declared file is in, validation starts (`voice-validation.ts`). Each file's addresses carry
+ * exceeds the single-upload limit; each body's length is checked against the declared size before a byte is kept,
+ * and each file's first bytes against its role before it counts as uploaded. When the last declared file is in, validation starts (`voice-validation.ts`). Each file's addresses carry
  * its upload generation, raised when they are regenerated, so only the newest addresses upload.
  */
 import { and, asc, eq, sql } from "drizzle-orm";
@@ -55,6 +55,36 @@ function parseKey(key: string, prefix: string, withPart: boolean) {
 	const partNumber = withPart ? Number(part) : 0;
 	if (withPart && !(Number.isInteger(partNumber) && partNumber >= 1 && partNumber <= 10_000)) return null;
 	return { voiceId, role: role as VoiceFileRole, partNumber };
+}
+
+/** How many parts a file of `declaredBytes` goes up in: parts of `partBytes`, the last one the rest. */
+const partCount = (declaredBytes: number, partBytes: number) => Math.max(1, Math.ceil(declaredBytes / partBytes));
+
+/** The length part `n` (of `partCount`) must have for the file to be its declared size. */
+const expectedPartBytes = (declaredBytes: number, partBytes: number, n: number) =>
+	n < partCount(declaredBytes, partBytes) ? partBytes : declaredBytes - (n - 1) * partBytes;
+
+/**
+ * A body of another length than the declared file's (or than its part's share of it): refused before any byte is
+ * kept, since a file of another size is not the file declared. The declared size decided the upload plan (one PUT or
+ * parts), so a file that really has another size needs a voice created again with it.
+ */
+function sizeMismatch(file: VoiceFileRow, length: number, partNumber?: number): ApiError {
+	const fix =
+		"upload the declared file to the same address, or, if this is the right file, delete the voice and create it again declaring the file's real size";
+	if (partNumber === undefined) {
+		return new ApiError(
+			400,
+			"voice_file_size_mismatch",
+			`The ${file.role} file has ${length} bytes, but the voice declared size_bytes ${file.declaredSizeBytes} for it; nothing was kept. To go on, ${fix}.`,
+		);
+	}
+	const expected = expectedPartBytes(file.declaredSizeBytes, file.partSizeBytes ?? 1, partNumber);
+	return new ApiError(
+		400,
+		"voice_file_size_mismatch",
+		`Part ${partNumber} of the ${file.role} file must have ${expected} bytes (size_bytes ${file.declaredSizeBytes} in parts of ${file.partSizeBytes}); this one has ${length}, and nothing of it was kept. To go on, ${fix}.`,
+	);
 }
 
 /** The declared files' storage plan: which go up in parts (a multipart upload is made for each now). */
@@ -122,7 +152,7 @@ export async function uploadAddresses(
 			};
 			continue;
 		}
-		const count = Math.max(1, Math.ceil(file.declaredSizeBytes / file.partSizeBytes));
+		const count = partCount(file.declaredSizeBytes, file.partSizeBytes);
 		const parts = [];
 		for (let n = 1; n <= count; n++) {
 			parts.push({
@@ -235,7 +265,7 @@ async function startValidationWhenComplete(env: Env, voiceId: string): Promise<v
 	if (rows.every((row) => row.status === "uploaded")) await startValidation(env, voiceId);
 }
 
-export async function beforeVoiceFileUpload(env: Env, grant: StorageGrant): Promise<void> {
+export async function beforeVoiceFileUpload(env: Env, grant: StorageGrant, length: number): Promise<void> {
 	const key = parseKey(grant.key, VOICE_FILE_KEY_PREFIX, false);
 	if (!key) throw new ApiError(404, "not_found", "No voice file is registered for this upload address");
 	const file = await fileFor(env, key.voiceId, key.role);
@@ -243,6 +273,7 @@ export async function beforeVoiceFileUpload(env: Env, grant: StorageGrant): Prom
 		throw new ApiError(404, "not_found", "This voice file goes up in parts; use its part addresses");
 	}
 	requireCurrentAddress(file, grant);
+	if (length !== file.declaredSizeBytes) throw sizeMismatch(file, length);
 }
 
 /**
@@ -288,6 +319,17 @@ export async function storeVoiceFilePart(
 	}
 	requireCurrentAddress(file, grant);
 	if (length === 0) throw new ApiError(400, "empty_part", "A part must not be empty");
+	const count = partCount(file.declaredSizeBytes, file.partSizeBytes);
+	if (key.partNumber > count) {
+		throw new ApiError(
+			404,
+			"not_found",
+			`The ${file.role} file goes up in ${count} parts; there is no part ${key.partNumber}`,
+		);
+	}
+	if (length !== expectedPartBytes(file.declaredSizeBytes, file.partSizeBytes, key.partNumber)) {
+		throw sizeMismatch(file, length, key.partNumber);
+	}
 	const upload = env.BUCKET.resumeMultipartUpload(file.objectKey, file.multipartUploadId);
 	const stored = await storeWithLength(request, length, (body) => upload.uploadPart(key.partNumber, body));
 	if (!stored.ok) {
@@ -320,7 +362,7 @@ export async function completeVoiceFileParts(env: Env, voiceId: string, role: Vo
 		.from(voiceFileParts)
 		.where(and(eq(voiceFileParts.voiceId, voiceId), eq(voiceFileParts.role, role)))
 		.orderBy(asc(voiceFileParts.partNumber));
-	const problem = partsProblem(parts, file.partSizeBytes);
+	const problem = partsProblem(parts, file.declaredSizeBytes, file.partSizeBytes);
 	if (problem) throw new ApiError(400, "invalid_parts", `The ${role} file's parts are not complete: ${problem}`);
 	const upload = env.BUCKET.resumeMultipartUpload(file.objectKey, file.multipartUploadId);
 	let object: R2Object;
@@ -368,12 +410,20 @@ async function restartParts(env: Env, file: VoiceFileRow): Promise<void> {
 		.where(and(eq(voiceFileParts.voiceId, file.voiceId), eq(voiceFileParts.role, file.role)));
 }
 
-function partsProblem(parts: { partNumber: number; sizeBytes: number }[], partSize: number): string | null {
+/** What keeps the parts received from making the declared file: a part missing, or one of another length. */
+function partsProblem(
+	parts: { partNumber: number; sizeBytes: number }[],
+	declaredBytes: number,
+	partSize: number,
+): string | null {
 	if (parts.length === 0) return "no part was uploaded";
-	for (const [i, part] of parts.entries()) {
-		if (part.partNumber !== i + 1) return `part ${i + 1} is missing`;
-		if (i < parts.length - 1 && part.sizeBytes !== partSize) {
-			return `part ${part.partNumber} has ${part.sizeBytes} bytes; every part but the last must have ${partSize}`;
+	const count = partCount(declaredBytes, partSize);
+	for (let n = 1; n <= count; n++) {
+		const part = parts[n - 1];
+		if (part?.partNumber !== n) return `part ${n} is missing`;
+		const expected = expectedPartBytes(declaredBytes, partSize, n);
+		if (part.sizeBytes !== expected) {
+			return `part ${n} has ${part.sizeBytes} bytes; it must have ${expected} (size_bytes ${declaredBytes} in parts of ${partSize})`;
 		}
 	}
 	return null;

@@ -275,7 +275,8 @@ describe("account voices", () => {
 			body: held.stream,
 		});
 		await held.started;
-		const fast = MODEL.subarray(0, 2000);
+		// Another file of the declared size: the one that finishes first is taken.
+		const fast = MODEL.slice(0, slow.byteLength).fill(7, 64);
 		expect((await upload(alice, voice.uploads.model as VoiceUpload, fast)).status).toBe(200);
 		held.release();
 		expect((await slowResponse).status).toBe(409);
@@ -341,6 +342,43 @@ describe("account voices", () => {
 		);
 	});
 
+	it("takes a voice file only at its declared size: another size is refused at upload, keeping nothing", async () => {
+		const alice = await user();
+		const response = await createVoice(alice, { files: declare({ model: MODEL, index: INDEX }) });
+		const voice = (await json<{ data: Voice }>(response)).data;
+		const mismatch = (status: number, message: RegExp) => ({ status, code: "voice_file_size_mismatch", message });
+		const refusal = async (answer: Response) => ({ status: answer.status, ...(await json<Problem>(answer)) });
+		// One PUT: smaller and larger than declared (both under the address's limit) are refused before storing.
+		for (const bytes of [INDEX.subarray(0, 30_000), bytesOf("IwFl", 45_000)]) {
+			expect(await refusal(await upload(alice, voice.uploads.index as VoiceUpload, bytes))).toMatchObject(
+				mismatch(400, new RegExp(`index file has ${bytes.byteLength} bytes.*size_bytes ${INDEX.byteLength}`)),
+			);
+		}
+		// In parts: the last part of another size than the declaration leaves it.
+		const plan = voice.uploads.model as VoiceUpload & { method: "parts" };
+		const short = MODEL.subarray(0, 120_000);
+		const part = await call(plan.parts[0]?.upload_url ?? "", {
+			method: "PUT",
+			headers: { "Content-Length": String(short.byteLength) },
+			body: short,
+		});
+		expect(await refusal(part)).toMatchObject(mismatch(400, /Part 1 of the model file must have 150000 bytes/));
+		expect(await keysUnder(`account-voices/${voice.id}/`)).toEqual([]);
+		const current = (await json<{ data: Voice }>(await alice.api(`/api/v1/voices/${voice.id}`))).data;
+		expect(current).toMatchObject({
+			status: "awaiting_upload",
+			files: {
+				model: { upload_status: "awaiting_upload", size_bytes: MODEL.byteLength },
+				index: { upload_status: "awaiting_upload", size_bytes: INDEX.byteLength },
+			},
+		});
+		// The same addresses then take the declared files, and validation starts.
+		expect((await upload(alice, voice.uploads.index as VoiceUpload, INDEX)).status).toBe(200);
+		expect((await upload(alice, plan, MODEL)).status).toBe(200);
+		const uploaded = (await json<{ data: Voice }>(await alice.api(`/api/v1/voices/${voice.id}`))).data;
+		expect(uploaded.status).toBe("validating");
+	});
+
 	it("answers a part still arriving when its voice is deleted with 410, not with a resend", async () => {
 		const alice = await user();
 		const voice = (await json<{ data: Voice }>(await createVoice(alice, { files: declare({ model: MODEL }) }))).data;
@@ -379,14 +417,16 @@ describe("account voices", () => {
 		});
 		expect(await keysUnder(`account-voices/${voice.id}/`)).toEqual([]);
 		// A PNG sent as the model is refused too: the role decides what is accepted.
-		expect((await upload(alice, voice.uploads.model as VoiceUpload, PNG)).status).toBe(415);
+		const png = PNG.subarray(0, text.byteLength);
+		expect((await upload(alice, voice.uploads.model as VoiceUpload, png)).status).toBe(415);
 		// Fresh addresses for what is still missing (the first ones last 30 minutes).
 		const renewed = await alice.api(`/api/v1/voices/${voice.id}/upload-urls`, { method: "POST" });
 		expect(renewed.status).toBe(200);
 		const uploads = (await json<{ data: Voice }>(renewed)).data.uploads;
 		expect(Object.keys(uploads).sort()).toEqual(["image", "model"]);
-		expect((await upload(alice, uploads.model as VoiceUpload, MODEL.subarray(0, 2000))).status).toBe(200);
-		const again = await upload(alice, voice.uploads.model as VoiceUpload, MODEL.subarray(0, 2000));
+		const model = MODEL.subarray(0, text.byteLength);
+		expect((await upload(alice, uploads.model as VoiceUpload, model)).status).toBe(200);
+		const again = await upload(alice, voice.uploads.model as VoiceUpload, model);
 		expect(again.status).toBe(409);
 		expect((await upload(alice, uploads.image as VoiceUpload, PNG)).status).toBe(200);
 		const done = await alice.api(`/api/v1/voices/${voice.id}/upload-urls`, { method: "POST" });

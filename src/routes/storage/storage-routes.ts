@@ -150,7 +150,7 @@ async function upload(request: Request, env: Env, url: URL): Promise<Response> {
 			hook?.tooLargeMessage?.(grant, length) ?? `Uploads must be smaller than ${grant.maxBytes} bytes`,
 		);
 	}
-	await hook?.beforePut?.(env, grant);
+	await hook?.beforePut?.(env, grant, length);
 	if (hook?.store) return hook.store(env, grant, request, length);
 
 	// A staged upload goes into an object of its own, which its hook makes the file's (upload-hooks.ts).
@@ -211,6 +211,10 @@ export const storageRoutes = [
 		params: StorageParams,
 		responses: {
 			...storageResponses,
+			400: {
+				description:
+					"`upload_incomplete`: the body did not match its Content-Length; `voice_file_size_mismatch`: a voice file or part of another length than its declared `size_bytes` (nothing kept)",
+			},
 			411: { description: "Content-Length missing" },
 			413: {
 				description:

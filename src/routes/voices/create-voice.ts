@@ -27,8 +27,9 @@ export const createVoiceRoute = defineRoute({
 				"The voice, `awaiting_upload`, with `uploads` by role. A file up to 100 MB gets one signed PUT address " +
 				"(`method: PUT`, any Content-Type, valid 30 minutes); a larger one goes up in parts (`method: parts`): " +
 				"PUT each part to its address, every part but the last exactly `part_size_bytes`, then POST " +
-				"`complete_url`. Each file is checked by its bytes when it arrives (415 `voice_file_unrecognised` " +
-				"otherwise). When every declared file is in, validation starts by itself (`status: validating`) and " +
+				"`complete_url`. Each file must have its declared `size_bytes` (a PUT or part of another length: 400 " +
+				"`voice_file_size_mismatch`, nothing kept) and is checked by its bytes when it arrives (415 " +
+				"`voice_file_unrecognised` otherwise). When every declared file is in, validation starts by itself (`status: validating`) and " +
 				"ends `ready` or `failed` with `error_message`, announced by the `voice.ready` / `voice.failed` events.",
 			schema: envelope(CreatedVoice),
 		},
