@@ -339,7 +339,7 @@ export class JobBroker extends DurableObject<Env> {
 	 */
 	async fail(
 		leaseId: string,
-		report: { kind: "transient" | "permanent"; reason: FailureCode; message: string },
+		report: { kind: "transient" | "permanent"; reason: FailureCode; message: string; reportedReason?: string },
 	): Promise<{ decision: "requeued" | "failed" } | null> {
 		const now = this.clock();
 		const decision = this.ctx.storage.transactionSync(() => {
@@ -356,6 +356,7 @@ export class JobBroker extends DurableObject<Env> {
 			lease_id: leaseId,
 			kind: report.kind,
 			reason: report.reason,
+			...(report.reportedReason ? { reported_reason: report.reportedReason } : {}),
 			detail: report.message,
 			decision: decision.action,
 		});

@@ -284,9 +284,23 @@ export const FAILURE_REASONS = [
  * converting (`output_too_large`): 16-bit PCM at the output's rate and channels, about 3 h 22 min of 44.1 kHz stereo.
  */
 export const MAX_OUTPUT_BYTES = 2 * 1024 ** 3;
+export const isFailureReason = (reason: string): reason is (typeof FAILURE_REASONS)[number] =>
+	(FAILURE_REASONS as readonly string[]).includes(reason);
+
 export const FailRequest = z.object({
 	kind: z.enum(["transient", "permanent"]),
-	reason: z.enum(FAILURE_REASONS),
+	/**
+	 * One of `FAILURE_REASONS`, or another reason's name (a runner newer than this Worker may know reasons added
+	 * since): such a failure is taken as `internal`, with the runner's reason and message logged, so the job still
+	 * ends as reported instead of waiting out its lease. A name is lower-case letters, digits and `_`.
+	 */
+	reason: z.union([
+		z.enum(FAILURE_REASONS),
+		z
+			.string()
+			.max(100)
+			.regex(/^[a-z][a-z0-9_]*$/, "must be a reason's name: lower-case letters, digits and _"),
+	]),
 	/** Operator-facing detail; logged, not shown verbatim to clients. */
 	message: z.string().max(2000),
 });

@@ -212,6 +212,48 @@ describe("conversion lifecycle through the runner API", () => {
 		expect(FAILURE_MESSAGES.too_large).toMatch(/100 MB/);
 	});
 
+	it("fails a job whose runner names a reason this Worker does not know as internal, logging the runner's words", async () => {
+		const alice = await user();
+		const worker = await runner();
+		const voiceId = await insertVoice();
+		const warned = vi.spyOn(console, "warn");
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId });
+		await deliverJobs([created.id]);
+		const lease = await worker.leaseOne();
+		const fail = (body: unknown) => worker.post(`/internal/v1/leases/${lease.lease_id}/fail`, body);
+		// Malformed reports are still refused, and leave the lease as it was.
+		for (const body of [
+			{ kind: "permanent", reason: "Not a reason!", message: "m" },
+			{ kind: "permanent", reason: "", message: "m" },
+			{ kind: "permanent", reason: "x".repeat(101), message: "m" },
+			{ kind: "sometimes", reason: "internal", message: "m" },
+			{ kind: "permanent", reason: "internal" },
+		]) {
+			const refused = await fail(body);
+			expect(refused.status).toBe(400);
+			expect(await json(refused)).toMatchObject({ code: "invalid_request" });
+		}
+		expect((await worker.heartbeat(lease.lease_id)).status).toBe(200);
+		// A newer runner's reason: the conversion fails now, with the internal error's message.
+		const message = "the source's sample rate changes mid-stream (runner 9.0)";
+		const response = await fail({ kind: "permanent", reason: "sample_rate_changes", message });
+		expect(response.status).toBe(200);
+		expect(await json(response)).toMatchObject({ data: { decision: "failed" } });
+		expect(await alice.get(created.id)).toMatchObject({ status: "failed", error_message: FAILURE_MESSAGES.internal });
+		expect((await eventsFor(created.id)).map((e) => e.type)).toEqual(["conversion.failed"]);
+		const logged = warned.mock.calls.map(([line]) => JSON.parse(String(line)));
+		expect(logged).toContainEqual(
+			expect.objectContaining({
+				msg: "runner reported a failure",
+				reason: "internal",
+				reported_reason: "sample_rate_changes",
+				detail: message,
+			}),
+		);
+		warned.mockRestore();
+	});
+
 	it("retries a transient failure on a later lease while the conversion stays processing", async () => {
 		const { alice, worker, created } = await deliveredConversion();
 		const first = await worker.leaseOne();

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { envelope } from "../../contracts/common.ts";
-import { FailRequest } from "../../contracts/runner.ts";
+import { FailRequest, isFailureReason } from "../../contracts/runner.ts";
 import { jobBroker } from "../../conversions/job-broker-client.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
@@ -22,7 +22,12 @@ export const failLeaseRoute = defineRoute({
 	body: FailRequest,
 	responses: { 200: { description: "What happens to the job", schema: envelope(FailOutcome) }, ...runnerResponses },
 	async handler({ env, params, body }) {
-		const result = await jobBroker(env).fail(params.lease_id, body);
+		const { reason, ...report } = body;
+		const result = await jobBroker(env).fail(
+			params.lease_id,
+			// A reason added to runners after this Worker: an internal failure, under the runner's name in the log.
+			isFailureReason(reason) ? { ...report, reason } : { ...report, reason: "internal", reportedReason: reason },
+		);
 		if (!result) throw leaseLost();
 		return ok(result);
 	},
