@@ -207,6 +207,9 @@ export const LeaseResponse = z.object({
 });
 export type LeaseResponse = z.infer<typeof LeaseResponse>;
 
+/** The longest validation failure message a voice shows as its `error_message`. */
+export const VALIDATION_MESSAGE_CHARS = 1000;
+
 /** POST /internal/v1/leases/{lease_id}/voice-validation — the outcome of a `validate_voice` lease. */
 export const VoiceValidationReport = z.discriminatedUnion("outcome", [
 	z.object({
@@ -232,8 +235,11 @@ export const VoiceValidationReport = z.discriminatedUnion("outcome", [
 		outcome: z.literal("failed"),
 		/** Stable name of the problem (`index_width_mismatch`, `truncated`, ...). */
 		problem: z.string().min(1).max(100),
-		/** Shown to the customer as the voice's `error_message`: names the file and what is wrong with it. */
-		message: z.string().min(1).max(1000),
+		/**
+		 * Shown to the customer as the voice's `error_message`: names the file and what is wrong with it. One longer
+		 * than `VALIDATION_MESSAGE_CHARS` (an engine's error quoted whole) is shown cut to that length, not refused.
+		 */
+		message: z.string().min(1).max(100_000),
 	}),
 ]);
 export type VoiceValidationReport = z.infer<typeof VoiceValidationReport>;

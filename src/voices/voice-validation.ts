@@ -4,7 +4,7 @@
  * `voice.ready` / `voice.failed` event to the outbox in the same D1 batch as the status (guarded, so it happens
  * once), then sends it on `webhook-events` like conversion events.
  */
-import type { VoiceValidationReport } from "../contracts/runner.ts";
+import { VALIDATION_MESSAGE_CHARS, type VoiceValidationReport } from "../contracts/runner.ts";
 import type { VoiceSettings } from "../contracts/voice-conversions.ts";
 import { jobBroker } from "../conversions/job-broker-client.ts";
 import { publishEvent } from "../conversions/state-machine.ts";
@@ -114,11 +114,17 @@ export async function finishValidation(
 		];
 		return endValidation(env, next, "voice.ready", statements);
 	}
-	Object.assign(next, { status: "failed", errorMessage: report.message });
+	// Cut by code points, so that no character is split in two.
+	const chars = Array.from(report.message);
+	const message =
+		chars.length > VALIDATION_MESSAGE_CHARS
+			? `${chars.slice(0, VALIDATION_MESSAGE_CHARS - 1).join("")}…`
+			: report.message;
+	Object.assign(next, { status: "failed", errorMessage: message });
 	const update = env.DB.prepare(
 		`UPDATE voices SET status = 'failed', error_message = ?, updated_at = ?
 		 WHERE id = ? AND status = 'validating' AND deleted_at IS NULL RETURNING id`,
-	).bind(report.message, at, voiceId);
+	).bind(message, at, voiceId);
 	return endValidation(env, next, "voice.failed", [update]);
 }
 

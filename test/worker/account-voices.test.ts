@@ -262,6 +262,28 @@ describe("account voices", () => {
 		expect((await json<Problem>(response)).message).toContain(message);
 	});
 
+	it("takes a validation failure with a long message, shortened, and still refuses a malformed report", async () => {
+		const alice = await user();
+		const voice = await uploadedVoice(alice);
+		const { lease, worker } = await validationLease(voice.id);
+		const report = (body: unknown) => worker.post(`/internal/v1/leases/${lease.lease_id}/voice-validation`, body);
+		for (const body of [
+			{ outcome: "failed", problem: "self_test", message: "" },
+			{ outcome: "failed", message: "no problem named" },
+			{ outcome: "broken", problem: "self_test", message: "m" },
+		]) {
+			expect((await report(body)).status).toBe(400);
+		}
+		// An engine's error quoted whole (an ONNX Runtime message runs to thousands of characters).
+		const message = `The model file cannot be used: Converting a test second failed: ${"node Gather: index out of range; ".repeat(60)}`;
+		const answer = await report({ outcome: "failed", problem: "self_test", message });
+		expect(answer.status).toBe(200);
+		const failed = (await json<{ data: Voice }>(await alice.api(`/api/v1/voices/${voice.id}`))).data;
+		expect(failed.status).toBe("failed");
+		expect(failed.error_message).toHaveLength(1000);
+		expect(failed.error_message).toBe(`${message.slice(0, 999)}…`);
+	});
+
 	it("keeps the upload it took when two go through one file's address at once, and nothing of the other", async () => {
 		const alice = await user();
 		const slow = MODEL.subarray(0, 3000);
