@@ -20,6 +20,24 @@ function queryObject(url: URL): Record<string, string> {
 	return Object.fromEntries(url.searchParams.entries());
 }
 
+/**
+ * Path parameters as their segments mean them: percent-decoded, segment by segment (RFC 3986 §2.1, §6.2.2.2: `%61`
+ * and `a` name the same id; an encoded `/` is data within its segment). itty-router hands them over as sent. A
+ * malformed escape is left as it is, for the route's schema to refuse.
+ */
+function decodedParams(params: Record<string, string>): Record<string, string> {
+	const decode = (segment: string) => {
+		try {
+			return decodeURIComponent(segment);
+		} catch {
+			return segment;
+		}
+	};
+	return Object.fromEntries(
+		Object.entries(params).map(([name, value]) => [name, value.split("/").map(decode).join("/")]),
+	);
+}
+
 function runRoute(route: RouteDefinition) {
 	return async (request: IRequest, env: Env, ctx: ExecutionContext): Promise<Response> => {
 		const auth: TokenClaims | null =
@@ -27,7 +45,7 @@ function runRoute(route: RouteDefinition) {
 		// Runners are the operator's own machines and lease on their own schedule: only client calls are counted.
 		if (auth && route.auth === "base") await enforceRateLimit(env, "API_RATE_LIMIT", auth.accountId);
 		const url = new URL(request.url);
-		const params = route.params ? route.params.safeParse(request.params) : null;
+		const params = route.params ? route.params.safeParse(decodedParams(request.params)) : null;
 		if (params && !params.success) {
 			// A malformed id can never name an existing resource.
 			throw new ApiError(404, "not_found", "Resource not found");

@@ -74,4 +74,23 @@ describe("voices", () => {
 		const list = (await (await api("/api/v1/voices")).json()) as { data: { id: string }[] };
 		expect(list.data.length).toBeGreaterThanOrEqual(2);
 	});
+
+	it("finds a voice by an id written with percent-encoded characters, as the same address (RFC 3986 §6.2.2.2)", async () => {
+		const encoded = (c: string) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0")}`;
+		for (const id of [
+			voiceId.replace(/[a-f]/, encoded),
+			voiceId.replaceAll("-", "%2D"),
+			[...voiceId].map(encoded).join("").toLowerCase(),
+		]) {
+			const response = await api(`/api/v1/voices/${id}`);
+			expect(response.status).toBe(200);
+			expect(await response.json()).toMatchObject({ data: { id: voiceId, name: "Alto" } });
+		}
+		// Still 404: another id, one whose escapes decode to something else, and escapes that are not UTF-8.
+		for (const id of [crypto.randomUUID().replace("-", "%2D"), `${voiceId}%2F`, `${voiceId.slice(0, -1)}%E0%A4%A`]) {
+			const response = await api(`/api/v1/voices/${id}`);
+			expect(response.status).toBe(404);
+			expect(await response.json()).toMatchObject({ success: false, code: "not_found" });
+		}
+	});
 });
