@@ -99,7 +99,11 @@ const FileDeclaration = (role: VoiceFileRoleName) =>
 			}),
 	});
 
-const Name = printable(z.string().trim().min(1).max(VOICE_LIMITS.maxNameLength));
+/**
+ * Stored in Unicode's composed form (NFC), so that a name is unique among the account's voices however its accents
+ * were typed ("Zoë" as one code point, or as "e" and a combining diaeresis, as macOS file names have it).
+ */
+const Name = printable(z.string().trim().normalize("NFC").min(1).max(VOICE_LIMITS.maxNameLength));
 const Tags = z.array(printable(z.string().trim().min(1).max(VOICE_LIMITS.maxTagLength))).max(VOICE_LIMITS.maxTags);
 const Description = z.string().max(VOICE_LIMITS.maxDescriptionLength);
 

@@ -537,6 +537,30 @@ describe("account voices", () => {
 		expect(await json<Problem>(response)).toMatchObject({ code: "voice_name_taken" });
 	});
 
+	it("keeps names unique under Unicode normalisation: a name typed decomposed is the same name", async () => {
+		const alice = await user();
+		const [composed, decomposed] = ["Zo\u00eb", "Zoe\u0308"];
+		// Stored and shown composed (NFC), however it was typed.
+		const first = await createVoice(alice, { name: decomposed, files: declare({ model: PNG }) });
+		expect(first.status).toBe(201);
+		expect((await json<{ data: Voice }>(first)).data.name).toBe(composed);
+		for (const name of [composed, decomposed]) {
+			const again = await createVoice(alice, { name, files: declare({ model: PNG }) });
+			expect(again.status).toBe(409);
+			expect(await json<Problem>(again)).toMatchObject({ code: "voice_name_taken" });
+		}
+		const other = (await json<{ data: Voice }>(await createVoice(alice, { files: declare({ model: PNG }) }))).data;
+		const renamed = await alice.api(`/api/v1/voices/${other.id}`, {
+			method: "PATCH",
+			headers: { "Content-Type": "application/json" },
+			body: JSON.stringify({ name: decomposed }),
+		});
+		expect(renamed.status).toBe(409);
+		expect(await json<Problem>(renamed)).toMatchObject({ code: "voice_name_taken" });
+		// Another account's names are its own.
+		expect((await createVoice(await user(), { name: composed, files: declare({ model: PNG }) })).status).toBe(201);
+	});
+
 	it("takes voice_settings null on creation as none", async () => {
 		const alice = await user();
 		const response = await createVoice(alice, { voice_settings: null, files: declare({ model: PNG }) });
