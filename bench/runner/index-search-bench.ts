@@ -197,7 +197,7 @@ try {
 	console.log(`  (index files generated in ${fmt((performance.now() - started) / 1000, 1)} s)`);
 	started = performance.now();
 	// Capacity 1, so the first index is dropped (its thread closed) before the second is read.
-	const cache = new IndexCache(1, threads !== undefined ? { intraOpNumThreads: threads } : {});
+	const cache = new IndexCache({ count: 1 }, threads !== undefined ? { intraOpNumThreads: threads } : {});
 	const results = [];
 	results.push(await measure(`IVF${nlist},Flat nprobe 1, ${total} vectors`, ivfPath, cache, centroids));
 	rmSync(ivfPath);

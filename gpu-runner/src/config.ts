@@ -39,6 +39,7 @@ export const RunnerEnv = z.object({
 	RUNNER_RVC_FEATURE_ARENAS: z.enum(["0", "1", "false", "true"]).optional(),
 	RUNNER_RVC_MODEL_THREADS: integer(1, 32).optional(),
 	RUNNER_RVC_CACHED_VOICES: integer(1, 16).optional(),
+	RUNNER_RVC_INDEX_CACHE_MB: integer(100, 1_000_000).optional(),
 });
 
 export interface RunnerConfig {
@@ -67,6 +68,8 @@ export interface RunnerConfig {
 	rvcModelThreads: number | undefined;
 	/** Voices whose synthesizer each rvc model thread keeps loaded (`RvcEngineOptions.cachedVoices`); unset: the engine's default. */
 	rvcCachedVoices: number | undefined;
+	/** Bytes the rvc engine's loaded feature indexes may hold (`RvcEngineOptions.maxCachedIndexBytes`); unset: the engine's default. */
+	rvcIndexCacheBytes: number | undefined;
 }
 
 export class ConfigError extends Error {
@@ -109,5 +112,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): RunnerConfig {
 				: e.RUNNER_RVC_FEATURE_ARENAS === "1" || e.RUNNER_RVC_FEATURE_ARENAS === "true",
 		rvcModelThreads: e.RUNNER_RVC_MODEL_THREADS,
 		rvcCachedVoices: e.RUNNER_RVC_CACHED_VOICES,
+		rvcIndexCacheBytes: e.RUNNER_RVC_INDEX_CACHE_MB === undefined ? undefined : e.RUNNER_RVC_INDEX_CACHE_MB * 1e6,
 	};
 }

@@ -78,6 +78,7 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 		capacity: config.capacity,
 		...(config.rvcModelThreads !== undefined ? { modelThreads: config.rvcModelThreads } : {}),
 		...(config.rvcCachedVoices !== undefined ? { cachedVoices: config.rvcCachedVoices } : {}),
+		...(config.rvcIndexCacheBytes !== undefined ? { maxCachedIndexBytes: config.rvcIndexCacheBytes } : {}),
 		contentvecInt8: config.rvcContentvecInt8,
 		...(config.rvcFeatureArenas !== undefined ? { featureArenas: config.rvcFeatureArenas } : {}),
 	});

@@ -76,6 +76,7 @@ describe("config", () => {
 			rvcFeatureArenas: undefined,
 			rvcModelThreads: undefined,
 			rvcCachedVoices: undefined,
+			rvcIndexCacheBytes: undefined,
 			artifactCacheBytes: 20e9,
 		});
 		expect(loadConfig({ ...minimal, RUNNER_ARTIFACT_CACHE_GB: "2.5" }).artifactCacheBytes).toBe(2.5e9);
@@ -85,6 +86,9 @@ describe("config", () => {
 		expect(loadConfig({ ...minimal, RUNNER_RVC_CACHED_VOICES: "3" }).rvcCachedVoices).toBe(3);
 		for (const bad of ["0", "17", "1.5", "many"])
 			expect(() => loadConfig({ ...minimal, RUNNER_RVC_CACHED_VOICES: bad })).toThrow(/RUNNER_RVC_CACHED_VOICES/);
+		expect(loadConfig({ ...minimal, RUNNER_RVC_INDEX_CACHE_MB: "2500" }).rvcIndexCacheBytes).toBe(2.5e9);
+		for (const bad of ["0", "99", "1500.5", "2GB", "1000001"])
+			expect(() => loadConfig({ ...minimal, RUNNER_RVC_INDEX_CACHE_MB: bad })).toThrow(/RUNNER_RVC_INDEX_CACHE_MB: /);
 		expect(loadConfig({ ...minimal, RUNNER_RVC_CONTENTVEC_INT8: "1" }).rvcContentvecInt8).toBe(true);
 		expect(() => loadConfig({ ...minimal, RUNNER_RVC_CONTENTVEC_INT8: "yes" })).toThrow(/RUNNER_RVC_CONTENTVEC_INT8/);
 		expect(loadConfig({ ...minimal, RUNNER_RVC_FEATURE_ARENAS: "true" }).rvcFeatureArenas).toBe(true);

@@ -16,6 +16,8 @@ export interface EngineOptions {
 	modelThreads?: number;
 	/** rvc: voices whose synthesizer each model thread keeps loaded (`RUNNER_RVC_CACHED_VOICES`; unset: the engine's default). */
 	cachedVoices?: number;
+	/** rvc: bytes its loaded feature indexes may hold (`RUNNER_RVC_INDEX_CACHE_MB`; unset: the engine's default). */
+	maxCachedIndexBytes?: number;
 	/** rvc: ContentVec's matrix products in int8 (`RUNNER_RVC_CONTENTVEC_INT8`). */
 	contentvecInt8?: boolean;
 	/** rvc: ContentVec and RMVPE keep memory arenas on the CPU (`RUNNER_RVC_FEATURE_ARENAS`; unset: the engine's default). */

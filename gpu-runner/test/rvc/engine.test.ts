@@ -479,8 +479,7 @@ describe("rvc engine with tiny models", () => {
 		const validated = new Map(kept).set("synthesizer", files.get("validated") as string);
 		// One voice kept per model thread (the CPU's default).
 		const own = createRvcEngine({ noiseSeed: 5 });
-		// And one feature index, the kept voice's.
-		expect((await own.init()).details).toMatchObject({ cached_voices: 1, cached_indexes: 1 });
+		expect((await own.init()).details).toMatchObject({ cached_voices: 1 });
 		const signal = new AbortController().signal;
 		const convert = (paths: Map<string, string>, transient?: boolean) =>
 			collect(own.convert(speechLike(1), job({ artifactPaths: paths, ...(transient ? { transient } : {}) }), signal));

@@ -6,17 +6,33 @@
 import { copyFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { IndexCache } from "../../src/engines/rvc/index-cache.ts";
+import { INDEX_THREAD_BYTES, IndexCache } from "../../src/engines/rvc/index-cache.ts";
+import type { IndexThread } from "../../src/engines/rvc/index-thread.ts";
+import { NormalNoise } from "../../src/engines/rvc/random.ts";
 import { scratchDir } from "../helpers/scratch.ts";
+import { writeFlatIndex } from "./support/flat-index.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures", "index");
 const IVF = join(FIXTURES, "added_IVF20_Flat_nprobe_1_tiny_v2.index");
 const FLAT = join(FIXTURES, "flat-l2.index");
+const FLAT_IP = join(FIXTURES, "flat-ip.index");
 const features = Float32Array.from({ length: 32 }, (_, i) => Math.sin(i));
+
+/** What the cache counts for a loaded index: what it holds, and its thread. */
+const counted = (index: IndexThread) => index.facts.heldBytes + INDEX_THREAD_BYTES;
+
+/** Whether the index's thread was closed (the next turn after it was dropped). */
+async function closed(index: IndexThread): Promise<boolean> {
+	await new Promise(setImmediate);
+	return index.retrieve(features, 2, 0.5).then(
+		() => false,
+		(error: { code?: string }) => error.code === "model_thread_stopped",
+	);
+}
 
 describe("IndexCache", () => {
 	it("reads a file once for the jobs that share it, on one thread", async () => {
-		const cache = new IndexCache(2, { intraOpNumThreads: 1 });
+		const cache = new IndexCache({ count: 2 }, { intraOpNumThreads: 1 });
 		const [a, b] = await Promise.all([cache.acquire(IVF), cache.acquire(IVF)]);
 		expect(a.index).toBe(b.index);
 		expect(cache.size).toBe(1);
@@ -27,7 +43,7 @@ describe("IndexCache", () => {
 	});
 
 	it("closes the thread of an index it drops, and only once no job holds it", async () => {
-		const cache = new IndexCache(1, { intraOpNumThreads: 1 });
+		const cache = new IndexCache({ count: 1 }, { intraOpNumThreads: 1 });
 		const first = await cache.acquire(IVF);
 		const second = await cache.acquire(FLAT);
 		// Over capacity, but both are in use: nothing is dropped.
@@ -55,7 +71,7 @@ describe("IndexCache", () => {
 	});
 
 	it("reads a transient use's index without dropping the kept one, and drops it after, unless a job took it", async () => {
-		const cache = new IndexCache(1, { intraOpNumThreads: 1 });
+		const cache = new IndexCache({ count: 1 }, { intraOpNumThreads: 1 });
 		const kept = await cache.acquire(IVF);
 		kept.release();
 		// A validation's index: the idle kept one stays beside it, and it goes once the validation is done.
@@ -84,7 +100,7 @@ describe("IndexCache", () => {
 		const dir = scratchDir("index-cache-test");
 		const path = join(dir, "voice.index");
 		writeFileSync(path, "not a faiss index");
-		const cache = new IndexCache(2);
+		const cache = new IndexCache({ count: 2 });
 		await expect(cache.acquire(path)).rejects.toMatchObject({
 			name: "RvcEngineError",
 			code: "invalid_index",
@@ -95,6 +111,110 @@ describe("IndexCache", () => {
 		const fixed = await cache.acquire(path);
 		expect(fixed.index.facts.ntotal).toBe(300);
 		fixed.release();
+		await cache.clear();
+	});
+
+	it("keeps many small indexes within its bytes, dropping the least recently used idle ones past them", async () => {
+		const probe = new IndexCache({ count: 3 }, { intraOpNumThreads: 1 });
+		const sizes = await Promise.all(
+			[IVF, FLAT, FLAT_IP].map(async (path) => {
+				const { index, release } = await probe.acquire(path);
+				release();
+				return counted(index);
+			}),
+		);
+		expect(probe.bytes).toBe(sizes.reduce((a, b) => a + b, 0));
+		await probe.clear();
+		const [ivfBytes = 0, flatBytes = 0] = sizes;
+		// Room for the IVF and one flat index; the count would allow all three.
+		const cache = new IndexCache({ count: 16, bytes: ivfBytes + flatBytes }, { intraOpNumThreads: 1 });
+		const ivf = await cache.acquire(IVF);
+		ivf.release();
+		const flat = await cache.acquire(FLAT);
+		flat.release();
+		expect([cache.size, cache.bytes]).toEqual([2, ivfBytes + flatBytes]);
+		// A third, idle ones past the bytes: the least recently used (the IVF) goes before it is read.
+		const ip = await cache.acquire(FLAT_IP);
+		expect(cache.size).toBe(2);
+		expect(await closed(ivf.index)).toBe(true);
+		expect((await flat.index.retrieve(features, 2, 0.5)).length).toBe(32);
+		// Only idle ones go: with both in use, the IVF is read beside them, over the bytes, until a job is done.
+		const flatAgain = await cache.acquire(FLAT);
+		expect(flatAgain.index).toBe(flat.index);
+		const ivfAgain = await cache.acquire(IVF);
+		expect(cache.size).toBe(3);
+		expect((await ip.index.retrieve(features, 2, 0.5)).length).toBe(32);
+		ip.release();
+		expect(cache.size).toBe(2);
+		expect(cache.bytes).toBeLessThanOrEqual(ivfBytes + flatBytes);
+		expect(await closed(ip.index)).toBe(true);
+		flatAgain.release();
+		ivfAgain.release();
+		expect(cache.size).toBe(2);
+		await cache.clear();
+	});
+
+	it("counts what a large index holds, and holds no more than its bytes however many come", async () => {
+		const dir = scratchDir("index-cache-bytes");
+		// Three 30 MB flat indexes of 768-wide vectors, as a customer's voices bring (the upload limit is 1000 MB).
+		const dim = 768;
+		const paths = [1, 2, 3].map((seed) => {
+			const path = join(dir, `voice-${seed}.index`);
+			writeFlatIndex(path, new NormalNoise(seed).fill(10_000 * dim, 1), dim);
+			return path;
+		});
+		// Each holds its vectors and their norms: 30.76 MB, plus its thread.
+		const each = 10_000 * dim * 4 + 10_000 * 4 + INDEX_THREAD_BYTES;
+		const cache = new IndexCache({ count: 16, bytes: 2.5 * each }, { intraOpNumThreads: 1 });
+		const loaded: IndexThread[] = [];
+		const query = new NormalNoise(9).fill(4 * dim, 1);
+		for (const path of paths) {
+			const { index, release } = await cache.acquire(path);
+			expect(counted(index)).toBe(each);
+			expect((await index.retrieve(query, 4, 0.5)).length).toBe(4 * dim);
+			release();
+			loaded.push(index);
+			expect(cache.bytes).toBeLessThanOrEqual(2.5 * each);
+		}
+		expect([cache.size, cache.bytes]).toEqual([2, 2 * each]);
+		expect(await closed(loaded[0] as IndexThread)).toBe(true);
+		await cache.clear();
+	});
+
+	it("serves an index larger than all its bytes, after dropping every idle one, and does not keep it", async () => {
+		const cache = new IndexCache({ count: 16, bytes: INDEX_THREAD_BYTES + 25_000 }, { intraOpNumThreads: 1 });
+		const flat = await cache.acquire(FLAT);
+		flat.release();
+		expect(cache.size).toBe(1);
+		const [big, sharing] = await Promise.all([cache.acquire(IVF), cache.acquire(IVF)]);
+		expect(sharing.index).toBe(big.index);
+		expect(counted(big.index)).toBeGreaterThan(INDEX_THREAD_BYTES + 25_000);
+		expect(await closed(flat.index)).toBe(true);
+		big.release();
+		// Its other job still retrieves from it.
+		expect((await sharing.index.retrieve(features, 2, 0.5)).length).toBe(32);
+		sharing.release();
+		expect(cache.size).toBe(0);
+		expect(await closed(big.index)).toBe(true);
+		// The small one is kept again.
+		const again = await cache.acquire(FLAT);
+		again.release();
+		expect(cache.size).toBe(1);
+		await cache.clear();
+	});
+
+	it("reads a transient use's index past its bytes without dropping the kept one", async () => {
+		const cache = new IndexCache({ count: 16, bytes: INDEX_THREAD_BYTES + 25_000 }, { intraOpNumThreads: 1 });
+		const kept = await cache.acquire(FLAT);
+		kept.release();
+		const validation = await cache.acquire(FLAT_IP, { transient: true });
+		expect(cache.size).toBe(2);
+		expect(cache.bytes).toBe(counted(kept.index));
+		validation.release();
+		expect(cache.size).toBe(1);
+		const again = await cache.acquire(FLAT);
+		expect(again.index).toBe(kept.index);
+		again.release();
 		await cache.clear();
 	});
 });

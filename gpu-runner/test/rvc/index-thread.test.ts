@@ -2,7 +2,7 @@
  * A feature index on its own thread: the same blended features as retrieval on this thread, the main thread
  * free while a large index is searched, and a bad file failing with the engine's own error.
  */
-import { closeSync, openSync, writeFileSync, writeSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeFaissIndexFile, readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
@@ -12,27 +12,10 @@ import { IndexThread } from "../../src/engines/rvc/index-thread.ts";
 import { NormalNoise } from "../../src/engines/rvc/random.ts";
 import { scratchDir } from "../helpers/scratch.ts";
 import { timerGapsDuring } from "../helpers/timer-gaps.ts";
+import { writeFlatIndex } from "./support/flat-index.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures", "index");
 const scratch = scratchDir("index-thread-test");
-
-/** A faiss `IxF2` (flat L2) file: header, the size prefix (a float count), then the vectors. */
-function writeFlatIndex(path: string, vectors: Float32Array, dim: number): void {
-	const ntotal = vectors.length / dim;
-	const header = Buffer.alloc(4 + 4 + 8 + 8 + 8 + 1 + 4 + 8);
-	let at = header.write("IxF2", 0, "latin1");
-	at = header.writeInt32LE(dim, at);
-	at = header.writeBigInt64LE(BigInt(ntotal), at);
-	at = header.writeBigInt64LE(1n << 20n, at);
-	at = header.writeBigInt64LE(1n << 20n, at);
-	at = header.writeUInt8(1, at);
-	at = header.writeInt32LE(1, at);
-	header.writeBigInt64LE(BigInt(vectors.length), at);
-	const fd = openSync(path, "w");
-	writeSync(fd, header);
-	writeSync(fd, new Uint8Array(vectors.buffer, vectors.byteOffset, vectors.byteLength));
-	closeSync(fd);
-}
 
 let searcher: IndexSearcher;
 beforeAll(async () => {
@@ -51,8 +34,14 @@ describe("IndexThread", () => {
 			const { heldBytes, ...facts } = thread.facts;
 			expect(facts).toEqual(await describeFaissIndexFile(path));
 			const index = await readFaissIndex(path);
+			// Every array the index keeps, and the squared norms an L2 search adds (of flat vectors, or IVF centroids).
+			const normed = name === "flat-l2.index" ? index.ntotal : name.startsWith("added_IVF") ? index.nlist : 0;
 			expect(heldBytes).toBe(
-				index.vectors.buffer.byteLength + (index.ids?.byteLength ?? 0) + (index.centroids?.byteLength ?? 0),
+				index.vectors.buffer.byteLength +
+					(index.ids?.byteLength ?? 0) +
+					(index.centroids?.byteLength ?? 0) +
+					(index.listStarts?.byteLength ?? 0) +
+					4 * normed,
 			);
 			const frames = 40;
 			const features = new NormalNoise(3).fill(frames * 16, 0.5);

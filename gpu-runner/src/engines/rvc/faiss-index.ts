@@ -63,6 +63,29 @@ export function describeFeatureIndex(index: FeatureIndex): IndexDescription {
 }
 
 /**
+ * What a loaded `index` holds: the vectors' whole buffer (an IVF index's also holds the room its ids took in
+ * the file), its ids, centroids and list bounds, and the squared norms its L2 search computes on first use (of a flat
+ * index's vectors, or of an IVF index's centroids).
+ */
+export function heldBytes(index: FeatureIndex): number {
+	const normed =
+		index.kind === "flat"
+			? index.metric === "l2"
+				? index.ntotal
+				: 0
+			: index.centroidMetric === "l2"
+				? index.nlist
+				: 0;
+	return (
+		index.vectors.buffer.byteLength +
+		(index.ids?.byteLength ?? 0) +
+		(index.centroids?.byteLength ?? 0) +
+		(index.listStarts?.byteLength ?? 0) +
+		4 * normed
+	);
+}
+
+/**
  * Checks `path` as `readFaissIndex` does (every header, count and size, the file's exact length) and describes
  * it, without reading the stored vectors and ids: memory and reads stay small whatever the index's size. Throws
  * `RvcEngineError` (`invalid_index`) with the same reason `readFaissIndex` would give.

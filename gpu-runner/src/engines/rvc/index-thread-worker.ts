@@ -4,7 +4,7 @@
  * worker thread outside any bundler: it imports only the reader, the search and the retrieval, which themselves
  * import node builtins and onnxruntime-node.
  */
-import { describeFeatureIndex, type FeatureIndex, readFaissIndex } from "./faiss-index.ts";
+import { describeFeatureIndex, type FeatureIndex, heldBytes, readFaissIndex } from "./faiss-index.ts";
 import { retrieveFeatures } from "./feature-retrieval.ts";
 import { IndexSearcher } from "./index-search.ts";
 import type { IndexFacts, IndexRequest } from "./index-thread.ts";
@@ -18,10 +18,7 @@ async function handle(request: IndexRequest): Promise<Handled> {
 			if (loaded !== undefined) throw new Error("this index thread already holds an index");
 			const index = await readFaissIndex(request.path);
 			loaded = { index, searcher: await IndexSearcher.create(request.options) };
-			// The vectors' whole buffer: an IVF index's also holds the room its ids took in the file.
-			const heldBytes =
-				index.vectors.buffer.byteLength + (index.ids?.byteLength ?? 0) + (index.centroids?.byteLength ?? 0);
-			const facts: IndexFacts = { ...describeFeatureIndex(index), heldBytes };
+			const facts: IndexFacts = { ...describeFeatureIndex(index), heldBytes: heldBytes(index) };
 			return { value: facts };
 		}
 		case "retrieve": {

@@ -110,11 +110,16 @@ export interface RvcEngineOptions {
 	 */
 	cachedVoices?: number;
 	/**
-	 * Feature indexes kept in memory across jobs, each costing about its file size (up to the 1000 MB upload limit).
-	 * Default: on the CPU one per voice the model threads keep (`cachedVoices` each), so a runner's memory follows
-	 * the voices it holds; 2 on a GPU, whose host memory is larger.
+	 * Feature indexes kept in memory across jobs, in use or idle, each on a thread of its own (default 16): a bound
+	 * on their threads; what they hold is bounded by `maxCachedIndexBytes`.
 	 */
 	maxCachedIndexes?: number;
+	/**
+	 * Bytes the kept feature indexes may hold in all (`RUNNER_RVC_INDEX_CACHE_MB`; default `DEFAULT_INDEX_CACHE_BYTES`):
+	 * each holds about its file's size (up to the 1000 MB upload limit) and its thread about 25 MB (`index-cache.ts`).
+	 * Past it the least recently used idle ones go; one larger than all of it serves its jobs and goes after them.
+	 */
+	maxCachedIndexBytes?: number;
 	/** Seed for the synthesizer's noise; by default a random seed per job. Set it for reproducible output. */
 	noiseSeed?: number;
 	/**
@@ -147,6 +152,12 @@ export interface RvcEngineOptions {
 	/** Called after each chunk, for metrics and the benchmark. */
 	onChunk?: (stats: RvcChunkStats) => void;
 }
+
+/**
+ * The feature indexes' memory unless the operator sets it: the largest index the service accepts (1000 MB, about
+ * 1030 MB held with its thread) with room beside it, or about ten of the 50-150 MB indexes RVC's training writes.
+ */
+export const DEFAULT_INDEX_CACHE_BYTES = 1_500_000_000;
 
 /** Input samples per ContentVec frame at 16 kHz (HuBERT's feature encoder stride). */
 const CONTENTVEC_STRIDE = 320;
@@ -458,6 +469,8 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	let cachedVoices = 1;
 	/** Feature indexes kept (`RvcEngineOptions.maxCachedIndexes`), set by `init`. */
 	let cachedIndexes = 1;
+	/** Bytes they may hold (`RvcEngineOptions.maxCachedIndexBytes`), set by `init`. */
+	let cachedIndexBytes = DEFAULT_INDEX_CACHE_BYTES;
 	/** Whether idle model threads decode parts of a job's spans (`RvcEngineOptions.lendIdleThreads`), set by `init`. */
 	let lendThreads = false;
 	const mel = new LogMelSpectrogram();
@@ -653,9 +666,10 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				),
 				cpu ? 1 : capacity,
 			);
-			cachedIndexes = Math.max(1, Math.floor(options.maxCachedIndexes ?? (cpu ? threads * cachedVoices : 2)));
+			cachedIndexes = Math.max(1, Math.floor(options.maxCachedIndexes ?? 16));
+			cachedIndexBytes = Math.max(1, options.maxCachedIndexBytes ?? DEFAULT_INDEX_CACHE_BYTES);
 			indexes = new IndexCache(
-				cachedIndexes,
+				{ count: cachedIndexes, bytes: cachedIndexBytes },
 				options.intraOpNumThreads !== undefined ? { intraOpNumThreads: options.intraOpNumThreads } : {},
 			);
 			return {
@@ -672,6 +686,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					lend_idle_threads: lendThreads,
 					cached_voices: cachedVoices,
 					cached_indexes: cachedIndexes,
+					cached_index_bytes: cachedIndexBytes,
 				},
 			};
 		},
