@@ -135,11 +135,14 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 			logger,
 			affinity,
 			...(rvc ? { validateVoice: createVoiceValidator({ artifacts, engine: rvc }) } : {}),
-			// A voice its account deleted leaves this runner too: its own files (not the shared base models) and the
-			// start-up warm list. One still in use by a job stays listed, so the next lease response names it again.
+			// A voice its account deleted leaves this runner too: what the engines keep loaded from its own files (at once,
+			// or when the last job using it is done), those files (not the shared base models) and the start-up warm
+			// list. One whose files are still in use by a job stays listed, so the next lease response names it again.
 			forgetVoices: async (voiceIds) => {
 				for (const voiceId of voiceIds) {
 					const files = affinity.ownFiles(voiceId);
+					const paths = files.map((sha256) => artifacts.pathFor({ sha256 }));
+					for (const { engine } of engines.values()) await engine.forget?.(paths);
 					if (!(await artifacts.discard(files))) continue;
 					affinity.forget(voiceId);
 					await recentVoices.forget(voiceId);

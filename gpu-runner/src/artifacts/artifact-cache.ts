@@ -91,7 +91,7 @@ export class ArtifactCache {
 		this.#onRemoved = options.onRemoved ?? (() => {});
 	}
 
-	pathFor(artifact: ModelArtifact): string {
+	pathFor(artifact: Pick<ModelArtifact, "sha256">): string {
 		return join(this.dir, `${artifact.sha256}.bin`);
 	}
 

@@ -66,6 +66,11 @@ export interface Engine {
 	 * first job pays only for the conversion. The runner calls it at start for voices it converted before.
 	 */
 	prepare?(voice: VoiceDescriptor, artifactPaths: ReadonlyMap<string, string>): Promise<void>;
+	/**
+	 * Optional: drop what the engine keeps loaded from these artifact files (a deleted voice's own): at once where no
+	 * job uses it, else when the last job using it is done, which runs on undisturbed.
+	 */
+	forget?(artifactPaths: readonly string[]): Promise<void>;
 	/** Convert a stream of blocks. Must stop promptly when `signal` aborts. */
 	convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock>;
 	/** Release models and sessions. */

@@ -496,6 +496,75 @@ describe("rvc engine with tiny models", () => {
 		}
 	});
 
+	/**
+	 * An engine of its own and a voice whose files it may overwrite: 16-wide features, each the mean of its frame's
+	 * samples, echoed by the synthesizer, and an index of 0.25 everywhere; with index_rate 1 every output sample is
+	 * 0.25, so the output shows that the index was used.
+	 */
+	const voiceWithIndex = async () => {
+		const files = writeModels({
+			contentvec: buildTinyContentVec({ meanFeatures: true, featureDim: 16 }),
+			rmvpe: buildTinyRmvpe({ pitchBin: PITCH_BIN }),
+			synthesizer: buildTinySynthesizer({ sampleRate: OUT_RATE, echoPhone: true, featureDim: 16 }),
+		});
+		const index = join(scratchDir("rvc-forget"), "voice.index");
+		writeFileSync(index, readFileSync(join(import.meta.dirname, "fixtures", "index", "constant-flat.index")));
+		const paths = new Map(files).set("index", index);
+		const engine = createRvcEngine({ noiseSeed: 7 });
+		await engine.init();
+		const signal = new AbortController().signal;
+		return {
+			own: engine,
+			paths,
+			synthesizer: files.get("synthesizer") as string,
+			index,
+			convert: (input = speechLike(1)) =>
+				engine.convert(input, job({ artifactPaths: paths, voiceSettings: { index_rate: 1 } }), signal),
+		};
+	};
+
+	it("forgets a deleted voice's loaded synthesizer and index, after the job in flight that uses them", async () => {
+		const { own, paths, synthesizer, index, convert } = await voiceWithIndex();
+		try {
+			await own.prepare?.(voice(), paths);
+			// A job of two windows is under way, with the voice's synthesizer and index, when the voice is deleted.
+			const running = convert(speechLike(3))[Symbol.asyncIterator]();
+			const first = await running.next();
+			await own.forget?.([synthesizer, index]);
+			// Its files go too (the runner removes them): only what is loaded can serve from now on.
+			writeFileSync(synthesizer, "not a model");
+			writeFileSync(index, "not an index");
+			const samples = [...((first.value as AudioBlock).channels[0] ?? [])];
+			for (let next = await running.next(); !next.done; next = await running.next())
+				samples.push(...(next.value.channels[0] ?? []));
+			// The job finished from what it held, as it would have.
+			expect(samples.length).toBe(3 * OUT_RATE);
+			expect(samples.every((v) => Math.abs(v - 0.25) < 1e-5)).toBe(true);
+			// Once it was done, both went: the next job must read the files again.
+			await expect(collect(convert())).rejects.toMatchObject({ code: "invalid_model" });
+			writeFileSync(synthesizer, buildTinySynthesizer({ sampleRate: OUT_RATE, echoPhone: true, featureDim: 16 }));
+			await expect(collect(convert())).rejects.toMatchObject({ code: "invalid_index" });
+		} finally {
+			await own.dispose();
+		}
+	});
+
+	it("forgets an idle voice's synthesizer and index at once, and keeps the voices not named", async () => {
+		const { own, index, convert: stream } = await voiceWithIndex();
+		const convert = () => collect(stream());
+		try {
+			const before = await convert();
+			// Another voice's files named: nothing of this one goes.
+			await own.forget?.([join(scratchDir("rvc-forget"), "other.onnx")]);
+			writeFileSync(index, "not an index");
+			expect((await convert()).samples).toEqual(before.samples);
+			await own.forget?.([index]);
+			await expect(convert()).rejects.toMatchObject({ code: "invalid_index" });
+		} finally {
+			await own.dispose();
+		}
+	});
+
 	it("with capacity 2 converts jobs side by side on two model threads, each as it converts alone", async () => {
 		const signal = new AbortController().signal;
 		const jobs = [job(), job({ semitones: 4 }), job({ semitones: -3 })];

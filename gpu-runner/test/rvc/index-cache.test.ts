@@ -217,4 +217,22 @@ describe("IndexCache", () => {
 		again.release();
 		await cache.clear();
 	});
+
+	it("forgets a deleted voice's index at once when idle, else once its last job is done", async () => {
+		const cache = new IndexCache({ count: 16 }, { intraOpNumThreads: 1 });
+		const idle = await cache.acquire(FLAT);
+		idle.release();
+		const busy = await cache.acquire(IVF);
+		await cache.forget(FLAT);
+		expect(cache.size).toBe(1);
+		expect(await closed(idle.index)).toBe(true);
+		await cache.forget(IVF);
+		// The job in flight keeps retrieving from it; it goes when the job is done.
+		expect((await busy.index.retrieve(features, 2, 0.5)).length).toBe(32);
+		expect(cache.size).toBe(1);
+		busy.release();
+		expect(cache.size).toBe(0);
+		expect(await closed(busy.index)).toBe(true);
+		await cache.clear();
+	});
 });

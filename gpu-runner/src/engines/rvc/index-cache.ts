@@ -7,7 +7,8 @@
  * Dropping an index closes its thread, which frees its memory at once; only idle ones are dropped, so no retrieval is
  * cut. An index that alone holds more than `bytes` still serves its jobs (every idle one is dropped to make room),
  * but is not kept once the last of them is done. A file that fails to load is not kept, so a fixed file is read
- * again next time; a cached one damaged on disk is removed (`removeIfDamaged`), to be downloaded again.
+ * again next time; a cached one damaged on disk is removed (`removeIfDamaged`), to be downloaded again. `forget`
+ * drops a deleted voice's index, at once when idle, else when its last job is done.
  */
 import { stat } from "node:fs/promises";
 import { removeIfDamaged } from "../../artifacts/damaged-artifact.ts";
@@ -22,7 +23,7 @@ export const INDEX_THREAD_BYTES = 25_000_000;
 
 interface Entry {
 	loaded: Promise<IndexThread>;
-	/** Read for a transient use only: dropped when its last user is done. */
+	/** Read for a transient use only, or forgotten: dropped when its last user is done. */
 	transient: boolean;
 	users: number;
 	lastUsed: number;
@@ -163,6 +164,17 @@ export class IndexCache {
 		if (this.#entries.get(path) !== entry) return Promise.resolve();
 		this.#entries.delete(path);
 		return unload(entry);
+	}
+
+	/**
+	 * Drops the index read from `path` (a deleted voice's): at once when no job uses it, else when the last one is
+	 * done (a job that takes it meanwhile keeps it again). Resolves when an idle one's thread has closed.
+	 */
+	forget(path: string): Promise<void> {
+		const entry = this.#entries.get(path);
+		if (entry === undefined) return Promise.resolve();
+		entry.transient = true;
+		return entry.users === 0 ? this.#drop(path, entry) : Promise.resolve();
 	}
 
 	/** Drops every index and closes their threads (a retrieval in progress finishes first). */

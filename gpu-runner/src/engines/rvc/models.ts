@@ -359,7 +359,7 @@ interface CacheEntry {
 	model: Promise<OnnxModel>;
 	/** The model once loaded. */
 	loaded?: OnnxModel;
-	/** Loaded for a transient use only (`acquire`'s `transient`): dropped when its last user is done. */
+	/** Loaded for a transient use only (`acquire`'s `transient`), or forgotten: dropped when its last user is done. */
 	transient: boolean;
 	users: number;
 	lastUsed: number;
@@ -585,6 +585,22 @@ export class ModelCache {
 		if (this.#disposed || this.#host.stopped) return undefined;
 		const entry = this.#entries.get(entryKey("synthesizer", path));
 		return entry?.loaded === undefined ? undefined : entry;
+	}
+
+	/**
+	 * Drops the sessions loaded from `path` (a deleted voice's file): at once where idle, else when their last user is
+	 * done (a lasting use that takes one meanwhile keeps it again). Resolves when the idle ones are released.
+	 */
+	async forget(path: string): Promise<void> {
+		const released: Promise<void>[] = [];
+		for (const [key, entry] of this.#entries) {
+			if (entry.path !== path) continue;
+			entry.transient = true;
+			if (entry.users > 0) continue;
+			this.#entries.delete(key);
+			released.push(releaseSession(entry));
+		}
+		await Promise.all(released);
 	}
 
 	async dispose(): Promise<void> {

@@ -471,6 +471,8 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	let cachedIndexes = 1;
 	/** Bytes they may hold (`RvcEngineOptions.maxCachedIndexBytes`), set by `init`. */
 	let cachedIndexBytes = DEFAULT_INDEX_CACHE_BYTES;
+	/** The ONNX file built from each `.pth` synthesizer artifact used (`synthesizerOnnxPath`), for `forget`. */
+	const builtFrom = new Map<string, string>();
 	/** Whether idle model threads decode parts of a job's spans (`RvcEngineOptions.lendIdleThreads`), set by `init`. */
 	let lendThreads = false;
 	const mel = new LogMelSpectrogram();
@@ -502,7 +504,9 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	/** The voice's model files, a `.pth` synthesizer built into ONNX once (cached beside it by checksum). */
 	const modelFiles = async (files: VoiceFiles, params: RvcParams): Promise<ModelPaths> => {
 		const paths = modelPaths(files, params);
-		return { ...paths, synthesizer: await synthesizerOnnxPath(paths.synthesizer) };
+		const synthesizer = await synthesizerOnnxPath(paths.synthesizer);
+		if (synthesizer !== paths.synthesizer) builtFrom.set(paths.synthesizer, synthesizer);
+		return { ...paths, synthesizer };
 	};
 	/** The job's models, from a model cache (and its thread) lent to this job until `release`. */
 	const acquireModels = async (files: VoiceFiles, params: RvcParams, transient: boolean) => {
@@ -815,6 +819,19 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				releaseIndex();
 				release();
 			}
+		},
+
+		async forget(artifactPaths: readonly string[]): Promise<void> {
+			// A checkpoint's sessions were loaded from the ONNX file built beside it.
+			const loaded = artifactPaths.flatMap((path) => [path, builtFrom.get(path) ?? path]);
+			for (const path of artifactPaths) builtFrom.delete(path);
+			const models = [...(caches?.items ?? []), ...(features !== undefined ? [features] : [])];
+			await Promise.all(
+				[...new Set(loaded)].flatMap((path) => [
+					...models.map((cache) => cache.forget(path)),
+					indexes?.forget(path) ?? Promise.resolve(),
+				]),
+			);
 		},
 
 		async dispose(): Promise<void> {
