@@ -243,8 +243,8 @@ describe("synthesizer graph speed options", () => {
 			expect(infos.map((info) => info.details?.model_threads)).toEqual([2, 2]);
 			// One voice's synthesizer kept per model thread on the CPU, by default.
 			expect(infos.map((info) => info.details?.cached_voices)).toEqual([1, 1]);
-			// Feature indexes are bounded by what they hold (1.5 GB by default), and their threads at 16.
-			expect(infos.map((info) => info.details?.cached_index_bytes)).toEqual([1.5e9, 1.5e9]);
+			// Feature indexes are bounded by what they hold (1.1 GB by default on the CPU), and their threads at 16.
+			expect(infos.map((info) => info.details?.cached_index_bytes)).toEqual([1.1e9, 1.1e9]);
 			expect(infos.map((info) => info.details?.cached_indexes)).toEqual([16, 16]);
 			// Nothing is lent before the other thread holds the synthesizer: lending itself never loads one.
 			const first = await convertTone(lending.engine, paths, "spans", params);

@@ -115,7 +115,8 @@ export interface RvcEngineOptions {
 	 */
 	maxCachedIndexes?: number;
 	/**
-	 * Bytes the kept feature indexes may hold in all (`RUNNER_RVC_INDEX_CACHE_MB`; default `DEFAULT_INDEX_CACHE_BYTES`):
+	 * Bytes the kept feature indexes may hold in all (`RUNNER_RVC_INDEX_CACHE_MB`; default `DEFAULT_INDEX_CACHE_BYTES`,
+	 * by provider):
 	 * each holds about its file's size (up to the 1000 MB upload limit) and its thread about 25 MB (`index-cache.ts`).
 	 * Past it the least recently used idle ones go; one larger than all of it serves its jobs and goes after them.
 	 */
@@ -154,10 +155,11 @@ export interface RvcEngineOptions {
 }
 
 /**
- * The feature indexes' memory unless the operator sets it: the largest index the service accepts (1000 MB, about
- * 1030 MB held with its thread) with room beside it, or about ten of the 50-150 MB indexes RVC's training writes.
+ * The feature indexes' memory unless the operator sets it: the ceilings the count alone gave before. On the CPU, one
+ * index at the 1000 MB upload limit (about 1030 MB held with its thread), or several of the 50-150 MB indexes RVC's
+ * training writes; on a GPU, whose host's memory is larger, two.
  */
-export const DEFAULT_INDEX_CACHE_BYTES = 1_500_000_000;
+export const DEFAULT_INDEX_CACHE_BYTES = { cpu: 1_100_000_000, gpu: 2_200_000_000 } as const;
 
 /** Input samples per ContentVec frame at 16 kHz (HuBERT's feature encoder stride). */
 const CONTENTVEC_STRIDE = 320;
@@ -470,7 +472,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	/** Feature indexes kept (`RvcEngineOptions.maxCachedIndexes`), set by `init`. */
 	let cachedIndexes = 1;
 	/** Bytes they may hold (`RvcEngineOptions.maxCachedIndexBytes`), set by `init`. */
-	let cachedIndexBytes = DEFAULT_INDEX_CACHE_BYTES;
+	let cachedIndexBytes: number = DEFAULT_INDEX_CACHE_BYTES.cpu;
 	/** The ONNX file built from each `.pth` synthesizer artifact used (`synthesizerOnnxPath`), for `forget`. */
 	const builtFrom = new Map<string, string>();
 	/** Whether idle model threads decode parts of a job's spans (`RvcEngineOptions.lendIdleThreads`), set by `init`. */
@@ -671,7 +673,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				cpu ? 1 : capacity,
 			);
 			cachedIndexes = Math.max(1, Math.floor(options.maxCachedIndexes ?? 16));
-			cachedIndexBytes = Math.max(1, options.maxCachedIndexBytes ?? DEFAULT_INDEX_CACHE_BYTES);
+			cachedIndexBytes = Math.max(1, options.maxCachedIndexBytes ?? DEFAULT_INDEX_CACHE_BYTES[cpu ? "cpu" : "gpu"]);
 			indexes = new IndexCache(
 				{ count: cachedIndexes, bytes: cachedIndexBytes },
 				options.intraOpNumThreads !== undefined ? { intraOpNumThreads: options.intraOpNumThreads } : {},
