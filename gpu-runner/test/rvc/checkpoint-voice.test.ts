@@ -213,6 +213,24 @@ describe("npm run rvc", () => {
 		});
 	});
 
+	it("inspect prints what Applio recorded of a voice's training", async () => {
+		const { code, json } = await tool("inspect", join(FIXTURES, "v2-f0-40k-applio.pth"));
+		expect(code).toBe(0);
+		expect(json).toMatchObject({ kind: "rvc_checkpoint", version: "v2", sample_rate: 40000, feature_dim: 768 });
+		expect(json?.training).toEqual({
+			model_name: "Tiny",
+			epoch: 200,
+			step: 4000,
+			creation_date: "2026-11-24T10:00:00.000000",
+			dataset_length: 1234.5,
+			overtrain_info: "None",
+			embedder_model: "contentvec",
+			vocoder: "HiFi-GAN",
+		});
+		// RVC's own files record none of it.
+		expect((await tool("inspect", join(FIXTURES, "v2-f0-40k.pth"))).json).not.toHaveProperty("training");
+	});
+
 	it("tells a file it cannot read or write from a refused one: exit code 2, no JSON, no stack trace", async () => {
 		const dir = scratchDir("rvc-tool");
 		for (const args of [

@@ -38,6 +38,7 @@ export function describeCheckpoint(checkpoint: RvcCheckpoint): Record<string, un
 		dtype: checkpoint.dtype,
 		parameters: checkpoint.parameters,
 		info: checkpoint.info ?? null,
+		...(Object.keys(checkpoint.training).length > 0 ? { training: checkpoint.training } : {}),
 		synthesizer_inputs: checkpoint.f0
 			? ["phone", "phone_lengths", "pitch", "pitchf", "ds", "rnd"]
 			: ["phone", "phone_lengths", "ds", "rnd"],

@@ -77,6 +77,8 @@ export interface RvcCheckpoint {
 	/** Rows of `emb_g.weight`: the speakers `ds` may select. */
 	speakers: number;
 	info: string | undefined;
+	/** What Applio records of the training beside RVC's keys (`TRAINING_FACTS`), where present: for operators. */
+	training: Record<string, string | number>;
 	/** Element type of the stored tensors (fp16 for RVC's own exports). */
 	dtype: StorageDtype;
 	/** Tensors of the inference path, float32, weight norm folded, by RVC's parameter names. */
@@ -304,6 +306,28 @@ function weightNormRefs(
 		if (gRef !== undefined || vRef !== undefined) return { g, v, gRef, vRef };
 	}
 	return undefined;
+}
+
+/** Applio's record of a voice's training, kept as facts about the file (strings and numbers only). */
+const TRAINING_FACTS = [
+	"model_name",
+	"author",
+	"epoch",
+	"step",
+	"creation_date",
+	"dataset_length",
+	"overtrain_info",
+	"embedder_model",
+	"vocoder",
+] as const;
+
+function trainingFacts(root: Map<unknown, unknown>): Record<string, string | number> {
+	const facts: Record<string, string | number> = {};
+	for (const key of TRAINING_FACTS) {
+		const value = root.get(key);
+		if (typeof value === "string" || (typeof value === "number" && Number.isFinite(value))) facts[key] = value;
+	}
+	return facts;
 }
 
 /** Feature extractors whose output this engine computes: RVC's ContentVec (which RVC's files call `hubert_base`). */
@@ -548,6 +572,7 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 		featureDim,
 		speakers,
 		info: typeof info === "string" ? info : undefined,
+		training: trainingFacts(root),
 		dtype: dtypes.length === 1 ? (dtypes[0] as StorageDtype) : "float32",
 		weights,
 		parameters,
