@@ -59,7 +59,8 @@ rvc voices: --model is the synthesizer (RVC's .pth checkpoint or an ONNX export)
 are recognised by their bytes. --params holds the voice's defaults: sample_rate, index_rate, protect,
 rms_mix_rate, f0_method, transpose_semitones. Whether the model takes pitch (f0) and the width of the features it
 reads (feature_dim) are read from --model and kept with them: f0_method is refused for a model without pitch
-input, and an --index given later must match the width. The pitch range (Hz, for pitch_shift "auto") is
+input, an --index given later must match the width, and a v1 model (256-wide) needs the base model
+contentvec_v1 or its own --artifact contentvec=FILE. The pitch range (Hz, for pitch_shift "auto") is
 measured from --sample unless --pitch-range gives it.
 
 Local D1/R2 (the ones \`npm run dev\` uses) by default; --remote acts on the deployed ones through wrangler.`;
@@ -374,6 +375,15 @@ async function voiceFields(
 		}
 		checkRvcEngineParams(params);
 		if (params !== (fields.params ?? current?.params)) fields.params = params;
+		// A v1 model reads 256-wide features: its conversions get the deployment's contentvec_v1, or its own file.
+		if (modelWidth === RVC_V1_FEATURE_DIM && !names.has("contentvec")) {
+			const v1 = await backend.query("SELECT name FROM base_models WHERE name = 'contentvec_v1'");
+			if (v1.length === 0) {
+				throw new UsageError(
+					`--model ${options.model} reads 256-wide features (RVC v1), which the deployment's ContentVec does not give: set one for v1 voices first (base-model set contentvec_v1 FILE.onnx, e.g. RVC's vec-256-layer-9), or give the voice its own (--artifact contentvec=FILE.onnx)`,
+				);
+			}
+		}
 	}
 	if (options["pitch-range"] !== undefined) fields.pitchRangeHz = pitchRange(options["pitch-range"]);
 	else if (sample) {

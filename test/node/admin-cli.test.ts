@@ -280,6 +280,32 @@ describe("admin CLI", () => {
 		expect(listed.map((base) => base.name)).toContain("contentvec_v1");
 	});
 
+	it("creates a v1 voice only where a 256-wide ContentVec will feed it: contentvec_v1, or the voice's own", async () => {
+		const model = path.join(FIXTURES, "v1-f0-40k.pth");
+		const narrow = path.join(dir, "own-contentvec-256.onnx");
+		await writeFile(narrow, buildTinyContentVec({ featureDim: 256 }));
+		await backend.execute(["DELETE FROM base_models WHERE name = 'contentvec_v1'"]);
+		const before = await admin("voice", "list");
+		await expect(admin("voice", "create", "--name", "Old v1", "--engine", "rvc", "--model", model)).rejects.toThrow(
+			/reads 256-wide features \(RVC v1\), which the deployment's ContentVec does not give: set one for v1 voices first \(base-model set contentvec_v1 FILE\.onnx/,
+		);
+		expect(await admin("voice", "list")).toEqual(before);
+
+		const own = (await admin(
+			...["voice", "create", "--name", "Old v1 own", "--engine", "rvc", "--model", model],
+			...["--artifact", `contentvec=${narrow}`],
+		)) as { voice_id: string };
+		expect(own.voice_id).toMatch(/^[0-9a-f-]{36}$/);
+		await admin("base-model", "set", "contentvec_v1", narrow);
+		const shared = (await admin("voice", "create", "--name", "Old v1", "--engine", "rvc", "--model", model)) as {
+			voice_id: string;
+		};
+		const listed = (
+			(await admin("voice", "list")) as { voice_id: string; engine_params: Record<string, unknown> }[]
+		).find((voice) => voice.voice_id === shared.voice_id);
+		expect(listed?.engine_params).toMatchObject({ sample_rate: 40_000, f0: true, feature_dim: 256 });
+	});
+
 	it("creates an rvc voice from its model and index, with its defaults and the pitch range of its sample", async () => {
 		const model = path.join(dir, "voice.onnx");
 		// 16-wide features, as the small test indexes hold.
