@@ -40,6 +40,7 @@ const manifest = JSON.parse(readFileSync(join(FIXTURES, "manifest.json"), "utf8"
 	pitchf: number[];
 	checkpoints: Record<string, CheckpointFixture>;
 	refused: Record<string, string>;
+	read_as_base: Record<string, string>;
 };
 
 const bytesOf = (file: string) => new Uint8Array(readFileSync(join(FIXTURES, file)));
@@ -140,6 +141,21 @@ describe("RVC checkpoints written by PyTorch", () => {
 					expect(difference).toBeGreaterThan(0);
 					expect(Number.isFinite(difference)).toBe(true);
 				});
+			}
+		});
+	}
+});
+
+describe("forks' files that record ContentVec and HiFi-GAN in their own words", () => {
+	// Applio's of late 2024 (embedder_model "None") and Vietnamese-RVC's (vocoder "Default", its NSF HiFi-GAN).
+	for (const [name, base] of Object.entries(manifest.read_as_base)) {
+		it(`${name} reads as ${base}, the file it was made from`, () => {
+			const expected = readRvcCheckpoint(bytesOf(`${base}.pth`));
+			const read = readRvcCheckpoint(bytesOf(`${name}.pth`));
+			expect(read.weights.size).toBe(expected.weights.size);
+			for (const [tensor, { dims, data }] of expected.weights) {
+				expect(read.weights.get(tensor)?.dims, tensor).toEqual(dims);
+				expect(read.weights.get(tensor)?.data, tensor).toEqual(data);
 			}
 		});
 	}

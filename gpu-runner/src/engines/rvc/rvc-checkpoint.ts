@@ -332,8 +332,20 @@ function trainingFacts(root: Map<unknown, unknown>): Record<string, string | num
 
 /** Feature extractors whose output this engine computes: RVC's ContentVec (which RVC's files call `hubert_base`). */
 const CONTENTVEC_NAMES = new Set(["contentvec", "hubert_base", "hubert-base"]);
-/** RVC's decoder; the other names Applio stores are refused. */
-const HIFI_GAN_NAMES = new Set(["hifi-gan", "hifigan"]);
+/**
+ * RVC's decoder: Applio's name for it, and Vietnamese-RVC's (`Default`, its NSF HiFi-GAN); the other names those
+ * forks store are refused.
+ */
+const HIFI_GAN_NAMES = new Set(["hifi-gan", "hifigan", "default"]);
+/**
+ * A name a file records, lower-cased; undefined when it records none. Applio wrote the text `None` for a voice trained
+ * on a built-in embedder between September and November 2024 (`str(None)` of an unset custom embedder).
+ */
+function recordedName(value: unknown): string | undefined {
+	if (typeof value !== "string") return undefined;
+	const name = value.trim().toLowerCase();
+	return name === "" || name === "none" ? undefined : name;
+}
 /** Tensor name prefixes of decoders other than HiFi-GAN, for files that do not say which they use. */
 const OTHER_DECODERS: readonly [prefix: string, vocoder: string][] = [
 	["dec.upsample_blocks.", "RefineGAN"],
@@ -349,13 +361,15 @@ const OTHER_DECODERS: readonly [prefix: string, vocoder: string][] = [
  */
 function checkTrainedForThisEngine(root: Map<unknown, unknown>, raw: ReadonlyMap<string, TensorRef>): void {
 	const embedder = root.get("embedder_model");
-	if (typeof embedder === "string" && !CONTENTVEC_NAMES.has(embedder.trim().toLowerCase()))
+	const embedderName = recordedName(embedder);
+	if (embedderName !== undefined && !CONTENTVEC_NAMES.has(embedderName))
 		throw new RvcCheckpointError(
 			"unsupported_embedder",
 			`this voice was trained on ${describe(embedder)} features (its embedder_model); this service extracts ContentVec features, on which it would not sound like the voice: use a voice trained with the contentvec embedder`,
 		);
 	const vocoder = root.get("vocoder");
-	if (typeof vocoder === "string" && !HIFI_GAN_NAMES.has(vocoder.trim().toLowerCase()))
+	const vocoderName = recordedName(vocoder);
+	if (vocoderName !== undefined && !HIFI_GAN_NAMES.has(vocoderName))
 		throw new RvcCheckpointError(
 			"unsupported_vocoder",
 			`this voice's decoder is ${describe(vocoder)} (its vocoder); this service runs RVC's HiFi-GAN decoder: use a voice trained with the HiFi-GAN vocoder`,
