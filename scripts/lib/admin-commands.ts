@@ -419,13 +419,21 @@ async function findVoiceId(backend: AdminBackend, id: string | undefined, name: 
 		if (!rows[0]) throw new UsageError(`No service voice with id ${id}`);
 		return rows[0].id;
 	}
+	// Names are the service's to look up; an account's voices may share them (they are private to it). One stored
+	// before names were composed is found as typed.
+	const given = required(name, "name");
 	const rows = await backend.query<{ id: string }>(
-		// Names are the service's to look up; an account's voices may share them (they are private to it).
-		`SELECT id FROM voices WHERE account_id IS NULL AND name = ${sqlValue(required(name, "name"))}`,
+		`SELECT id FROM voices WHERE account_id IS NULL AND name IN (${sqlValue(given.normalize("NFC"))}, ${sqlValue(given)})`,
 	);
 	if (!rows[0]) throw new UsageError(`No voice named "${name}"`);
 	return rows[0].id;
 }
+
+/**
+ * A service voice's name as stored: trimmed, in Unicode's composed form (NFC), as the API stores an account's, so
+ * that "Zoë" typed with a combining diaeresis is the same name as with the composed letter.
+ */
+const voiceName = (value: string | undefined, flag: string) => required(value, flag).normalize("NFC");
 
 async function accountExists(backend: AdminBackend, id: string): Promise<void> {
 	const rows = await backend.query<{ id: string }>(`SELECT id FROM accounts WHERE id = ${sqlValue(id)}`);
@@ -479,7 +487,7 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			return plan.output;
 		}
 		case "voice create": {
-			const name = required(values.name, "name");
+			const name = voiceName(values.name, "name");
 			const existing = await backend.query(
 				`SELECT id FROM voices WHERE account_id IS NULL AND name = ${sqlValue(name)}`,
 			);
@@ -505,7 +513,7 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 				params: JSON.parse(row.engine_params),
 				artifacts: JSON.parse(row.artifacts),
 			});
-			if (values.rename !== undefined) fields.name = values.rename;
+			if (values.rename !== undefined) fields.name = voiceName(values.rename, "rename");
 			if (Object.keys(fields).length === 0) throw new UsageError("voice update needs at least one field to change");
 			const plan = updateVoice(id, fields);
 			try {

@@ -77,6 +77,19 @@ describe("admin CLI", () => {
 		expect(JSON.stringify(rows)).not.toContain(String(client.client_secret));
 	});
 
+	it("stores a service voice's name composed (NFC), so one typed with a combining accent is the same name", async () => {
+		const decomposed = "Zoe\u0308 (admin)";
+		const composed = decomposed.normalize("NFC");
+		const created = (await admin("voice", "create", "--name", decomposed)) as { voice_id: string };
+		await expect(admin("voice", "create", "--name", composed)).rejects.toThrow(/already exists; use voice update/);
+		const listed = (await admin("voice", "list")) as { voice_id: string; name: string }[];
+		expect(listed.find((voice) => voice.voice_id === created.voice_id)?.name).toBe(composed);
+		// Found however it is typed, and renamed composed too.
+		await admin("voice", "update", "--name", decomposed, "--rename", `Andre\u0301 ${composed}`);
+		const renamed = (await admin("voice", "list")) as { voice_id: string; name: string }[];
+		expect(renamed.find((voice) => voice.voice_id === created.voice_id)?.name).toBe(`André ${composed}`);
+	});
+
 	it("creates and updates a voice with its image and sample in the bucket", async () => {
 		const voice = DEMO_VOICES[0];
 		if (!voice) throw new Error("no demo voice");
