@@ -13,7 +13,7 @@ import {
 	type TensorMeta,
 } from "../../gpu-runner/src/engines/rvc/feature-model-layout.ts";
 import { CPU_PARAM_DEFAULTS, parseRvcParams } from "../../gpu-runner/src/engines/rvc/params.ts";
-import { RVC_V1_FEATURE_DIM } from "../../src/contracts/runner.ts";
+import { RVC_V1_FEATURE_DIM, sharedModelsFor } from "../../src/contracts/runner.ts";
 import { VoiceSettings } from "../../src/contracts/voice-conversions.ts";
 import type { AdminBackend } from "./admin-backend.ts";
 import {
@@ -375,12 +375,20 @@ async function voiceFields(
 		}
 		checkRvcEngineParams(params);
 		if (params !== (fields.params ?? current?.params)) fields.params = params;
-		// A v1 model reads 256-wide features: its conversions get the deployment's contentvec_v1, or its own file.
+		// A v1 model reads 256-wide features: its conversions get the deployment's contentvec_v1, or its own file, or a
+		// contentvec that is itself 256 wide (a deployment of v1 voices). Refused where the ContentVec it would get is
+		// known to be another width (one set before widths were recorded is not held against it).
 		if (modelWidth === RVC_V1_FEATURE_DIM && !names.has("contentvec")) {
-			const v1 = await backend.query("SELECT name FROM base_models WHERE name = 'contentvec_v1'");
-			if (v1.length === 0) {
+			const bases = await backend.query<{ name: string; feature_dim: number | null }>(
+				"SELECT name, feature_dim FROM base_models WHERE name IN ('contentvec', 'contentvec_v1')",
+			);
+			const fed = sharedModelsFor(bases, { featureDim: modelWidth, own: new Set() }).find(
+				(shared) => shared.name === "contentvec",
+			);
+			const width = fed?.base.feature_dim;
+			if (typeof width === "number" && width !== RVC_V1_FEATURE_DIM) {
 				throw new UsageError(
-					`--model ${options.model} reads 256-wide features (RVC v1), which the deployment's ContentVec does not give: set one for v1 voices first (base-model set contentvec_v1 FILE.onnx, e.g. RVC's vec-256-layer-9), or give the voice its own (--artifact contentvec=FILE.onnx)`,
+					`--model ${options.model} reads 256-wide features (RVC v1), but the deployment's ContentVec gives ${width}-wide ones: set one for v1 voices first (base-model set contentvec_v1 FILE.onnx, e.g. RVC's vec-256-layer-9), or give the voice its own (--artifact contentvec=FILE.onnx)`,
 				);
 			}
 		}
@@ -555,7 +563,7 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			if (!BASE_MODEL_NAMES.includes(name as BaseModelName) || !file || extra.length > 0) {
 				throw new UsageError(`usage: base-model set ${BASE_MODEL_NAMES.join("|")} FILE.onnx`);
 			}
-			const { bytes } = await inspectModel(
+			const { bytes, inspection } = await inspectModel(
 				file,
 				"base-model",
 				(inspection) =>
@@ -567,13 +575,19 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			const digest = sha256(bytes);
 			const key = baseModelKey(name as BaseModelName, digest);
 			await backend.putObject(key, bytes, "application/octet-stream");
-			const plan = setBaseModel(name as BaseModelName, { key, sha256: digest, size_bytes: bytes.length });
+			const width = name === "rmvpe" ? undefined : (inspection.outputs as TensorMeta[] | undefined)?.[0]?.shape?.[2];
+			const plan = setBaseModel(name as BaseModelName, {
+				key,
+				sha256: digest,
+				size_bytes: bytes.length,
+				feature_dim: typeof width === "number" ? width : null,
+			});
 			await backend.execute(plan.statements);
 			return plan.output;
 		}
 		case "base-model list":
 			return backend.query(
-				"SELECT name, sha256, size_bytes, object_key AS key, updated_at FROM base_models ORDER BY name",
+				"SELECT name, sha256, size_bytes, feature_dim, object_key AS key, updated_at FROM base_models ORDER BY name",
 			);
 		default:
 			throw new UsageError(command ? `Unknown command "${command}"` : "No command given");

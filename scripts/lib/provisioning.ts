@@ -64,15 +64,22 @@ export interface StoredFile {
  */
 export const baseModelKey = (name: BaseModelName, sha256: string) => `base-models/${name}/${sha256}`;
 
+/** `featureDim`: a ContentVec's feature width, kept so that voices can be checked against it; null for RMVPE. */
 export function setBaseModel(
 	name: BaseModelName,
-	file: StoredFile,
+	file: StoredFile & { feature_dim: number | null },
 	now = new Date(),
-): AdminPlan<StoredFile & { name: BaseModelName }> {
-	const row = { name, object_key: file.key, sha256: file.sha256, size_bytes: file.size_bytes };
+): AdminPlan<StoredFile & { name: BaseModelName; feature_dim: number | null }> {
+	const row = {
+		name,
+		object_key: file.key,
+		sha256: file.sha256,
+		size_bytes: file.size_bytes,
+		feature_dim: file.feature_dim,
+	};
 	return {
 		statements: [
-			`${insertSql("base_models", { ...row, updated_at: now.toISOString() }).slice(0, -1)} ON CONFLICT (name) DO UPDATE SET object_key = excluded.object_key, sha256 = excluded.sha256, size_bytes = excluded.size_bytes, updated_at = excluded.updated_at;`,
+			`${insertSql("base_models", { ...row, updated_at: now.toISOString() }).slice(0, -1)} ON CONFLICT (name) DO UPDATE SET object_key = excluded.object_key, sha256 = excluded.sha256, size_bytes = excluded.size_bytes, feature_dim = excluded.feature_dim, updated_at = excluded.updated_at;`,
 		],
 		output: { name, ...file },
 	};

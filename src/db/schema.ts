@@ -142,6 +142,11 @@ export const baseModels = sqliteTable("base_models", {
 	objectKey: text("object_key").notNull(),
 	sha256: text("sha256").notNull(),
 	sizeBytes: integer("size_bytes").notNull(),
+	/**
+	 * A ContentVec's feature width (768, or 256 for v1 voices), as the admin tool read it; null for RMVPE and for
+	 * models set before it was recorded.
+	 */
+	featureDim: integer("feature_dim"),
 	updatedAt: text("updated_at").notNull(),
 });
 

@@ -237,6 +237,7 @@ describe("admin CLI", () => {
 			key: `base-models/contentvec/${await digest(first)}`,
 			sha256: await digest(first),
 			size_bytes: (await readFile(first)).length,
+			feature_dim: 768,
 		});
 		await admin("base-model", "set", "contentvec", second);
 		const list = (await admin("base-model", "list")) as Record<string, unknown>[];
@@ -245,6 +246,7 @@ describe("admin CLI", () => {
 				name: "contentvec",
 				sha256: await digest(second),
 				key: `base-models/contentvec/${await digest(second)}`,
+				feature_dim: 256,
 			}),
 		]);
 	});
@@ -296,11 +298,14 @@ describe("admin CLI", () => {
 	it("creates a v1 voice only where a 256-wide ContentVec will feed it: contentvec_v1, or the voice's own", async () => {
 		const model = path.join(FIXTURES, "v1-f0-40k.pth");
 		const narrow = path.join(dir, "own-contentvec-256.onnx");
+		const wide = path.join(dir, "deployment-contentvec-768.onnx");
 		await writeFile(narrow, buildTinyContentVec({ featureDim: 256 }));
+		await writeFile(wide, buildTinyContentVec());
 		await backend.execute(["DELETE FROM base_models WHERE name = 'contentvec_v1'"]);
+		await admin("base-model", "set", "contentvec", wide);
 		const before = await admin("voice", "list");
 		await expect(admin("voice", "create", "--name", "Old v1", "--engine", "rvc", "--model", model)).rejects.toThrow(
-			/reads 256-wide features \(RVC v1\), which the deployment's ContentVec does not give: set one for v1 voices first \(base-model set contentvec_v1 FILE\.onnx/,
+			/reads 256-wide features \(RVC v1\), but the deployment's ContentVec gives 768-wide ones: set one for v1 voices first \(base-model set contentvec_v1 FILE\.onnx/,
 		);
 		expect(await admin("voice", "list")).toEqual(before);
 

@@ -1,0 +1,1 @@
+ALTER TABLE `base_models` ADD `feature_dim` integer;
