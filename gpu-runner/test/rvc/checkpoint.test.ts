@@ -146,12 +146,15 @@ describe("RVC checkpoints written by PyTorch", () => {
 	}
 });
 
-describe("forks' files that record ContentVec and HiFi-GAN in their own words", () => {
-	// Applio's of late 2024 (embedder_model "None") and Vietnamese-RVC's (vocoder "Default", its NSF HiFi-GAN).
+describe("forks' files that record ContentVec and HiFi-GAN in their own words, or RVC's config in theirs", () => {
+	// Applio's of late 2024 (embedder_model "None"), Vietnamese-RVC's (vocoder "Default", its NSF HiFi-GAN), and
+	// ddPn08's rvc-webui's (a 19-item config with emb_channels, its features' layer recorded apart from `version`).
 	for (const [name, base] of Object.entries(manifest.read_as_base)) {
 		it(`${name} reads as ${base}, the file it was made from`, () => {
 			const expected = readRvcCheckpoint(bytesOf(`${base}.pth`));
 			const read = readRvcCheckpoint(bytesOf(`${name}.pth`));
+			const { version, f0, featureDim, config, speakers } = expected;
+			expect(read).toMatchObject({ version, f0, featureDim, config, speakers });
 			expect(read.weights.size).toBe(expected.weights.size);
 			for (const [tensor, { dims, data }] of expected.weights) {
 				expect(read.weights.get(tensor)?.dims, tensor).toEqual(dims);
@@ -176,6 +179,10 @@ describe("refused checkpoints", () => {
 			/trained on "chinese-hubert-base" features \(its embedder_model\); this service extracts ContentVec features/,
 		"refused-vocoder-refinegan": /decoder is "RefineGAN" \(its vocoder\); this service runs RVC's HiFi-GAN decoder/,
 		"refused-undeclared-mrf-decoder": /decoder is MRF HiFi-GAN \(tensor dec\.(upsamples|mrfs)\./,
+		"refused-ddpn08-japanese-hubert":
+			/trained on "hubert-base-japanese" features \(its embedder_name\); this service extracts ContentVec features/,
+		"refused-ddpn08-768-layer-9":
+			/768-wide features of embedder layer 9 \(its embedder_output_layer\); this service extracts ContentVec's layer 12/,
 	};
 	for (const [name, problem] of Object.entries(manifest.refused)) {
 		it(`${name}: ${problem}`, () => {

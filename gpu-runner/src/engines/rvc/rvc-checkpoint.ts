@@ -9,7 +9,8 @@
  * Applio's files are read too: weight norm's `g` and `v` may be named as PyTorch 2's parametrizations name them
  * (`.parametrizations.weight.original0` / `original1`), and a voice trained on another embedder's features or with
  * another decoder (its `embedder_model`, its `vocoder` or its decoder's tensor names) is refused by name, since it
- * would run here on ContentVec features through a HiFi-GAN decoder and not sound like the voice.
+ * would run here on ContentVec features through a HiFi-GAN decoder and not sound like the voice. So are ddPn08's
+ * rvc-webui's, whose config has 19 items (`ddpn08Layout`).
  *
  * The result has every tensor as float32 with weight norm folded (`weight = g * v / ||v||`, the norm over all
  * dimensions but the first), checked against the shapes the config implies. Failures are
@@ -360,13 +361,17 @@ const OTHER_DECODERS: readonly [prefix: string, vocoder: string][] = [
  * ContentVec and HiFi-GAN. A file that does not say is judged by its decoder's tensor names.
  */
 function checkTrainedForThisEngine(root: Map<unknown, unknown>, raw: ReadonlyMap<string, TensorRef>): void {
-	const embedder = root.get("embedder_model");
-	const embedderName = recordedName(embedder);
-	if (embedderName !== undefined && !CONTENTVEC_NAMES.has(embedderName))
-		throw new RvcCheckpointError(
-			"unsupported_embedder",
-			`this voice was trained on ${describe(embedder)} features (its embedder_model); this service extracts ContentVec features, on which it would not sound like the voice: use a voice trained with the contentvec embedder`,
-		);
+	// Applio's `embedder_model`; ddPn08's `embedder_name`, which it and w-okada's voice changer read with a "768" suffix
+	// cut off (`hubert_base768` is `hubert_base` taken 768 wide).
+	for (const key of ["embedder_model", "embedder_name"]) {
+		const embedder = root.get(key);
+		const embedderName = recordedName(embedder)?.replace(/768$/, "");
+		if (embedderName !== undefined && !CONTENTVEC_NAMES.has(embedderName))
+			throw new RvcCheckpointError(
+				"unsupported_embedder",
+				`this voice was trained on ${describe(embedder)} features (its ${key}); this service extracts ContentVec features, on which it would not sound like the voice: use a voice trained with the contentvec embedder`,
+			);
+	}
 	const vocoder = root.get("vocoder");
 	const vocoderName = recordedName(vocoder);
 	if (vocoderName !== undefined && !HIFI_GAN_NAMES.has(vocoderName))
@@ -382,6 +387,40 @@ function checkTrainedForThisEngine(root: Map<unknown, unknown>, raw: ReadonlyMap
 				`this voice's decoder is ${other[1]} (tensor ${name}); this service runs RVC's HiFi-GAN decoder: use a voice trained with the HiFi-GAN vocoder`,
 			);
 	}
+}
+
+/** The ContentVec layer RVC takes each feature width from: 9 projected to 256 (v1), 12 (v2). */
+const RVC_FEATURE_LAYERS: Record<RvcVersion, number> = { v1: 9, v2: 12 };
+
+/**
+ * ddPn08's rvc-webui (`lib/rvc/checkpoints.py`, `create_trained_model`; w-okada's voice changer loads its files as
+ * "DDPN RVC") writes RVC's config with the feature width (`emb_channels`) before the last item, which is the rate
+ * in Hz: 19 items, the same again as a dict (`params`). Its network is RVC's with the phone embedding that wide. The
+ * width and the embedder layer the features came from (`embedder_output_layer`, 9 or 12) are chosen apart from
+ * `version`, so the file is read as the RVC version whose features it takes, and a pair RVC does not use is refused:
+ * this engine extracts RVC's two. Undefined for any other layout.
+ */
+function ddpn08Layout(
+	root: Map<unknown, unknown>,
+	rawConfig: readonly unknown[],
+): { config: unknown[]; version: RvcVersion } | undefined {
+	if (rawConfig.length !== 19 || !root.has("params")) return undefined;
+	const width = rawConfig[17];
+	const version = (["v1", "v2"] as const).find((v) => FEATURE_DIMS[v] === width);
+	if (version === undefined)
+		throw new RvcCheckpointError(
+			"invalid_config",
+			`config emb_channels (item 18 of ddPn08's 19) is ${describe(width)}; RVC's feature widths are 256 and 768`,
+		);
+	// Absent only from merges of files that lacked it; RVC's layer for the width is then the one meant.
+	const recorded = root.get("embedder_output_layer");
+	const layer = recorded === undefined || recorded === null ? RVC_FEATURE_LAYERS[version] : Number(recorded);
+	if (layer !== RVC_FEATURE_LAYERS[version])
+		throw new RvcCheckpointError(
+			"unsupported_embedder",
+			`this voice was trained on ${width}-wide features of embedder layer ${describe(recorded)} (its embedder_output_layer); this service extracts ContentVec's layer ${RVC_FEATURE_LAYERS[version]} at that width, as RVC does, on which it would not sound like the voice`,
+		);
+	return { config: [...rawConfig.slice(0, 17), rawConfig[18]], version };
 }
 
 function openArchive(bytes: Uint8Array): { archive: ZipArchive; prefix: string } {
@@ -465,7 +504,6 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 			"unknown_version",
 			`unknown RVC version ${describe(storedVersion)}; v1 and v2 are read`,
 		);
-	const version: RvcVersion = storedVersion;
 	const f0Value = root.get("f0") ?? 1;
 	if (f0Value !== 0 && f0Value !== 1 && typeof f0Value !== "boolean")
 		throw new RvcCheckpointError("not_a_checkpoint", `checkpoint f0 is ${describe(f0Value)}, expected 1 or 0`);
@@ -476,9 +514,11 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 			"not_a_checkpoint",
 			`checkpoint config is ${describe(rawConfig)}, expected RVC's 18-item list`,
 		);
+	const ddpn08 = ddpn08Layout(root, rawConfig);
+	const version: RvcVersion = ddpn08?.version ?? storedVersion;
 	let config: SynthesizerConfig;
 	try {
-		config = parseSynthesizerConfig(rawConfig);
+		config = parseSynthesizerConfig(ddpn08?.config ?? rawConfig);
 	} catch (error) {
 		if (error instanceof SynthesizerConfigError) throw new RvcCheckpointError("invalid_config", error.message);
 		throw error;
