@@ -624,6 +624,23 @@ describe("rvc engine with tiny models", () => {
 			});
 		});
 
+		it("names w-okada's voice changer export and asks for the .pth", async () => {
+			// Its inputs (export2onnx.py): feats, p_len, pitch, pitchf, sid; the noise is drawn inside, so no rnd.
+			const paths = writeModels({
+				synthesizer: buildTinySynthesizer({
+					sampleRate: OUT_RATE,
+					rename: { phone: "feats", phone_lengths: "p_len", ds: "sid", rnd: "noise_drawn_inside" },
+				}),
+			});
+			const okada = new Map(artifactPaths).set("synthesizer", paths.get("synthesizer") as string);
+			await expect(convertOnce(job({ artifactPaths: okada }))).rejects.toMatchObject({
+				code: "invalid_model",
+				message: expect.stringMatching(
+					/is missing input\(s\) phone, phone_lengths, ds, rnd; .* This is w-okada's voice changer export, .*: upload the RVC \.pth it was exported from/,
+				),
+			});
+		});
+
 		it("rejects an RMVPE model with the wrong number of pitch bins", async () => {
 			const paths = writeModels({
 				rmvpe: buildTinyRmvpe({ pitchBin: 100, bins: 300 }),
