@@ -47,3 +47,33 @@ export class FeatureWidthMismatch extends RvcEngineError {
 		this.phoneDim = phoneDim;
 	}
 }
+
+/** Why a `.pth` checkpoint cannot be read as an RVC voice (`rvc-checkpoint.ts`). */
+export type CheckpointProblem =
+	/** The zip ends early (no end record, or an entry runs past the end). */
+	| "truncated_archive"
+	/** Not a torch zip with a pickled RVC inference dict (`weight`, `config`, ...). */
+	| "not_a_checkpoint"
+	/** The pickle imports or calls something outside the allow-list, or uses an opcode outside the reader's set. */
+	| "forbidden_pickle"
+	| "unknown_version"
+	| "invalid_config"
+	/** The config's sizes (or `sr`, `version`) disagree with the tensors. */
+	| "config_mismatch"
+	| "missing_tensor"
+	| "misshapen_tensor"
+	| "unsupported_dtype"
+	/** Trained on another feature extractor's output than ContentVec's (Applio's `embedder_model`). */
+	| "unsupported_embedder"
+	/** A decoder other than RVC's HiFi-GAN (Applio's `vocoder`, or its tensors' names). */
+	| "unsupported_vocoder";
+
+export class RvcCheckpointError extends RvcEngineError {
+	readonly problem: CheckpointProblem;
+
+	constructor(problem: CheckpointProblem, message: string, options: { cause?: unknown } = {}) {
+		super("invalid_model", message, { permanent: true, ...options });
+		this.name = "RvcCheckpointError";
+		this.problem = problem;
+	}
+}

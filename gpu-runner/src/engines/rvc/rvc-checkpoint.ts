@@ -6,11 +6,10 @@
  * this (`collections.OrderedDict`, `torch._utils._rebuild_tensor_v2` and the Half/Float/BFloat16 storage
  * types); anything else is refused by name.
  *
- * Applio's files are read too: weight norm's `g` and `v` may be named as PyTorch 2's parametrizations name them
- * (`.parametrizations.weight.original0` / `original1`), and a voice trained on another embedder's features or with
- * another decoder (its `embedder_model`, its `vocoder` or its decoder's tensor names) is refused by name, since it
- * would run here on ContentVec features through a HiFi-GAN decoder and not sound like the voice. So are ddPn08's
- * rvc-webui's, whose config has 19 items (`ddpn08Layout`).
+ * Forks' files are read too: weight norm's `g` and `v` may be named as PyTorch 2's parametrizations name them
+ * (`.parametrizations.weight.original0` / `original1`, Applio), and what a fork records beside RVC's keys (its
+ * training, the embedder and decoder it trained with, ddPn08's 19-item config) is read, and refused where it would
+ * not run here, by `checkpoint-provenance.ts`.
  *
  * The result has every tensor as float32 with weight norm folded (`weight = g * v / ||v||`, the norm over all
  * dimensions but the first), checked against the shapes the config implies. Failures are
@@ -18,10 +17,13 @@
  */
 
 import { isTorchPickle, ZipFormatError } from "../../../../src/contracts/zip-directory.ts";
-import { RvcEngineError } from "./errors.ts";
+import { checkTrainedForThisEngine, ddpn08Layout, trainingFacts } from "./checkpoint-provenance.ts";
+import { RvcCheckpointError } from "./errors.ts";
 import { type PickleCallable, PickleError, PickleTuple, readPickle } from "./pickle-reader.ts";
 import {
+	FEATURE_DIMS,
 	parseSynthesizerConfig,
+	type RvcVersion,
 	type SynthesizerConfig,
 	SynthesizerConfigError,
 	samplesPerFrame,
@@ -29,41 +31,14 @@ import {
 } from "./synthesizer-config.ts";
 import { ZipArchive } from "./zip-archive.ts";
 
-export type CheckpointProblem =
-	/** The zip ends early (no end record, or an entry runs past the end). */
-	| "truncated_archive"
-	/** Not a torch zip with a pickled RVC inference dict (`weight`, `config`, ...). */
-	| "not_a_checkpoint"
-	/** The pickle imports or calls something outside the allow-list, or uses an opcode outside the reader's set. */
-	| "forbidden_pickle"
-	| "unknown_version"
-	| "invalid_config"
-	/** The config's sizes (or `sr`, `version`) disagree with the tensors. */
-	| "config_mismatch"
-	| "missing_tensor"
-	| "misshapen_tensor"
-	| "unsupported_dtype"
-	/** Trained on another feature extractor's output than ContentVec's (Applio's `embedder_model`). */
-	| "unsupported_embedder"
-	/** A decoder other than RVC's HiFi-GAN (Applio's `vocoder`, or its tensors' names). */
-	| "unsupported_vocoder";
-
-export class RvcCheckpointError extends RvcEngineError {
-	readonly problem: CheckpointProblem;
-
-	constructor(problem: CheckpointProblem, message: string, options: { cause?: unknown } = {}) {
-		super("invalid_model", message, { permanent: true, ...options });
-		this.name = "RvcCheckpointError";
-		this.problem = problem;
-	}
-}
+export { type CheckpointProblem, RvcCheckpointError } from "./errors.ts";
+export { FEATURE_DIMS, type RvcVersion } from "./synthesizer-config.ts";
 
 export interface Tensor {
 	dims: number[];
 	data: Float32Array;
 }
 
-export type RvcVersion = "v1" | "v2";
 export type StorageDtype = "float16" | "float32" | "bfloat16";
 
 export interface RvcCheckpoint {
@@ -86,8 +61,6 @@ export interface RvcCheckpoint {
 	weights: Map<string, Tensor>;
 	parameters: number;
 }
-
-export const FEATURE_DIMS: Record<RvcVersion, number> = { v1: 256, v2: 768 };
 
 const STORAGE_TYPES: Record<string, { dtype: StorageDtype; bytes: number }> = {
 	"torch.HalfStorage": { dtype: "float16", bytes: 2 },
@@ -309,120 +282,6 @@ function weightNormRefs(
 	return undefined;
 }
 
-/** Applio's record of a voice's training, kept as facts about the file (strings and numbers only). */
-const TRAINING_FACTS = [
-	"model_name",
-	"author",
-	"epoch",
-	"step",
-	"creation_date",
-	"dataset_length",
-	"overtrain_info",
-	"embedder_model",
-	"vocoder",
-] as const;
-
-function trainingFacts(root: Map<unknown, unknown>): Record<string, string | number> {
-	const facts: Record<string, string | number> = {};
-	for (const key of TRAINING_FACTS) {
-		const value = root.get(key);
-		if (typeof value === "string" || (typeof value === "number" && Number.isFinite(value))) facts[key] = value;
-	}
-	return facts;
-}
-
-/** Feature extractors whose output this engine computes: RVC's ContentVec (which RVC's files call `hubert_base`). */
-const CONTENTVEC_NAMES = new Set(["contentvec", "hubert_base", "hubert-base"]);
-/**
- * RVC's decoder: Applio's name for it, and Vietnamese-RVC's (`Default`, its NSF HiFi-GAN); the other names those
- * forks store are refused.
- */
-const HIFI_GAN_NAMES = new Set(["hifi-gan", "hifigan", "default"]);
-/**
- * A name a file records, lower-cased; undefined when it records none. Applio wrote the text `None` for a voice trained
- * on a built-in embedder between September and November 2024 (`str(None)` of an unset custom embedder).
- */
-function recordedName(value: unknown): string | undefined {
-	if (typeof value !== "string") return undefined;
-	const name = value.trim().toLowerCase();
-	return name === "" || name === "none" ? undefined : name;
-}
-/** Tensor name prefixes of decoders other than HiFi-GAN, for files that do not say which they use. */
-const OTHER_DECODERS: readonly [prefix: string, vocoder: string][] = [
-	["dec.upsample_blocks.", "RefineGAN"],
-	["dec.downsample_blocks.", "RefineGAN"],
-	["dec.upsamples.", "MRF HiFi-GAN"],
-	["dec.mrfs.", "MRF HiFi-GAN"],
-];
-
-/**
- * Refuses a voice trained for another engine than this one: Applio records the embedder whose features it was
- * trained on (`embedder_model`) and its decoder (`vocoder`). Both are absent from RVC's own files, which mean
- * ContentVec and HiFi-GAN. A file that does not say is judged by its decoder's tensor names.
- */
-function checkTrainedForThisEngine(root: Map<unknown, unknown>, raw: ReadonlyMap<string, TensorRef>): void {
-	// Applio's `embedder_model`; ddPn08's `embedder_name`, which it and w-okada's voice changer read with a "768" suffix
-	// cut off (`hubert_base768` is `hubert_base` taken 768 wide).
-	for (const key of ["embedder_model", "embedder_name"]) {
-		const embedder = root.get(key);
-		const embedderName = recordedName(embedder)?.replace(/768$/, "");
-		if (embedderName !== undefined && !CONTENTVEC_NAMES.has(embedderName))
-			throw new RvcCheckpointError(
-				"unsupported_embedder",
-				`this voice was trained on ${describe(embedder)} features (its ${key}); this service extracts ContentVec features, on which it would not sound like the voice: use a voice trained with the contentvec embedder`,
-			);
-	}
-	const vocoder = root.get("vocoder");
-	const vocoderName = recordedName(vocoder);
-	if (vocoderName !== undefined && !HIFI_GAN_NAMES.has(vocoderName))
-		throw new RvcCheckpointError(
-			"unsupported_vocoder",
-			`this voice's decoder is ${describe(vocoder)} (its vocoder); this service runs RVC's HiFi-GAN decoder: use a voice trained with the HiFi-GAN vocoder`,
-		);
-	for (const name of raw.keys()) {
-		const other = OTHER_DECODERS.find(([prefix]) => name.startsWith(prefix));
-		if (other !== undefined)
-			throw new RvcCheckpointError(
-				"unsupported_vocoder",
-				`this voice's decoder is ${other[1]} (tensor ${name}); this service runs RVC's HiFi-GAN decoder: use a voice trained with the HiFi-GAN vocoder`,
-			);
-	}
-}
-
-/** The ContentVec layer RVC takes each feature width from: 9 projected to 256 (v1), 12 (v2). */
-const RVC_FEATURE_LAYERS: Record<RvcVersion, number> = { v1: 9, v2: 12 };
-
-/**
- * ddPn08's rvc-webui (`lib/rvc/checkpoints.py`, `create_trained_model`; w-okada's voice changer loads its files as
- * "DDPN RVC") writes RVC's config with the feature width (`emb_channels`) before the last item, which is the rate
- * in Hz: 19 items, the same again as a dict (`params`). Its network is RVC's with the phone embedding that wide. The
- * width and the embedder layer the features came from (`embedder_output_layer`, 9 or 12) are chosen apart from
- * `version`, so the file is read as the RVC version whose features it takes, and a pair RVC does not use is refused:
- * this engine extracts RVC's two. Undefined for any other layout.
- */
-function ddpn08Layout(
-	root: Map<unknown, unknown>,
-	rawConfig: readonly unknown[],
-): { config: unknown[]; version: RvcVersion } | undefined {
-	if (rawConfig.length !== 19 || !root.has("params")) return undefined;
-	const width = rawConfig[17];
-	const version = (["v1", "v2"] as const).find((v) => FEATURE_DIMS[v] === width);
-	if (version === undefined)
-		throw new RvcCheckpointError(
-			"invalid_config",
-			`config emb_channels (item 18 of ddPn08's 19) is ${describe(width)}; RVC's feature widths are 256 and 768`,
-		);
-	// Absent only from merges of files that lacked it; RVC's layer for the width is then the one meant.
-	const recorded = root.get("embedder_output_layer");
-	const layer = recorded === undefined || recorded === null ? RVC_FEATURE_LAYERS[version] : Number(recorded);
-	if (layer !== RVC_FEATURE_LAYERS[version])
-		throw new RvcCheckpointError(
-			"unsupported_embedder",
-			`this voice was trained on ${width}-wide features of embedder layer ${describe(recorded)} (its embedder_output_layer); this service extracts ContentVec's layer ${RVC_FEATURE_LAYERS[version]} at that width, as RVC does, on which it would not sound like the voice`,
-		);
-	return { config: [...rawConfig.slice(0, 17), rawConfig[18]], version };
-}
-
 function openArchive(bytes: Uint8Array): { archive: ZipArchive; prefix: string } {
 	let archive: ZipArchive;
 	try {
@@ -543,7 +402,7 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 	for (const [key, value] of weight) {
 		if (typeof key === "string" && value instanceof TensorRef) raw.set(key, value);
 	}
-	checkTrainedForThisEngine(root, raw);
+	checkTrainedForThisEngine(root, raw.keys());
 	const featureDim = FEATURE_DIMS[version];
 	const specs = synthesizerTensors(config, featureDim, f0);
 	const rawDims = (name: string): number[] | undefined => {

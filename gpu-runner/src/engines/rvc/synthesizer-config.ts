@@ -5,6 +5,11 @@
  * Names and shapes follow RVC's `infer/module/models.py`, `attentions.py` and `modules.py`.
  */
 
+export type RvcVersion = "v1" | "v2";
+
+/** ContentVec feature width each RVC version's synthesizer reads: 256 for v1, 768 for v2. */
+export const FEATURE_DIMS: Record<RvcVersion, number> = { v1: 256, v2: 768 };
+
 export interface SynthesizerConfig {
 	specChannels: number;
 	segmentSize: number;
