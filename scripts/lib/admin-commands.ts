@@ -410,7 +410,8 @@ async function voiceFields(
 		const renewed = new Set(artifacts.map((artifact) => artifact.name));
 		fields.artifacts = (current?.artifacts ?? []).filter((artifact) => !renewed.has(artifact.name));
 		for (const artifact of artifacts) {
-			const key = keys.artifact(artifact.name);
+			// Under its checksum: a runner leased before this update still fetches the file its lease names.
+			const key = keys.artifact(artifact.name, artifact.sha256);
 			await backend.putObject(key, artifact.bytes, "application/octet-stream");
 			fields.artifacts.push({ name: artifact.name, key, sha256: artifact.sha256, size_bytes: artifact.bytes.length });
 		}

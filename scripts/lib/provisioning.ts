@@ -9,6 +9,7 @@ import {
 	RUNNER_SCOPE,
 } from "../../src/contracts/client-credentials.ts";
 import type { BaseModelName } from "../../src/contracts/runner.ts";
+import { serviceArtifactKey } from "../../src/contracts/service-model-keys.ts";
 import { insertSql, sqlValue, updateSql } from "./sql.ts";
 
 export interface AdminPlan<T> {
@@ -59,10 +60,10 @@ export interface StoredFile {
 }
 
 /**
- * A base model's key names its checksum: setting a new file never overwrites one that a runner holding an older
- * lease may still be fetching.
+ * A base model's key, like a voice artifact's, names its checksum: setting a new file never overwrites one that a
+ * runner holding an older lease may still be fetching.
  */
-export const baseModelKey = (name: BaseModelName, sha256: string) => `base-models/${name}/${sha256}`;
+export { baseModelKey } from "../../src/contracts/service-model-keys.ts";
 
 /** `featureDim`: a ContentVec's feature width, kept so that voices can be checked against it; null for RMVPE. */
 export function setBaseModel(
@@ -102,7 +103,7 @@ export interface VoiceFields {
 export const voiceObjectKeys = (voiceId: string) => ({
 	image: (extension: string) => `voices/${voiceId}/image.${extension}`,
 	sample: (extension: string) => `voices/${voiceId}/sample.${extension}`,
-	artifact: (name: string) => `models/${voiceId}/${name}`,
+	artifact: (name: string, sha256: string) => serviceArtifactKey(voiceId, name, sha256),
 });
 
 function voiceColumns(fields: VoiceFields): Record<string, string | number | boolean | undefined> {

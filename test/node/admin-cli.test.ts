@@ -53,15 +53,25 @@ async function bucketObjects(prefix: string) {
 		`name = "admin-test"\ncompatibility_date = "2026-11-01"\n[[r2_buckets]]\nbinding = "BUCKET"\nbucket_name = "${await bucketName()}"\n`,
 	);
 	const proxy = await getPlatformProxy<{
-		BUCKET: { list(o: { prefix: string }): Promise<{ objects: { key: string }[] }> };
+		BUCKET: {
+			list(o: { prefix: string }): Promise<{ objects: { key: string }[] }>;
+			get(key: string): Promise<{ arrayBuffer(): Promise<ArrayBuffer> } | null>;
+		};
 	}>({
 		configPath,
 		persist: { path: path.join(dir, "v3") },
 		remoteBindings: false,
 	});
 	const objects = async () => (await proxy.env.BUCKET.list({ prefix })).objects.map((o) => o.key).sort();
-	return { objects, proxy };
+	/** The sha256 of the bytes stored under `key`, as a runner checks them; null when there is no such object. */
+	const checksum = async (key: string) => {
+		const object = await proxy.env.BUCKET.get(key);
+		return object ? sha256Hex(new Uint8Array(await object.arrayBuffer())) : null;
+	};
+	return { objects, checksum, proxy };
 }
+
+const sha256Hex = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
 describe("admin CLI", () => {
 	it("creates an account and API and runner clients, storing only a hash of each secret", async () => {
@@ -410,6 +420,50 @@ describe("admin CLI", () => {
 			pitch_range_hz: { low: 165, high: 330 },
 			artifacts: [{ name: "synthesizer" }, { name: "index" }],
 		});
+	});
+
+	it("puts a voice's new model under its own key: a runner leased before the update still fetches what its lease names", async () => {
+		const leasedFile = path.join(dir, "leased.onnx");
+		const newerFile = path.join(dir, "newer.onnx");
+		await writeFile(leasedFile, buildTinySynthesizer({ sampleRate: 40_000, featureDim: 16 }));
+		await writeFile(newerFile, buildTinySynthesizer({ sampleRate: 40_000, featureDim: 24 }));
+		const created = (await admin(
+			"voice",
+			"create",
+			"--name",
+			"Leased rvc",
+			"--engine",
+			"rvc",
+			"--model",
+			leasedFile,
+		)) as {
+			voice_id: string;
+		};
+		const synthesizer = async () => {
+			const [row] = await backend.query<{ artifacts: string }>(
+				`SELECT artifacts FROM voices WHERE id = '${created.voice_id}'`,
+			);
+			const artifacts = JSON.parse(String(row?.artifacts)) as { name: string; key: string; sha256: string }[];
+			return artifacts.find((artifact) => artifact.name === "synthesizer");
+		};
+		// What a lease granted now names: this key (signed for hours), and this checksum.
+		const leased = await synthesizer();
+		expect(leased?.sha256).toBe(sha256Hex(await readFile(leasedFile)));
+		await admin("voice", "update", "--name", "Leased rvc", "--model", newerFile);
+		const current = await synthesizer();
+		expect(current?.sha256).toBe(sha256Hex(await readFile(newerFile)));
+		const { checksum, proxy } = await bucketObjects(`models/${created.voice_id}/`);
+		try {
+			// The earlier lease's download still passes its checksum; new leases get the new file.
+			expect(await checksum(String(leased?.key))).toBe(leased?.sha256);
+			expect(await checksum(String(current?.key))).toBe(current?.sha256);
+			expect([leased?.key, current?.key]).toEqual([
+				`models/${created.voice_id}/synthesizer/${leased?.sha256}`,
+				`models/${created.voice_id}/synthesizer/${current?.sha256}`,
+			]);
+		} finally {
+			await proxy.dispose();
+		}
 	});
 
 	it("records whether the model takes pitch and its feature width, so f0_method and a wrong --index are refused later", async () => {
