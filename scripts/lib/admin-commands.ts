@@ -410,7 +410,8 @@ async function voiceFields(
 		const renewed = new Set(artifacts.map((artifact) => artifact.name));
 		fields.artifacts = (current?.artifacts ?? []).filter((artifact) => !renewed.has(artifact.name));
 		for (const artifact of artifacts) {
-			// Under its checksum: a runner leased before this update still fetches the file its lease names.
+			// Under its checksum: a runner leased before this update still fetches the file its lease names. Put even
+			// where the key exists, before the row names it: it may be a replaced file the safety net is removing.
 			const key = keys.artifact(artifact.name, artifact.sha256);
 			await backend.putObject(key, artifact.bytes, "application/octet-stream");
 			fields.artifacts.push({ name: artifact.name, key, sha256: artifact.sha256, size_bytes: artifact.bytes.length });
@@ -575,6 +576,7 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			);
 			const digest = sha256(bytes);
 			const key = baseModelKey(name as BaseModelName, digest);
+			// Before the row names it, and even where the key exists (a file set back): see voiceFields.
 			await backend.putObject(key, bytes, "application/octet-stream");
 			const width = name === "rmvpe" ? undefined : (inspection.outputs as TensorMeta[] | undefined)?.[0]?.shape?.[2];
 			const plan = setBaseModel(name as BaseModelName, {

@@ -1,7 +1,9 @@
 /**
  * Where the admin tool stores the service's own model files in R2. Each key names the file's checksum, so a new file
  * never overwrites one that a runner holding an older lease may still be fetching (its signed address names the key,
- * its lease the old sha256). An account's voice files live elsewhere (`account-voices/`), with their own lifecycle.
+ * its lease the old sha256); the cron safety net removes replaced ones once no lease can still fetch them
+ * (`src/cron/replaced-model-files.ts`). An account's voice files live elsewhere (`account-voices/`), with their own
+ * lifecycle.
  */
 import type { BaseModelName } from "./runner.ts";
 

@@ -12,6 +12,8 @@
  * 6. Voices `validating` whose job the broker does not hold (the hand-over failed) are handed over again; those no
  *    runner has worked on for the same wait limit fail, saying so; deleted voices' files are removed once no
  *    conversion runs with them.
+ * 7. The service's model files that a newer one replaced are removed once no lease can still fetch them
+ *    (`replaced-model-files.ts`).
  */
 import { notifyPreprocessingListeners, outcomeOf } from "../audio-files/preprocessing-listeners.ts";
 import { resendStalePreprocessing } from "../audio-files/send-audio-uploaded.ts";
@@ -32,6 +34,7 @@ import { removeFilesOfDeletedVoices } from "../voices/voice-removal.ts";
 import { validatingVoicesBefore } from "../voices/voice-store.ts";
 import { enqueueValidation, failValidation } from "../voices/voice-validation.ts";
 import { unsentEventsBefore } from "../webhooks/event-outbox.ts";
+import { removeReplacedModelFiles } from "./replaced-model-files.ts";
 
 /** An event still unsent after this long is assumed lost (its consumer marks `sent_at`). */
 export const EVENT_RESEND_AFTER_SECONDS = 60;
@@ -59,6 +62,7 @@ export interface SafetyNetReport {
 	validationsRedispatched: number;
 	validationWaitLimitFailed: number;
 	voiceFilesRemoved: number;
+	replacedModelFilesRemoved: number;
 	errors: string[];
 }
 
@@ -188,6 +192,7 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 		validationsRedispatched: 0,
 		validationWaitLimitFailed: 0,
 		voiceFilesRemoved: 0,
+		replacedModelFilesRemoved: 0,
 		errors: [],
 	};
 	// Each repair runs on its own: one failing (say, the queue is down) must not block the others.
@@ -229,10 +234,14 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 	await step("voice files", async () => {
 		report.voiceFilesRemoved = await removeFilesOfDeletedVoices(env, BATCH);
 	});
+	await step("replaced model files", async () => {
+		report.replacedModelFilesRemoved = await removeReplacedModelFiles(env, now, BATCH);
+	});
 	const acted =
 		report.validationsRedispatched +
 		report.validationWaitLimitFailed +
 		report.voiceFilesRemoved +
+		report.replacedModelFilesRemoved +
 		report.eventsResent +
 		report.jobsRedispatched +
 		report.lostSourceFailed +

@@ -9,7 +9,7 @@ import { signStorageUrl } from "../../storage/signed-url.ts";
 import type { BaseModelRow } from "../../voices/base-model-store.ts";
 
 /** Addresses in a lease outlive it comfortably: a long conversion heartbeats for hours before it uploads. */
-const LEASE_URL_SECONDS = 6 * 3600;
+export const LEASE_URL_SECONDS = 6 * 3600;
 
 /**
  * The files a voice's engine reads: an `rvc` voice's own, then each base model it does not carry itself (a voice

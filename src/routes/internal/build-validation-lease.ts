@@ -6,7 +6,7 @@ import type { BaseModelRow } from "../../voices/base-model-store.ts";
 import { findVoiceById, findVoiceFiles, voiceSettingsOf } from "../../voices/voice-store.ts";
 
 /** Validation reads a few files once; an hour covers the largest index on a slow link. */
-const VALIDATION_URL_SECONDS = 3600;
+export const VALIDATION_URL_SECONDS = 3600;
 
 /** Null when the voice no longer waits for validation (deleted, or ended another way): the job is dropped. */
 export async function buildValidationLease(
