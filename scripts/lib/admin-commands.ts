@@ -352,6 +352,8 @@ async function voiceFields(
 		// A voice becoming rvc does not keep its dsp params (formant_shift, brightness): they mean nothing here.
 		let params = fields.params ?? (current?.engine === "rvc" ? current.params : {});
 		checkRvcParams(params);
+		// The rate kept is the replaced model's: a new model brings its own (new --params must agree with it).
+		if (fields.params === undefined && modelRate !== null) params = { ...params, sample_rate: modelRate };
 		if (modelRate !== null && params.sample_rate !== undefined && params.sample_rate !== modelRate) {
 			throw new UsageError(`--params sample_rate ${params.sample_rate} disagrees with the model's ${modelRate} Hz`);
 		}

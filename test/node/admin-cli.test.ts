@@ -420,6 +420,20 @@ describe("admin CLI", () => {
 			pitch_range_hz: { low: 165, high: 330 },
 			artifacts: [{ name: "synthesizer" }, { name: "index" }],
 		});
+
+		// A new model of another rate brings its rate: the one the replaced model gave does not hold it back.
+		await admin("voice", "update", "--name", "Checkpoint voice", "--model", path.join(FIXTURES, "v2-f0-40k.pth"));
+		const updated = ((await admin("voice", "list")) as Record<string, unknown>[]).find(
+			(v) => v.voice_id === created.voice_id,
+		);
+		expect(updated).toMatchObject({ engine_params: { sample_rate: 40_000, f0: true, feature_dim: 768 } });
+		// New --params still have to agree with the model.
+		await expect(
+			admin(
+				...["voice", "update", "--name", "Checkpoint voice", "--model", path.join(FIXTURES, "v2-f0-48k.pth")],
+				...["--params", '{"sample_rate":40000}'],
+			),
+		).rejects.toThrow(/--params sample_rate 40000 disagrees with the model's 48000 Hz/);
 	});
 
 	it("puts a voice's new model under its own key: a runner leased before the update still fetches what its lease names", async () => {
