@@ -311,7 +311,8 @@ async function voiceFields(
 		const { bytes, inspection } = await inspectModel(
 			options.model,
 			"model",
-			isSynthesizer,
+			// An ONNX model refused as what it is (w-okada's export, say) is named with why.
+			(inspection) => isSynthesizer(inspection) || (inspection.refused?.message ?? false),
 			"an RVC .pth checkpoint or an ONNX synthesizer",
 		);
 		artifacts.push({ name: "synthesizer", bytes, sha256: sha256(bytes) });

@@ -546,10 +546,18 @@ describe("admin CLI", () => {
 		const hnsw = path.join(FIXTURES, "index/hnsw.index");
 		const wav = path.join(dir, "not-a-model.wav");
 		await writeFile(wav, demoVoiceSample(DEMO_VOICES[0] as (typeof DEMO_VOICES)[0]));
+		// w-okada's voice changer export: its inputs (export2onnx.py) are feats, p_len, pitch, pitchf, sid, no rnd.
+		const okada = path.join(dir, "okada.onnx");
+		const okadaNames = { phone: "feats", phone_lengths: "p_len", ds: "sid", rnd: "noise_drawn_inside" };
+		await writeFile(okada, buildTinySynthesizer({ sampleRate: 40_000, rename: okadaNames }));
 		const rvc = ["voice", "create", "--name", "Refused", "--engine", "rvc"];
 		const rate = ["--params", '{"sample_rate":40000}'];
 		const refusals: [string[], RegExp][] = [
 			[[...rvc, "--model", wav, ...rate], /--model .* is not an RVC .pth checkpoint or an ONNX synthesizer$/],
+			[
+				[...rvc, "--model", okada, ...rate],
+				/--model .* is not an RVC .pth .*: this is w-okada's voice changer export, .*: upload the RVC .pth it was exported from\)$/,
+			],
 			[
 				[...rvc, "--model", path.join(FIXTURES, "refused-os-system.pth")],
 				/--model .*refused-os-system.pth cannot be used: .*os/,

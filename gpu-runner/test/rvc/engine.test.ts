@@ -636,7 +636,7 @@ describe("rvc engine with tiny models", () => {
 			await expect(convertOnce(job({ artifactPaths: okada }))).rejects.toMatchObject({
 				code: "invalid_model",
 				message: expect.stringMatching(
-					/is missing input\(s\) phone, phone_lengths, ds, rnd; .* This is w-okada's voice changer export, .*: upload the RVC \.pth it was exported from/,
+					/is missing input\(s\) phone, phone_lengths, ds, rnd; .*; this is w-okada's voice changer export, .*: upload the RVC \.pth it was exported from/,
 				),
 			});
 		});

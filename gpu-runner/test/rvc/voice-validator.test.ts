@@ -17,7 +17,7 @@ import { createVoiceValidator, type VoiceValidator } from "../../src/validation/
 import { FakeRunnerApi } from "../helpers/fake-runner-api.ts";
 import { scratchDir } from "../helpers/scratch.ts";
 import { makeWav } from "../helpers/wav-files.ts";
-import { buildTinyContentVec, buildTinyRmvpe } from "./support/tiny-models.ts";
+import { buildTinyContentVec, buildTinyRmvpe, buildTinySynthesizer } from "./support/tiny-models.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
 const fixture = (name: string) => new Uint8Array(readFileSync(join(FIXTURES, name)));
@@ -184,6 +184,19 @@ describe("voice validation", () => {
 		const refinegan = await validate(lease({ model: fixture("refused-vocoder-refinegan.pth") }), signal());
 		expect(refinegan).toMatchObject({ outcome: "failed", problem: "unsupported_vocoder" });
 		expect(refinegan.outcome === "failed" && refinegan.message).toMatch(/decoder is "RefineGAN"/);
+	});
+
+	it("fails w-okada's voice changer export as that, asking for the .pth it was exported from", async () => {
+		// Its inputs (export2onnx.py): feats, p_len, pitch, pitchf, sid; the noise is drawn inside, so no rnd.
+		const model = buildTinySynthesizer({
+			sampleRate: 40_000,
+			rename: { phone: "feats", phone_lengths: "p_len", ds: "sid", rnd: "noise_drawn_inside" },
+		});
+		const okada = await validate(lease({ model }), signal());
+		expect(okada).toMatchObject({ outcome: "failed", problem: "invalid_model" });
+		expect(okada.outcome === "failed" && okada.message).toMatch(
+			/^The model file cannot be used: this is w-okada's voice changer export, .*: upload the RVC \.pth it was exported from$/,
+		);
 	});
 
 	it("fails a truncated checkpoint, a pickle that would call something, and bytes that are no model", async () => {

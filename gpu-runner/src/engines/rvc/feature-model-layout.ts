@@ -17,6 +17,22 @@ export function describeShape(shape: ReadonlyArray<number | string>): string {
 	return `[${shape.join(", ")}]`;
 }
 
+/**
+ * The inputs w-okada's voice changer gives its RVC exports (`server/voice_changer/RVC/onnxExporter/export2onnx.py`:
+ * feats, p_len, pitch, pitchf, sid, or feats, p_len, sid without f0); its graph draws the prior's noise itself
+ * (`torch.randn_like`), so the engine's `rnd` (and `noise_scale`) has nowhere to go.
+ */
+const W_OKADA_EXPORT_INPUTS = ["feats", "p_len", "sid"] as const;
+
+/**
+ * Why a synthesizer with these input names is w-okada's export, which cannot run here, or undefined: said by the
+ * engine as it loads one, by `npm run rvc inspect` (and so by validation and `voice create`) as it reads one.
+ */
+export function wOkadaExportProblem(inputNames: readonly string[]): string | undefined {
+	if (!W_OKADA_EXPORT_INPUTS.every((name) => inputNames.includes(name))) return undefined;
+	return "this is w-okada's voice changer export, which draws the flow's noise inside the graph and takes none: upload the RVC .pth it was exported from";
+}
+
 /** What is wrong with a float32 tensor of the given rank (where both the rank and the shape are known), if anything. */
 function tensorProblem(kind: "input" | "output", meta: TensorMeta, rank?: number): string | undefined {
 	if (meta.type === undefined) return `${kind} "${meta.name}" is not a tensor`;

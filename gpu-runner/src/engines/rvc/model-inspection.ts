@@ -14,6 +14,7 @@ import * as ort from "onnxruntime-node";
 import { hasZipSignature } from "../../../../src/contracts/zip-directory.ts";
 import { RvcEngineError } from "./errors.ts";
 import { describeFaissIndexFile } from "./faiss-index.ts";
+import { wOkadaExportProblem } from "./feature-model-layout.ts";
 import { type RvcCheckpoint, RvcCheckpointError, readRvcCheckpoint } from "./rvc-checkpoint.ts";
 
 export interface Inspection {
@@ -133,7 +134,11 @@ async function inspectOnnx(bytes: Uint8Array): Promise<Record<string, unknown>> 
 					facts.probe_error = error instanceof Error ? error.message.split("\n")[0] : String(error);
 				}
 			}
-		} else facts.role = "unknown";
+		} else {
+			facts.role = "unknown";
+			const wOkada = wOkadaExportProblem(session.inputNames);
+			if (wOkada) facts.refused = { problem: "invalid_model", message: wOkada };
+		}
 		return facts;
 	} finally {
 		await session.release();
@@ -158,5 +163,6 @@ export async function inspectModelFile(path: string): Promise<Inspection> {
 	}
 	if (looksLikeFaissIndex(bytes)) return { ...head, kind: "faiss_index", ...(await inspectFeatureIndex(path)) };
 	const onnx = await inspectOnnx(bytes);
-	return { ...head, kind: onnx.refused === undefined ? "onnx" : "unknown", ...onnx };
+	// An ONNX model that does not load is of no known kind; one that loads and is refused is still ONNX.
+	return { ...head, kind: onnx.inputs === undefined ? "unknown" : "onnx", ...onnx };
 }

@@ -18,7 +18,13 @@ import * as ort from "onnxruntime-node";
 import { type DecodeLayout, decodedFrames, decodeLayout, joinPieces } from "./decode-pieces.ts";
 import { FeatureWidthMismatch, RvcEngineError } from "./errors.ts";
 import { type ExecutionProviderName, sessionOptionsFor } from "./execution-provider.ts";
-import { contentVecLayoutProblem, describeShape, rmvpeLayoutProblem, type TensorMeta } from "./feature-model-layout.ts";
+import {
+	contentVecLayoutProblem,
+	describeShape,
+	rmvpeLayoutProblem,
+	type TensorMeta,
+	wOkadaExportProblem,
+} from "./feature-model-layout.ts";
 import { quantizeMatMuls } from "./int8-matmul.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
 import { once } from "./once.ts";
@@ -242,13 +248,6 @@ export interface SynthesizerInputs {
 	rnd: Float32Array;
 }
 
-/**
- * The inputs w-okada's voice changer gives its RVC exports (`server/voice_changer/RVC/onnxExporter/export2onnx.py`:
- * feats, p_len, pitch, pitchf, sid, or feats, p_len, sid without f0); its graph draws the prior's noise itself
- * (`torch.randn_like`), so the engine's `rnd` (and `noise_scale`) has nowhere to go.
- */
-const W_OKADA_EXPORT_INPUTS = ["feats", "p_len", "sid"] as const;
-
 /** The NSF synthesizer with RVC's six inputs. */
 export class SynthesizerModel {
 	static readonly INPUTS = [
@@ -282,11 +281,9 @@ export class SynthesizerModel {
 		const inputs = SynthesizerModel.INPUTS.filter(([name]) => this.takesPitch || !name.startsWith("pitch"));
 		const missing = inputs.map(([name]) => name).filter((name) => !names.includes(name));
 		if (missing.length > 0) {
-			const wOkada = W_OKADA_EXPORT_INPUTS.every((name) => names.includes(name))
-				? ". This is w-okada's voice changer export, which draws the flow's noise inside the graph and takes none: upload the RVC .pth it was exported from"
-				: "";
+			const wOkada = wOkadaExportProblem(names);
 			throw model.fail(
-				`is missing input(s) ${missing.join(", ")}; found [${names.join(", ")}], expected RVC's phone, phone_lengths, pitch, pitchf, ds, rnd (or, for a model without f0, phone, phone_lengths, ds, rnd)${wOkada}`,
+				`is missing input(s) ${missing.join(", ")}; found [${names.join(", ")}], expected RVC's phone, phone_lengths, pitch, pitchf, ds, rnd (or, for a model without f0, phone, phone_lengths, ds, rnd)${wOkada ? `; ${wOkada}` : ""}`,
 			);
 		}
 		const shapes = new Map<string, ReadonlyArray<number | string>>();
