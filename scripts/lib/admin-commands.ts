@@ -13,7 +13,7 @@ import {
 	type TensorMeta,
 } from "../../gpu-runner/src/engines/rvc/feature-model-layout.ts";
 import { CPU_PARAM_DEFAULTS, parseRvcParams } from "../../gpu-runner/src/engines/rvc/params.ts";
-import { RVC_V1_FEATURE_DIM, sharedModelsFor } from "../../src/contracts/runner.ts";
+import { RVC_V1_FEATURE_DIM, RVC_V2_FEATURE_DIM, sharedModelsFor } from "../../src/contracts/runner.ts";
 import { VoiceSettings } from "../../src/contracts/voice-conversions.ts";
 import type { AdminBackend } from "./admin-backend.ts";
 import {
@@ -60,8 +60,8 @@ are recognised by their bytes. --params holds the voice's defaults: sample_rate,
 rms_mix_rate, f0_method, transpose_semitones. Whether the model takes pitch (f0) and the width of the features it
 reads (feature_dim) are read from --model and kept with them: f0_method is refused for a model without pitch
 input, an --index given later must match the width, and a v1 model (256-wide) needs the base model
-contentvec_v1 or its own --artifact contentvec=FILE. The pitch range (Hz, for pitch_shift "auto") is
-measured from --sample unless --pitch-range gives it.
+contentvec_v1 or its own --artifact contentvec=FILE (a v2 model, 768-wide, a 768-wide contentvec or its own).
+The pitch range (Hz, for pitch_shift "auto") is measured from --sample unless --pitch-range gives it.
 
 Local D1/R2 (the ones \`npm run dev\` uses) by default; --remote acts on the deployed ones through wrangler.`;
 
@@ -379,9 +379,10 @@ async function voiceFields(
 		checkRvcEngineParams(params);
 		if (params !== (fields.params ?? current?.params)) fields.params = params;
 		// A v1 model reads 256-wide features: its conversions get the deployment's contentvec_v1, or its own file, or a
-		// contentvec that is itself 256 wide (a deployment of v1 voices). Refused where the ContentVec it would get is
-		// known to be another width (one set before widths were recorded is not held against it).
-		if (modelWidth === RVC_V1_FEATURE_DIM && !names.has("contentvec")) {
+		// contentvec that is itself 256 wide (a deployment of v1 voices); a v2 model the 768-wide contentvec, or its own.
+		// Refused where the ContentVec it would get is known to be another width, as every conversion would fail (one
+		// set before widths were recorded is not held against it).
+		if ((modelWidth === RVC_V1_FEATURE_DIM || modelWidth === RVC_V2_FEATURE_DIM) && !names.has("contentvec")) {
 			const bases = await backend.query<{ name: string; feature_dim: number | null }>(
 				"SELECT name, feature_dim FROM base_models WHERE name IN ('contentvec', 'contentvec_v1')",
 			);
@@ -389,9 +390,12 @@ async function voiceFields(
 				(shared) => shared.name === "contentvec",
 			);
 			const width = fed?.base.feature_dim;
-			if (typeof width === "number" && width !== RVC_V1_FEATURE_DIM) {
+			const own = "or give the voice its own (--artifact contentvec=FILE.onnx)";
+			if (typeof width === "number" && width !== modelWidth) {
 				throw new UsageError(
-					`--model ${options.model} reads 256-wide features (RVC v1), but the deployment's ContentVec gives ${width}-wide ones: set one for v1 voices first (base-model set contentvec_v1 FILE.onnx, e.g. RVC's vec-256-layer-9), or give the voice its own (--artifact contentvec=FILE.onnx)`,
+					modelWidth === RVC_V1_FEATURE_DIM
+						? `--model ${options.model} reads 256-wide features (RVC v1), but the deployment's ContentVec gives ${width}-wide ones: set one for v1 voices first (base-model set contentvec_v1 FILE.onnx, e.g. RVC's vec-256-layer-9), ${own}`
+						: `--model ${options.model} reads 768-wide features (RVC v2), but the deployment's ContentVec gives ${width}-wide ones: set a 768-wide one as contentvec (base-model set contentvec FILE.onnx; the 256-wide one serves v1 voices as contentvec_v1), ${own}`,
 				);
 			}
 		}

@@ -69,8 +69,9 @@ export const SOURCE_AUDIO_LIMITS = { minSampleRate: 4_000, maxSampleRate: 768_00
 export const BASE_MODEL_NAMES = ["contentvec", "contentvec_v1", "rmvpe"] as const;
 export type BaseModelName = (typeof BASE_MODEL_NAMES)[number];
 
-/** The width of the features an RVC v1 model reads (v2: 768). */
+/** The width of the features an RVC v1 model reads, and a v2 model's. */
 export const RVC_V1_FEATURE_DIM = 256;
+export const RVC_V2_FEATURE_DIM = 768;
 
 /**
  * The base models an `rvc` voice reads, by the name the engine knows them as (`contentvec`, `rmvpe`), leaving out

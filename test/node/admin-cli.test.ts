@@ -305,25 +305,37 @@ describe("admin CLI", () => {
 		expect(listed.map((base) => base.name)).toContain("contentvec_v1");
 	});
 
-	it("creates a v1 voice only where a 256-wide ContentVec will feed it: contentvec_v1, or the voice's own", async () => {
-		const model = path.join(FIXTURES, "v1-f0-40k.pth");
-		const narrow = path.join(dir, "own-contentvec-256.onnx");
-		const wide = path.join(dir, "deployment-contentvec-768.onnx");
+	/**
+	 * Sets a ContentVec of `deployed` width as the deployment's, checks voice create refuses `model` (reading the other
+	 * width) with `refusal`, writing nothing, and takes it with its own ContentVec of the model's width.
+	 */
+	async function refusedUnlessOwnContentVec(name: string, model: string, deployed: 256 | 768, refusal: RegExp) {
+		const narrow = path.join(dir, `contentvec-256-${name}.onnx`);
+		const wide = path.join(dir, `contentvec-768-${name}.onnx`);
 		await writeFile(narrow, buildTinyContentVec({ featureDim: 256 }));
 		await writeFile(wide, buildTinyContentVec());
-		await backend.execute(["DELETE FROM base_models WHERE name = 'contentvec_v1'"]);
-		await admin("base-model", "set", "contentvec", wide);
+		await admin("base-model", "set", "contentvec", deployed === 256 ? narrow : wide);
 		const before = await admin("voice", "list");
-		await expect(admin("voice", "create", "--name", "Old v1", "--engine", "rvc", "--model", model)).rejects.toThrow(
-			/reads 256-wide features \(RVC v1\), but the deployment's ContentVec gives 768-wide ones: set one for v1 voices first \(base-model set contentvec_v1 FILE\.onnx/,
-		);
+		const create = ["voice", "create", "--name", name, "--engine", "rvc", "--model", model];
+		await expect(admin(...create)).rejects.toThrow(refusal);
 		expect(await admin("voice", "list")).toEqual(before);
-
 		const own = (await admin(
-			...["voice", "create", "--name", "Old v1 own", "--engine", "rvc", "--model", model],
-			...["--artifact", `contentvec=${narrow}`],
+			...create.with(3, `${name} own`),
+			...["--artifact", `contentvec=${deployed === 256 ? wide : narrow}`],
 		)) as { voice_id: string };
 		expect(own.voice_id).toMatch(/^[0-9a-f-]{36}$/);
+		return { narrow, wide };
+	}
+
+	it("creates a v1 voice only where a 256-wide ContentVec will feed it: contentvec_v1, or the voice's own", async () => {
+		const model = path.join(FIXTURES, "v1-f0-40k.pth");
+		await backend.execute(["DELETE FROM base_models WHERE name = 'contentvec_v1'"]);
+		const { narrow } = await refusedUnlessOwnContentVec(
+			"Old v1",
+			model,
+			768,
+			/reads 256-wide features \(RVC v1\), but the deployment's ContentVec gives 768-wide ones: set one for v1 voices first \(base-model set contentvec_v1 FILE\.onnx/,
+		);
 		await admin("base-model", "set", "contentvec_v1", narrow);
 		const shared = (await admin("voice", "create", "--name", "Old v1", "--engine", "rvc", "--model", model)) as {
 			voice_id: string;
@@ -332,6 +344,16 @@ describe("admin CLI", () => {
 			(await admin("voice", "list")) as { voice_id: string; engine_params: Record<string, unknown> }[]
 		).find((voice) => voice.voice_id === shared.voice_id);
 		expect(listed?.engine_params).toMatchObject({ sample_rate: 40_000, f0: true, feature_dim: 256 });
+	});
+
+	it("refuses a v2 voice where the deployment's ContentVec is 256 wide, unless the voice brings its own", async () => {
+		const { wide } = await refusedUnlessOwnContentVec(
+			"V2 on v1",
+			path.join(FIXTURES, "v2-f0-40k.pth"),
+			256,
+			/reads 768-wide features \(RVC v2\), but the deployment's ContentVec gives 256-wide ones: set a 768-wide one as contentvec/,
+		);
+		await admin("base-model", "set", "contentvec", wide);
 	});
 
 	it("creates an rvc voice from its model and index, with its defaults and the pitch range of its sample", async () => {
