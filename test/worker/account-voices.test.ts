@@ -559,6 +559,16 @@ describe("account voices", () => {
 		expect(await json<Problem>(renamed)).toMatchObject({ code: "voice_name_taken" });
 		// Another account's names are its own.
 		expect((await createVoice(await user(), { name: composed, files: declare({ model: PNG }) })).status).toBe(201);
+		// The reference says so, where a client reads the name's rules.
+		type Schema = { properties?: Record<string, Schema>; description?: string };
+		type Operation = { requestBody: { content: Record<string, { schema: Schema }> } };
+		const doc = await json<{ paths: Record<string, { post?: Operation; patch?: Operation }> }>(
+			await alice.api("/openapi.json"),
+		);
+		for (const operation of [doc.paths["/api/v1/voices"]?.post, doc.paths["/api/v1/voices/{id}"]?.patch]) {
+			const name = operation?.requestBody.content["application/json"]?.schema.properties?.name;
+			expect(name?.description).toMatch(/voice_name_taken.*composed form \(NFC\)/);
+		}
 	});
 
 	it("takes voice_settings null on creation as none", async () => {
