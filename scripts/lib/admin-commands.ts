@@ -138,11 +138,12 @@ async function inspectModel(
 	/** True takes the file; false, or why not, refuses it. */
 	accept: (inspection: ModelInspection) => boolean | string,
 	what: string,
+	/** How messages name the file, where not by `flag`. */
+	given = flag === "base-model" ? file : `--${flag} ${file}`,
 ): Promise<{ bytes: Buffer; inspection: ModelInspection }> {
 	const bytes = await readInput(file, flag === "index" ? "index" : flag === "base-model" ? "base model" : "model");
 	const { inspectModelFile } = await import("../../gpu-runner/src/engines/rvc/model-inspection.ts");
 	const inspection = await inspectModelFile(path.resolve(file));
-	const given = flag === "base-model" ? file : `--${flag} ${file}`;
 	const verdict = accept(inspection);
 	if (verdict !== true) {
 		const why = typeof verdict === "string" ? `: ${verdict}` : "";
@@ -180,6 +181,16 @@ function baseModelLayoutProblem(name: BaseModelName, inspection: ModelInspection
 	if (name === "contentvec_v1" && typeof width === "number" && width !== RVC_V1_FEATURE_DIM)
 		return `its features are ${width} wide; contentvec_v1 is the ContentVec of RVC v1 voices, 256 wide`;
 	return undefined;
+}
+
+/** Takes an ONNX model of the base model's layout (`baseModelLayoutProblem`), for base-model set and a voice's own. */
+const baseModelVerdict = (name: BaseModelName) => (inspection: ModelInspection) =>
+	inspection.kind === "onnx" && inspection.role !== "synthesizer" && (baseModelLayoutProblem(name, inspection) ?? true);
+
+/** A ContentVec's feature width, where its outputs say (null for RMVPE, or one that leaves it symbolic). */
+function featureWidth(name: BaseModelName, inspection: ModelInspection): number | null {
+	const width = name === "rmvpe" ? undefined : (inspection.outputs as TensorMeta[] | undefined)?.[0]?.shape?.[2];
+	return typeof width === "number" ? width : null;
 }
 
 const BASE_MODEL_LAYOUTS: Record<BaseModelName, string> = {
@@ -292,10 +303,24 @@ async function voiceFields(
 	const sampleType = sample ? sniff(sample, "audio") : null;
 	if (sample && !sampleType) throw new UsageError(`--sample ${options.sample} is not a WAV, FLAC or MP3 file`);
 	const artifacts = [];
+	let ownContentVec: { spec: string; width: number | null } | undefined;
 	for (const spec of options.artifact ?? []) {
 		const [name, file] = spec.split(/=(.*)/s);
 		if (!name || !file || !/^[a-z0-9_-]{1,64}$/.test(name)) {
 			throw new UsageError(`--artifact must be NAME=FILE with NAME in [a-z0-9_-], got "${spec}"`);
+		}
+		if (name === "contentvec" || name === "rmvpe") {
+			// In place of the deployment's base model: checked as base-model set checks one.
+			const { bytes, inspection } = await inspectModel(
+				file,
+				"base-model",
+				baseModelVerdict(name),
+				BASE_MODEL_LAYOUTS[name],
+				`--artifact ${spec}`,
+			);
+			if (name === "contentvec") ownContentVec = { spec, width: featureWidth(name, inspection) };
+			artifacts.push({ name, bytes, sha256: sha256(bytes) });
+			continue;
 		}
 		const bytes = await readInput(file, "artifact");
 		artifacts.push({ name, bytes, sha256: sha256(bytes) });
@@ -378,6 +403,13 @@ async function voiceFields(
 		}
 		checkRvcEngineParams(params);
 		if (params !== (fields.params ?? current?.params)) fields.params = params;
+		const ownWidth = ownContentVec?.width;
+		if (typeof ownWidth === "number" && featureDim !== null && ownWidth !== featureDim) {
+			const reader = modelWidth !== null ? `--model ${options.model} reads` : "the voice's model reads";
+			throw new UsageError(
+				`--artifact ${ownContentVec?.spec} gives ${ownWidth}-wide features, but ${reader} ${featureDim}-wide ones: give a ContentVec of the model's width`,
+			);
+		}
 		// A v1 model reads 256-wide features: its conversions get the deployment's contentvec_v1, or its own file, or a
 		// contentvec that is itself 256 wide (a deployment of v1 voices); a v2 model the 768-wide contentvec, or its own.
 		// Refused where the ContentVec it would get is known to be another width, as every conversion would fail (one
@@ -575,22 +607,18 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 			const { bytes, inspection } = await inspectModel(
 				file,
 				"base-model",
-				(inspection) =>
-					inspection.kind === "onnx" &&
-					inspection.role !== "synthesizer" &&
-					(baseModelLayoutProblem(name as BaseModelName, inspection) ?? true),
+				baseModelVerdict(name as BaseModelName),
 				BASE_MODEL_LAYOUTS[name as BaseModelName],
 			);
 			const digest = sha256(bytes);
 			const key = baseModelKey(name as BaseModelName, digest);
 			// Before the row names it, and even where the key exists (a file set back): see voiceFields.
 			await backend.putObject(key, bytes, "application/octet-stream");
-			const width = name === "rmvpe" ? undefined : (inspection.outputs as TensorMeta[] | undefined)?.[0]?.shape?.[2];
 			const plan = setBaseModel(name as BaseModelName, {
 				key,
 				sha256: digest,
 				size_bytes: bytes.length,
-				feature_dim: typeof width === "number" ? width : null,
+				feature_dim: featureWidth(name as BaseModelName, inspection),
 			});
 			await backend.execute(plan.statements);
 			return plan.output;

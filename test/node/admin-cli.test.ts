@@ -356,6 +356,39 @@ describe("admin CLI", () => {
 		await admin("base-model", "set", "contentvec", wide);
 	});
 
+	it("checks a voice's own ContentVec and RMVPE as base models are checked, and its ContentVec's width against the model", async () => {
+		const contentvec = path.join(dir, "own-contentvec-wide.onnx");
+		const rmvpe = path.join(dir, "own-rmvpe.onnx");
+		await writeFile(contentvec, buildTinyContentVec());
+		await writeFile(rmvpe, buildTinyRmvpe({ pitchBin: 100 }));
+		const before = await admin("voice", "list");
+		const v1 = [
+			"voice",
+			"create",
+			"--name",
+			"Own models",
+			"--engine",
+			"rvc",
+			"--model",
+			path.join(FIXTURES, "v1-f0-40k.pth"),
+		];
+		const refusals: [string[], RegExp][] = [
+			[
+				[...v1, "--artifact", `contentvec=${contentvec}`],
+				/--artifact contentvec=.* gives 768-wide features, but --model .* reads 256-wide ones: give a ContentVec of the model's width/,
+			],
+			[
+				[...v1, "--artifact", `contentvec=${rmvpe}`],
+				/--artifact contentvec=.*own-rmvpe\.onnx is not a ContentVec ONNX model/,
+			],
+			[[...v1, "--artifact", `rmvpe=${contentvec}`], /--artifact rmvpe=.* is not an RMVPE ONNX model/],
+		];
+		for (const [argv, message] of refusals) await expect(admin(...argv), argv.join(" ")).rejects.toThrow(message);
+		expect(await admin("voice", "list")).toEqual(before);
+		// Another name is the voice's own business (a file its engine does not read from the base models).
+		await admin(...v1.with(3, "Own extra"), "--artifact", `notes=${rmvpe}`);
+	});
+
 	it("creates an rvc voice from its model and index, with its defaults and the pitch range of its sample", async () => {
 		const model = path.join(dir, "voice.onnx");
 		// 16-wide features, as the small test indexes hold.
