@@ -105,7 +105,7 @@ const FileDeclaration = (role: VoiceFileRoleName) =>
  */
 const Name = printable(z.string().trim().normalize("NFC").min(1).max(VOICE_LIMITS.maxNameLength)).meta({
 	description:
-		"Unique among your voices (409 `voice_name_taken`). Stored in Unicode's composed form (NFC): a name typed with decomposed accents (\"Zoe\" and a combining diaeresis) is the same name as \"Zoë\", and is answered composed.",
+		'Unique among your voices (409 `voice_name_taken`). Stored in Unicode\'s composed form (NFC): a name typed with decomposed accents ("Zoe" and a combining diaeresis) is the same name as "Zoë", and is answered composed.',
 });
 const Tags = z.array(printable(z.string().trim().min(1).max(VOICE_LIMITS.maxTagLength))).max(VOICE_LIMITS.maxTags);
 const Description = z.string().max(VOICE_LIMITS.maxDescriptionLength);
