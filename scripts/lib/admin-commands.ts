@@ -200,6 +200,48 @@ const BASE_MODEL_LAYOUTS: Record<BaseModelName, string> = {
 	rmvpe: "an RMVPE ONNX model ([1, 128, frames] log-mel in, [1, frames, 360] pitch salience out)",
 };
 
+/**
+ * Refuses an rvc voice whose conversions would get a ContentVec of another width than its model reads, as every one
+ * of them would fail: its own `--artifact contentvec`, else the deployment's as leases give it (`sharedModelsFor`: a
+ * v1 model gets contentvec_v1 where set, or a contentvec that is itself 256 wide, in a deployment of v1 voices). A
+ * base model set before widths were recorded is not held against it.
+ */
+async function checkContentVecWidth(
+	backend: AdminBackend,
+	voice: {
+		/** `--model`, where one is given, and the width it reads. */
+		model: string | undefined;
+		modelWidth: number | null;
+		/** The width the voice's model reads: the new model's, or the one recorded for the current one. */
+		featureDim: number | null;
+		own: { spec: string; width: number | null } | undefined;
+		ownsContentVec: boolean;
+	},
+): Promise<void> {
+	const { model, modelWidth, featureDim, own } = voice;
+	if (typeof own?.width === "number" && featureDim !== null && own.width !== featureDim) {
+		const reader = modelWidth !== null ? `--model ${model} reads` : "the voice's model reads";
+		throw new UsageError(
+			`--artifact ${own.spec} gives ${own.width}-wide features, but ${reader} ${featureDim}-wide ones: give a ContentVec of the model's width`,
+		);
+	}
+	if ((modelWidth !== RVC_V1_FEATURE_DIM && modelWidth !== RVC_V2_FEATURE_DIM) || voice.ownsContentVec) return;
+	const bases = await backend.query<{ name: string; feature_dim: number | null }>(
+		"SELECT name, feature_dim FROM base_models WHERE name IN ('contentvec', 'contentvec_v1')",
+	);
+	const fed = sharedModelsFor(bases, { featureDim: modelWidth, own: new Set() }).find(
+		(shared) => shared.name === "contentvec",
+	);
+	const width = fed?.base.feature_dim;
+	if (typeof width !== "number" || width === modelWidth) return;
+	const ownInstead = "or give the voice its own (--artifact contentvec=FILE.onnx)";
+	throw new UsageError(
+		modelWidth === RVC_V1_FEATURE_DIM
+			? `--model ${model} reads 256-wide features (RVC v1), but the deployment's ContentVec gives ${width}-wide ones: set one for v1 voices first (base-model set contentvec_v1 FILE.onnx, e.g. RVC's vec-256-layer-9), ${ownInstead}`
+			: `--model ${model} reads 768-wide features (RVC v2), but the deployment's ContentVec gives ${width}-wide ones: set a 768-wide one as contentvec (base-model set contentvec FILE.onnx; the 256-wide one serves v1 voices as contentvec_v1), ${ownInstead}`,
+	);
+}
+
 /** `LOW-HIGH` in Hz, e.g. `165-330`. */
 function pitchRange(value: string): { low: number; high: number } {
 	const match = /^\s*(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)\s*$/.exec(value);
@@ -403,34 +445,13 @@ async function voiceFields(
 		}
 		checkRvcEngineParams(params);
 		if (params !== (fields.params ?? current?.params)) fields.params = params;
-		const ownWidth = ownContentVec?.width;
-		if (typeof ownWidth === "number" && featureDim !== null && ownWidth !== featureDim) {
-			const reader = modelWidth !== null ? `--model ${options.model} reads` : "the voice's model reads";
-			throw new UsageError(
-				`--artifact ${ownContentVec?.spec} gives ${ownWidth}-wide features, but ${reader} ${featureDim}-wide ones: give a ContentVec of the model's width`,
-			);
-		}
-		// A v1 model reads 256-wide features: its conversions get the deployment's contentvec_v1, or its own file, or a
-		// contentvec that is itself 256 wide (a deployment of v1 voices); a v2 model the 768-wide contentvec, or its own.
-		// Refused where the ContentVec it would get is known to be another width, as every conversion would fail (one
-		// set before widths were recorded is not held against it).
-		if ((modelWidth === RVC_V1_FEATURE_DIM || modelWidth === RVC_V2_FEATURE_DIM) && !names.has("contentvec")) {
-			const bases = await backend.query<{ name: string; feature_dim: number | null }>(
-				"SELECT name, feature_dim FROM base_models WHERE name IN ('contentvec', 'contentvec_v1')",
-			);
-			const fed = sharedModelsFor(bases, { featureDim: modelWidth, own: new Set() }).find(
-				(shared) => shared.name === "contentvec",
-			);
-			const width = fed?.base.feature_dim;
-			const own = "or give the voice its own (--artifact contentvec=FILE.onnx)";
-			if (typeof width === "number" && width !== modelWidth) {
-				throw new UsageError(
-					modelWidth === RVC_V1_FEATURE_DIM
-						? `--model ${options.model} reads 256-wide features (RVC v1), but the deployment's ContentVec gives ${width}-wide ones: set one for v1 voices first (base-model set contentvec_v1 FILE.onnx, e.g. RVC's vec-256-layer-9), ${own}`
-						: `--model ${options.model} reads 768-wide features (RVC v2), but the deployment's ContentVec gives ${width}-wide ones: set a 768-wide one as contentvec (base-model set contentvec FILE.onnx; the 256-wide one serves v1 voices as contentvec_v1), ${own}`,
-				);
-			}
-		}
+		await checkContentVecWidth(backend, {
+			model: options.model,
+			modelWidth,
+			featureDim,
+			own: ownContentVec,
+			ownsContentVec: names.has("contentvec"),
+		});
 	}
 	if (options["pitch-range"] !== undefined) fields.pitchRangeHz = pitchRange(options["pitch-range"]);
 	else if (sample) {
