@@ -122,6 +122,14 @@ export async function convertCommand(ctx: Context, options: ConvertOptions): Pro
 	if (!mimeTypeForFileName(fileName))
 		throw new UsageError(`${fileName}: the source must be a .wav, .mp3 or .flac file`);
 	const voice = await findVoice(ctx, options.voice);
+	// Only ready voices convert (409 voice_not_ready): said before the source is uploaded for nothing.
+	if (voice.status !== "ready") {
+		const why =
+			voice.status === "failed"
+				? "its validation failed, and GET /api/v1/voices/{id} says why"
+				: "it converts once its files are uploaded and validated";
+		throw new UsageError(`Voice "${voice.name}" (${voice.id}) is ${voice.status}, not ready: ${why}`);
+	}
 	const out =
 		options.out ??
 		`${path.basename(fileName, path.extname(fileName))}.${slug(voice.name)}${options.preview ? ".preview" : ""}.wav`;

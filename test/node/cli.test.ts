@@ -319,6 +319,30 @@ describe("CLI", () => {
 		expect(JSON.parse(byId.stdout)).toMatchObject({ voice_model_id: own });
 	});
 
+	it("refuses a voice that is not ready before uploading the source", async () => {
+		await writeFile(
+			path.join(workDir, "early.mp3"),
+			encodeMp3({ sampleRate: 44_100, channels: 1, frames: 44_100, kbps: 128 }),
+		);
+		const voice = await stack.addVoice({ name: "CLI Mine", tags: ["cli"], params: { formant_shift: 0 } });
+		const files = async () =>
+			(
+				await stack.admin.query<{ n: number }>(
+					`SELECT count(*) AS n FROM audio_files WHERE account_id = '${credentials.accountId}'`,
+				)
+			)[0]?.n;
+		for (const status of ["validating", "failed"]) {
+			await stack.admin.execute([
+				`UPDATE voices SET account_id = '${credentials.accountId}', status = '${status}' WHERE id = '${voice}'`,
+			]);
+			const before = await files();
+			const run = await cli(["convert", "early.mp3", "--voice", voice]);
+			expect(run.code, status).toBe(2);
+			expect(run.stderr).toMatch(new RegExp(`^Voice "CLI Mine" \\(${voice}\\) is ${status}, not ready: `));
+			expect(await files(), status).toBe(before);
+		}
+	});
+
 	it("finds a voice by its name in another Unicode normalisation form, and by its id in capitals", async () => {
 		await writeFile(
 			path.join(workDir, "celine.mp3"),
