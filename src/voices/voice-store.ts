@@ -57,6 +57,24 @@ export async function findOwnVoice(env: Pick<Env, "DB">, accountId: string, id: 
 	return row ?? null;
 }
 
+/**
+ * Whether another of the account's voices has `name` (given in NFC) in any Unicode form. Names are stored NFC, and
+ * the unique index holds that; this also catches one stored, before they were, in the form it was typed (an
+ * account holds at most `VOICE_LIMITS.voicesPerAccount` voices, so their names are few).
+ */
+export async function accountVoiceNameTaken(
+	env: Pick<Env, "DB">,
+	accountId: string,
+	name: string,
+	exceptId?: string,
+): Promise<boolean> {
+	const rows = await database(env)
+		.select({ id: voices.id, name: voices.name })
+		.from(voices)
+		.where(and(eq(voices.accountId, accountId), isNull(voices.deletedAt)));
+	return rows.some((row) => row.id !== exceptId && row.name.normalize("NFC") === name);
+}
+
 export async function findVoiceById(env: Pick<Env, "DB">, id: string): Promise<VoiceRow | null> {
 	return (await database(env).query.voices.findFirst({ where: eq(voices.id, id) })) ?? null;
 }

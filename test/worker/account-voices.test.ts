@@ -559,6 +559,25 @@ describe("account voices", () => {
 		expect(await json<Problem>(renamed)).toMatchObject({ code: "voice_name_taken" });
 		// Another account's names are its own.
 		expect((await createVoice(await user(), { name: composed, files: declare({ model: PNG }) })).status).toBe(201);
+		// A name stored before names were composed (in the form it was typed) is the same name too; the voice that has
+		// it may take it composed.
+		const bob = await user();
+		const old = (await json<{ data: Voice }>(await createVoice(bob, { files: declare({ model: PNG }) }))).data;
+		await env.DB.prepare("UPDATE voices SET name = ? WHERE id = ?").bind("Ame\u0301lie", old.id).run();
+		const clash = await createVoice(bob, { name: "Am\u00e9lie", files: declare({ model: PNG }) });
+		expect(clash.status).toBe(409);
+		expect(await json<Problem>(clash)).toMatchObject({ code: "voice_name_taken" });
+		const rename = (id: string) =>
+			bob.api(`/api/v1/voices/${id}`, {
+				method: "PATCH",
+				headers: { "Content-Type": "application/json" },
+				body: JSON.stringify({ name: "Am\u00e9lie" }),
+			});
+		const second = (await json<{ data: Voice }>(await createVoice(bob, { files: declare({ model: PNG }) }))).data;
+		expect((await rename(second.id)).status).toBe(409);
+		const own = await rename(old.id);
+		expect(own.status).toBe(200);
+		expect((await json<{ data: Voice }>(own)).data.name).toBe("Am\u00e9lie");
 		// The reference says so, where a client reads the name's rules.
 		type Schema = { properties?: Record<string, Schema>; description?: string };
 		type Operation = { requestBody: { content: Record<string, { schema: Schema }> } };

@@ -7,10 +7,14 @@ import { created } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
 import { presentAccountVoice } from "../../voices/present-voice.ts";
-import { findVoiceFiles, insertAccountVoice } from "../../voices/voice-store.ts";
+import { accountVoiceNameTaken, findVoiceFiles, insertAccountVoice } from "../../voices/voice-store.ts";
 import { prepareVoiceFiles, uploadAddresses } from "../../voices/voice-uploads.ts";
 
 const MB = 1_000_000;
+
+/** 409: another of the account's voices has this name (names are unique per account, in NFC). */
+export const voiceNameTaken = (name: string) =>
+	conflict("voice_name_taken", `You already have a voice named "${name}"; choose another name`);
 
 export const createVoiceRoute = defineRoute({
 	method: "POST",
@@ -45,6 +49,7 @@ export const createVoiceRoute = defineRoute({
 		},
 	},
 	async handler({ env, request, auth, body }) {
+		if (await accountVoiceNameTaken(env, auth.accountId, body.name)) throw voiceNameTaken(body.name);
 		const id = crypto.randomUUID();
 		const files = await prepareVoiceFiles(env, id, body.files);
 		const abandonParts = () =>
@@ -74,7 +79,7 @@ export const createVoiceRoute = defineRoute({
 		} catch (error) {
 			await abandonParts();
 			if (isUniqueViolation(error)) {
-				throw conflict("voice_name_taken", `You already have a voice named "${body.name}"; choose another name`);
+				throw voiceNameTaken(body.name);
 			}
 			throw error;
 		}

@@ -1,13 +1,14 @@
 import { envelope, IdParams } from "../../contracts/common.ts";
 import { AccountVoice, UpdateVoiceBody } from "../../contracts/voices.ts";
 import { isUniqueViolation, nowIso } from "../../db/client.ts";
-import { conflict, notFound } from "../../http/errors.ts";
+import { notFound } from "../../http/errors.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
 import { presentAccountVoice } from "../../voices/present-voice.ts";
 import { checkVoiceCanHonour } from "../../voices/voice-capabilities.ts";
-import { findOwnVoice, findVoiceFiles, updateVoiceFields } from "../../voices/voice-store.ts";
+import { accountVoiceNameTaken, findOwnVoice, findVoiceFiles, updateVoiceFields } from "../../voices/voice-store.ts";
+import { voiceNameTaken } from "./create-voice.ts";
 
 export const updateVoiceRoute = defineRoute({
 	method: "PATCH",
@@ -29,6 +30,9 @@ export const updateVoiceRoute = defineRoute({
 	async handler({ env, request, auth, params, body }) {
 		const voice = await findOwnVoice(env, auth.accountId, params.id);
 		if (!voice) throw notFound("Voice model");
+		if (body.name !== undefined && (await accountVoiceNameTaken(env, auth.accountId, body.name, voice.id))) {
+			throw voiceNameTaken(body.name);
+		}
 		// A validated voice's new defaults must be ones it can honour (before validation, validation checks them).
 		if (voice.status === "ready" && body.voice_settings) {
 			await checkVoiceCanHonour(env, voice, { pitch_shift: "same_octave", voice_settings: body.voice_settings });
@@ -49,7 +53,7 @@ export const updateVoiceRoute = defineRoute({
 			);
 		} catch (error) {
 			if (isUniqueViolation(error)) {
-				throw conflict("voice_name_taken", `You already have a voice named "${body.name}"; choose another name`);
+				throw voiceNameTaken(body.name ?? "");
 			}
 			throw error;
 		}
