@@ -558,10 +558,11 @@ export async function runAdmin(argv: string[], backend: AdminBackend): Promise<u
 		}
 		case "voice create": {
 			const name = voiceName(values.name, "name");
-			const existing = await backend.query(
-				`SELECT id FROM voices WHERE account_id IS NULL AND name = ${sqlValue(name)}`,
-			);
-			if (existing.length) throw new UsageError(`A voice named "${name}" already exists; use voice update`);
+			// In any Unicode form: one stored before names were composed is the same name.
+			const existing = await backend.query<{ name: string }>("SELECT name FROM voices WHERE account_id IS NULL");
+			if (existing.some((row) => row.name.normalize("NFC") === name)) {
+				throw new UsageError(`A voice named "${name}" already exists; use voice update`);
+			}
 			const id = crypto.randomUUID();
 			const fields = await voiceFields(backend, id, { engine: "dsp", ...values });
 			const plan = createVoice(id, { ...fields, name, engine: fields.engine ?? "dsp" });

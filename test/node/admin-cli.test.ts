@@ -94,6 +94,12 @@ describe("admin CLI", () => {
 		await expect(admin("voice", "create", "--name", composed)).rejects.toThrow(/already exists; use voice update/);
 		const listed = (await admin("voice", "list")) as { voice_id: string; name: string }[];
 		expect(listed.find((voice) => voice.voice_id === created.voice_id)?.name).toBe(composed);
+		// One stored before names were composed is the same name in any form.
+		await backend.execute([`UPDATE voices SET name = 'Cle\u0301o (admin)' WHERE id = '${created.voice_id}'`]);
+		await expect(admin("voice", "create", "--name", "Cl\u00e9o (admin)")).rejects.toThrow(
+			/already exists; use voice update/,
+		);
+		await backend.execute([`UPDATE voices SET name = '${composed}' WHERE id = '${created.voice_id}'`]);
 		// Found however it is typed, and renamed composed too.
 		await admin("voice", "update", "--name", decomposed, "--rename", `Andre\u0301 ${composed}`);
 		const renamed = (await admin("voice", "list")) as { voice_id: string; name: string }[];
