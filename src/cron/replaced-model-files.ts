@@ -15,8 +15,19 @@ import { BASE_MODEL_KEY_PREFIX, SERVICE_ARTIFACT_KEY_PREFIX } from "../contracts
 import { LEASE_URL_SECONDS } from "../routes/internal/build-lease.ts";
 import { VALIDATION_URL_SECONDS } from "../routes/internal/build-validation-lease.ts";
 
-/** How long a replaced file stays: the longest life of an address a lease (conversion or validation) signs for it. */
-export const REPLACED_FILE_RETENTION_SECONDS = Math.max(LEASE_URL_SECONDS, VALIDATION_URL_SECONDS);
+/**
+ * An owner's `updated_at` is stamped by the admin tool on the operator's machine, before its write reaches D1: a lease
+ * granted meanwhile still reads the old row, and that clock is not the Worker's. An hour covers a slow write and a
+ * clock somewhat behind.
+ */
+const OWNER_CLOCK_SLACK_SECONDS = 3600;
+
+/**
+ * How long a replaced file stays: the longest life of an address a lease (conversion or validation) signs for it, from
+ * when its owner's row says it changed, plus that slack.
+ */
+export const REPLACED_FILE_RETENTION_SECONDS =
+	Math.max(LEASE_URL_SECONDS, VALIDATION_URL_SECONDS) + OWNER_CLOCK_SLACK_SECONDS;
 
 /** R2 returns at most 1000 keys a page. */
 const LIST_PAGE = 1000;

@@ -10,6 +10,7 @@ import { REPLACED_FILE_RETENTION_SECONDS, removeReplacedModelFiles } from "../..
 import { runSafetyNet } from "../../src/cron/safety-net.ts";
 import { sha256Hex, utf8 } from "../../src/lib/encoding.ts";
 import { LEASE_URL_SECONDS } from "../../src/routes/internal/build-lease.ts";
+import { signStorageUrl, verifyStorageUrl } from "../../src/storage/signed-url.ts";
 
 const HOUR = 3600_000;
 /** A moment `ms` after `from`. */
@@ -92,6 +93,26 @@ describe("removal of replaced model files", () => {
 		expect(await stored([replaced, current])).toEqual([replaced, current]);
 		expect(await removeReplacedModelFiles(env, at(start, RETENTION + 60_000), 100)).toBe(1);
 		expect(await stored([replaced, current])).toEqual([current]);
+	});
+
+	it("keeps a replaced file while a lease granted as the admin tool's write reached D1 can still fetch it", async () => {
+		const start = Date.now();
+		// The admin tool stamps updated_at on the operator's machine, before its write reaches D1 (a slow wrangler call,
+		// a clock a few minutes behind the Worker's): a lease granted ten minutes after that stamp read the old row.
+		const { replaced } = await replaceRmvpe(at(start, 0));
+		const leasedAt = at(start, 10 * 60_000);
+		const url = new URL(
+			await signStorageUrl(env, "https://api.example", {
+				method: "GET",
+				key: replaced,
+				expiresAt: at(leasedAt.getTime(), LEASE_URL_SECONDS * 1000),
+			}),
+		);
+		const lastMinute = at(leasedAt.getTime(), LEASE_URL_SECONDS * 1000 - 60_000);
+		expect((await verifyStorageUrl(env, url, "GET", lastMinute)).key).toBe(replaced);
+
+		expect(await removeReplacedModelFiles(env, lastMinute, 100)).toBe(0);
+		expect(await stored([replaced])).toEqual([replaced]);
 	});
 
 	it("counts the retention from the replacement, however long before it the file was uploaded", async () => {
