@@ -8,7 +8,8 @@
  * with their voice): an object that no base model row and no voice row names (in any column that holds a key), that
  * was uploaded before the cutoff (not a file being set right now), and whose owner (the base model of that name, the
  * service voice of that id) last changed before the cutoff: a replacement is a change of that row, so every lease
- * that named the object was granted before then. An object whose owner has no row is kept (nothing says when it was
+ * that named the object was granted before then. An object under a voice id no row has is a `voice create` that
+ * stopped before writing its row, and goes; one under a base model without a row is kept (nothing says when it was
  * last used).
  */
 import { BASE_MODEL_KEY_PREFIX, SERVICE_ARTIFACT_KEY_PREFIX } from "../contracts/service-model-keys.ts";
@@ -45,7 +46,10 @@ async function modelFileOwners(env: Pick<Env, "DB">) {
 			 UNION SELECT sample_key FROM voices WHERE ${prefixed("sample_key")}`,
 		),
 		env.DB.prepare("SELECT name AS owner, updated_at FROM base_models"),
-		env.DB.prepare("SELECT id AS owner, updated_at FROM voices WHERE account_id IS NULL"),
+		// Every voice: an account voice's row (no time, so never removed) is not a missing one.
+		env.DB.prepare(
+			"SELECT id AS owner, CASE WHEN account_id IS NULL THEN updated_at ELSE '' END AS updated_at FROM voices",
+		),
 	]);
 	const changedAt = (rows: { owner: string; updated_at: string }[] | undefined) =>
 		new Map((rows ?? []).map((row) => [row.owner, Date.parse(row.updated_at)]));
@@ -79,7 +83,11 @@ export async function removeReplacedModelFiles(
 			const page = await env.BUCKET.list({ prefix, cursor, limit: pageSize });
 			for (const object of page.objects) {
 				const owner = object.key.slice(prefix.length).split("/")[0] ?? "";
-				const ownerChanged = changedAt[prefix].get(owner);
+				// No voice row: a `voice create` that stopped before writing it (voices are never removed from D1), so no
+				// lease ever named the file. A base model's row may have been removed by hand while leased: kept.
+				const ownerChanged =
+					changedAt[prefix].get(owner) ??
+					(prefix === SERVICE_ARTIFACT_KEY_PREFIX ? Number.NEGATIVE_INFINITY : undefined);
 				if (
 					!referenced.has(object.key) &&
 					object.uploaded.getTime() <= cutoff &&

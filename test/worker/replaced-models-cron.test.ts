@@ -145,7 +145,23 @@ describe("removal of replaced model files", () => {
 		expect(await stored([current, replaced, legacyReplaced, legacyCurrent])).toEqual([current, legacyCurrent]);
 	});
 
-	it("never removes a file a row still names, one whose owner has no row, or anything outside the service's model files", async () => {
+	it("removes the files of a voice create that stopped before writing its row, once their upload is old enough", async () => {
+		const start = Date.now();
+		// Uploaded under a new voice id; the row's write failed (wrangler lost the connection), and a retry takes
+		// another id: no lease ever named these, and no row ever will.
+		const voiceId = crypto.randomUUID();
+		const left = [
+			`models/${voiceId}/synthesizer/${await checksum("model")}`,
+			`models/${voiceId}/index/${await checksum("index")}`,
+		];
+		await put(...left);
+
+		expect(await removeReplacedModelFiles(env, at(start, RETENTION - 60_000), 100)).toBe(0);
+		expect(await removeReplacedModelFiles(env, at(start, RETENTION + 60_000), 100)).toBe(2);
+		expect(await stored(left)).toEqual([]);
+	});
+
+	it("never removes a file a row still names, a base model's without a row, an account voice's, or anything outside the service's model files", async () => {
 		const start = Date.now();
 		const contentvec = `base-models/contentvec/${await checksum("contentvec")}`;
 		await setBaseModelRow("contentvec", contentvec, at(start, 0));
@@ -158,8 +174,7 @@ describe("removal of replaced model files", () => {
 		await insertVoice({ contentvec: namedByVoice, index: namedByOtherVoice }, at(start, 0), {
 			accountId: crypto.randomUUID(),
 		});
-		// No row says when these were last used.
-		const noVoiceRow = `models/${crypto.randomUUID()}/synthesizer/${await checksum("orphan")}`;
+		// No row says when this was last used (a row removed by hand may have been leased).
 		const noBaseRow = `base-models/rmvpe/${await checksum("rmvpe")}`;
 		const accountVoice = await insertVoice({}, at(start, 0), { accountId: crypto.randomUUID() });
 		const underAccountVoice = `models/${accountVoice}/synthesizer/${await checksum("account")}`;
@@ -171,7 +186,6 @@ describe("removal of replaced model files", () => {
 			namedByOtherBase,
 			namedByVoice,
 			namedByOtherVoice,
-			noVoiceRow,
 			noBaseRow,
 			underAccountVoice,
 			accountVoiceFile,
