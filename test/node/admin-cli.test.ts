@@ -267,6 +267,27 @@ describe("admin CLI", () => {
 		]);
 	});
 
+	it("uploads a base model set back to an earlier file again, so the safety net sees it as new", async () => {
+		// The replaced file may be on its way out (src/cron/replaced-model-files.ts removes it by its upload time):
+		// setting it back must not trust the object already under its key.
+		const earlier = path.join(dir, "rmvpe-earlier.onnx");
+		const later = path.join(dir, "rmvpe-later.onnx");
+		await writeFile(earlier, buildTinyRmvpe({ pitchBin: 40 }));
+		await writeFile(later, buildTinyRmvpe({ pitchBin: 60 }));
+		const { key } = (await admin("base-model", "set", "rmvpe", earlier)) as { key: string };
+		await admin("base-model", "set", "rmvpe", later);
+		const { proxy } = await bucketObjects("base-models/rmvpe/");
+		const bucket = proxy.env.BUCKET as unknown as { head(key: string): Promise<{ uploaded: Date } | null> };
+		try {
+			const before = (await bucket.head(key))?.uploaded.getTime() ?? 0;
+			await new Promise((resolve) => setTimeout(resolve, 20));
+			expect(await admin("base-model", "set", "rmvpe", earlier)).toMatchObject({ key });
+			expect((await bucket.head(key))?.uploaded.getTime()).toBeGreaterThan(before);
+		} finally {
+			await proxy.dispose();
+		}
+	});
+
 	it.each([
 		[["base-model", "set", "hubert", "/tmp/x.onnx"], /base-model set contentvec\|contentvec_v1\|rmvpe FILE.onnx/],
 		[["base-model", "set", "rmvpe"], /base-model set contentvec\|contentvec_v1\|rmvpe FILE.onnx/],
