@@ -51,13 +51,15 @@ async function modelFileOwners(env: Pick<Env, "DB">) {
 			"SELECT id AS owner, CASE WHEN account_id IS NULL THEN updated_at ELSE '' END AS updated_at FROM voices",
 		),
 	]);
-	const changedAt = (rows: { owner: string; updated_at: string }[] | undefined) =>
-		new Map((rows ?? []).map((row) => [row.owner, Date.parse(row.updated_at)]));
+	// A missing answer would read as "no row names anything": nothing is removed without all three.
+	if (!keys?.results || !bases?.results || !voices?.results) throw new Error("D1 left out a result of the batch");
+	const changedAt = (rows: { owner: string; updated_at: string }[]) =>
+		new Map(rows.map((row) => [row.owner, Date.parse(row.updated_at)]));
 	return {
-		referenced: new Set((keys?.results ?? []).map((row) => row.key)),
+		referenced: new Set(keys.results.map((row) => row.key)),
 		changedAt: {
-			[BASE_MODEL_KEY_PREFIX]: changedAt(bases?.results),
-			[SERVICE_ARTIFACT_KEY_PREFIX]: changedAt(voices?.results),
+			[BASE_MODEL_KEY_PREFIX]: changedAt(bases.results),
+			[SERVICE_ARTIFACT_KEY_PREFIX]: changedAt(voices.results),
 		},
 	};
 }
