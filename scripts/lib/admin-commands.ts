@@ -174,12 +174,13 @@ function baseModelLayoutProblem(name: BaseModelName, inspection: ModelInspection
 	if (name === "rmvpe") return rmvpeLayoutProblem(inputs, outputs);
 	const problem = contentVecLayoutProblem(inputs, outputs);
 	if (problem !== undefined) return problem;
-	const [channels, width] = [inputs[0]?.shape?.length === 3 ? inputs[0].shape[1] : 1, outputs[0]?.shape?.[2]];
+	const channels = inputs[0]?.shape?.length === 3 ? inputs[0].shape[1] : 1;
 	if (typeof channels === "number" && channels !== 1) return `its input takes ${channels} channels, not 1`;
-	if (typeof width === "number" && width !== 768 && width !== 256)
-		return `its features are ${width} wide, not 768 or 256`;
-	if (name === "contentvec_v1" && typeof width === "number" && width !== RVC_V1_FEATURE_DIM)
-		return `its features are ${width} wide; contentvec_v1 is the ContentVec of RVC v1 voices, 256 wide`;
+	const width = featureWidth(name, inspection);
+	if (width !== null && width !== RVC_V2_FEATURE_DIM && width !== RVC_V1_FEATURE_DIM)
+		return `its features are ${width} wide, not ${RVC_V2_FEATURE_DIM} or ${RVC_V1_FEATURE_DIM}`;
+	if (name === "contentvec_v1" && width !== null && width !== RVC_V1_FEATURE_DIM)
+		return `its features are ${width} wide; contentvec_v1 is the ContentVec of RVC v1 voices, ${RVC_V1_FEATURE_DIM} wide`;
 	return undefined;
 }
 

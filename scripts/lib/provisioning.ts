@@ -65,7 +65,7 @@ export interface StoredFile {
  */
 export { baseModelKey } from "../../src/contracts/service-model-keys.ts";
 
-/** `featureDim`: a ContentVec's feature width, kept so that voices can be checked against it; null for RMVPE. */
+/** `file.feature_dim`: a ContentVec's feature width, kept so that voices can be checked against it; null for RMVPE. */
 export function setBaseModel(
 	name: BaseModelName,
 	file: StoredFile & { feature_dim: number | null },

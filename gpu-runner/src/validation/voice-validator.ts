@@ -12,6 +12,8 @@
  * (a download that broke off, a missing base model) is thrown, and the lease loop reports it as transient.
  */
 import {
+	RVC_V1_FEATURE_DIM,
+	RVC_V2_FEATURE_DIM,
 	sharedModelsFor,
 	type VoiceDescriptor,
 	type VoiceValidationLease,
@@ -124,7 +126,8 @@ async function* toneBlocks(sampleRate: number, channels: number): AsyncGenerator
 
 /** What a customer can do about a model of another generation than the deployment's feature model. */
 function featureWidthMessage({ featureDim, phoneDim }: FeatureWidthMismatch): string {
-	const generation = (dim: number) => (dim === 256 ? "RVC v1" : dim === 768 ? "RVC v2" : `${dim}-wide`);
+	const generation = (dim: number) =>
+		dim === RVC_V1_FEATURE_DIM ? "RVC v1" : dim === RVC_V2_FEATURE_DIM ? "RVC v2" : `${dim}-wide`;
 	return `The model reads ${phoneDim}-wide features (${generation(phoneDim)}), but this service extracts ${featureDim}-wide ones (${generation(featureDim)}) for every voice: use a model trained as ${generation(featureDim)}`;
 }
 

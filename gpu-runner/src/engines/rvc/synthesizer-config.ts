@@ -5,10 +5,12 @@
  * Names and shapes follow RVC's `infer/module/models.py`, `attentions.py` and `modules.py`.
  */
 
+import { RVC_V1_FEATURE_DIM, RVC_V2_FEATURE_DIM } from "../../../../src/contracts/runner.ts";
+
 export type RvcVersion = "v1" | "v2";
 
-/** ContentVec feature width each RVC version's synthesizer reads: 256 for v1, 768 for v2. */
-export const FEATURE_DIMS: Record<RvcVersion, number> = { v1: 256, v2: 768 };
+/** ContentVec feature width each RVC version's synthesizer reads: 256 for v1, 768 for v2 (the contract's widths). */
+export const FEATURE_DIMS: Record<RvcVersion, number> = { v1: RVC_V1_FEATURE_DIM, v2: RVC_V2_FEATURE_DIM };
 
 export interface SynthesizerConfig {
 	specChannels: number;
