@@ -22,7 +22,7 @@ Commands
         --preview         convert only the first 10 seconds
       voice settings (optional; a setting the voice cannot honour is refused):
         --index-rate R    0..1, rvc voices with a feature index
-        --protect P       0..0.5, rvc voices with a feature index
+        --protect P       0..0.5, rvc voices with a feature index and pitch input
         --rms-mix-rate R  0..1, rvc voices
         --formant-shift=S -12..12 semitones, dsp voices (rvc: 0 only)
         --f0-method M     ${F0_METHODS.join(" | ")}, rvc voices

@@ -444,6 +444,12 @@ async function voiceFields(
 				"--params f0_method does not apply: the model has no pitch input (f0 = 0), so it tracks no pitch",
 			);
 		}
+		// RVC protects unvoiced frames by the model's pitch input, as the API refuses protect for such a voice.
+		if (f0 === false && params.protect !== undefined) {
+			throw new UsageError(
+				"--params protect does not apply: the model has no pitch input (f0 = 0), so it tells no unvoiced frames apart",
+			);
+		}
 		checkRvcEngineParams(params);
 		if (params !== (fields.params ?? current?.params)) fields.params = params;
 		await checkContentVecWidth(backend, {

@@ -33,7 +33,8 @@ const numberIn = (min: number, max: number) =>
 /**
  * Per-conversion overrides of the voice's defaults. Each one must be a setting the voice's engine can honour
  * (checked against the voice when the conversion is created): `formant_shift` for `dsp` voices (any value) and
- * `rvc` voices (0 only); the others for `rvc` voices only, `index_rate` and `protect` only with a feature index.
+ * `rvc` voices (0 only); the others for `rvc` voices only, `index_rate` and `protect` only with a feature index,
+ * `protect` and `f0_method` only on a model that takes pitch.
  */
 export const VoiceSettings = z
 	.strictObject(
@@ -49,8 +50,8 @@ export const VoiceSettings = z
 				.optional()
 				.meta({
 					description:
-						"rvc voices with a feature index: where the source is unvoiced (consonants, breaths), the share " +
-						"of the index blend kept; 0.5 turns protection off. Voice default, else 0.33.",
+						"rvc voices with a feature index and a model that takes pitch: where the source is unvoiced " +
+						"(consonants, breaths), the share of the index blend kept; 0.5 turns protection off. Voice default, else 0.33.",
 				}),
 			rms_mix_rate: numberIn(0, 1).optional().meta({
 				description:

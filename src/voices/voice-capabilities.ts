@@ -3,7 +3,8 @@
  * engine would ignore is refused with 400 instead. What each engine honours (gpu-runner/src/engines/):
  * - `dsp`: `formant_shift` (its voices' own parameter, overridden per conversion); it has no feature index, no
  *   loudness mix and tracks no pitch for the conversion itself.
- * - `rvc`: `index_rate` and `protect` with a feature index (both act on the index blend), `rms_mix_rate`,
+ * - `rvc`: `index_rate` and `protect` with a feature index (both act on the index blend; `protect` only on a model
+ *   with pitch input, whose unvoiced frames it keeps from the blend, as RVC does), `rms_mix_rate`,
  *   `f0_method` (on a model with pitch input; `rmvpe` needs the RMVPE model: the voice's own or the deployment's
  *   base model), and `formant_shift` 0 only (the synthesizer fixes the timbre).
  * `pitch_shift: "auto"` needs the voice's pitch range.
@@ -26,8 +27,13 @@ async function rvcProblem(
 	const carries = (name: string) => voice.artifacts.some((artifact) => artifact.name === name);
 	switch (setting) {
 		case "index_rate":
-		case "protect":
 			return carries("index") ? null : `voice "${voice.name}" has no feature index, so there is no index blend to set`;
+		case "protect":
+			if (!carries("index")) return `voice "${voice.name}" has no feature index, so there is no index blend to set`;
+			// RVC protects unvoiced frames by the model's pitch input: a model without one has none to protect.
+			return voice.engineParams.f0 === false
+				? `voice "${voice.name}" has a model without pitch input (f0 = 0): it tells no unvoiced frames apart, so protect does not apply`
+				: null;
 		case "formant_shift":
 			return value === 0
 				? null

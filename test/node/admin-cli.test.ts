@@ -602,6 +602,10 @@ describe("admin CLI", () => {
 		).rejects.toThrow(/holds 256-wide features but the voice's model reads 768-wide ones/);
 		await admin("voice", "update", "--name", "No pitch", "--index", path.join(FIXTURES, "index/voice-v2-768.index"));
 		expect(await engineParams("No pitch")).toEqual(recorded(false, { rms_mix_rate: 0.5 }));
+		// With an index, protect still has no unvoiced frames to keep from its blend: the model takes no pitch.
+		await expect(
+			admin("voice", "update", "--name", "No pitch", "--params", '{"sample_rate":40000,"protect":0.2}'),
+		).rejects.toThrow(/protect does not apply: the model has no pitch input/);
 
 		// A new model with pitch input replaces the record, and then f0_method applies.
 		await admin("voice", "update", "--name", "No pitch", "--model", path.join(FIXTURES, "v2-f0-40k.pth"));

@@ -138,6 +138,19 @@ describe("voice_settings on POST /api/v1/voice-conversions", () => {
 		expect(await refused(noPitch, { voice_settings: { f0_method: "yin" } })).toEqual([
 			{ field: "voice_settings.f0_method", message: expect.stringMatching(/"No pitch" has a model without pitch/) },
 		]);
+		// Nor does it protect unvoiced frames from the index blend (RVC protects only where the model takes pitch).
+		const noPitchWithIndex = await insertVoice({
+			name: "No pitch, indexed",
+			engine: "rvc",
+			params: { sample_rate: 40_000, f0: false },
+			artifacts: ["synthesizer", "index"],
+		});
+		expect(await refused(noPitchWithIndex, { voice_settings: { index_rate: 0.5, protect: 0.2 } })).toEqual([
+			{
+				field: "voice_settings.protect",
+				message: expect.stringMatching(/"No pitch, indexed" has a model without pitch input .* protect does not apply/),
+			},
+		]);
 		await setBaseModel("rmvpe", utf8("rmvpe model"));
 		const withRmvpe = await alice.create({
 			audio_file_id: file.id,

@@ -115,6 +115,10 @@ function checkSettings(settings: Record<string, unknown>, model: ModelFacts, has
 	if (settings.f0_method !== undefined && !model.f0) {
 		refuse("settings", "voice_settings.f0_method does not apply: this model has no pitch input (f0 = 0)");
 	}
+	// RVC protects unvoiced frames by the model's pitch input: a model without one has none to tell apart.
+	if (settings.protect !== undefined && hasIndex && !model.f0) {
+		refuse("settings", "voice_settings.protect does not apply: this model has no pitch input (f0 = 0)");
+	}
 }
 
 /** One second of a voiced tone at the format the engine wants. */

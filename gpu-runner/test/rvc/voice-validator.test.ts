@@ -242,6 +242,16 @@ describe("voice validation", () => {
 			outcome: "failed",
 			message: "voice_settings.index_rate needs a feature index, and this voice has none",
 		});
+		// A model without pitch input tells no unvoiced frames apart, so there is nothing for protect to keep.
+		const noPitch = await validate(
+			lease({ model: fixture("v2-nono-40k.pth"), index: fixture("index/voice-v2-768.index") }, { protect: 0.2 }),
+			signal(),
+		);
+		expect(noPitch).toEqual({
+			outcome: "failed",
+			problem: "settings",
+			message: "voice_settings.protect does not apply: this model has no pitch input (f0 = 0)",
+		});
 		const formants = await validate(lease({ model: fixture("v2-f0-40k.pth") }, { formant_shift: 3 }), signal());
 		expect(formants).toMatchObject({ outcome: "failed", problem: "settings" });
 		const badSample = await validate(
