@@ -375,6 +375,7 @@ async function voiceFields(
 	let modelRate: number | null = null;
 	let modelF0: boolean | null = null;
 	let modelWidth: number | null = null;
+	let modelSpeakers: number | null = null;
 	if (options.model) {
 		const { bytes, inspection } = await inspectModel(
 			options.model,
@@ -387,6 +388,8 @@ async function voiceFields(
 		modelRate = typeof inspection.sample_rate === "number" ? inspection.sample_rate : null;
 		modelF0 = inspection.f0 === 1 ? true : inspection.f0 === 0 ? false : null;
 		modelWidth = typeof inspection.feature_dim === "number" ? inspection.feature_dim : null;
+		// A checkpoint says how many speakers it holds; an ONNX export does not.
+		modelSpeakers = typeof inspection.speakers === "number" ? inspection.speakers : null;
 	}
 	// The width of the features the voice's model reads: the new model's, or the one the current model recorded
 	// (voices added before it was recorded have none, and an index is then not checked).
@@ -410,7 +413,7 @@ async function voiceFields(
 	}
 	if (engine !== "rvc" && fields.params !== undefined) checkDspParams(fields.params);
 	if (engine === "rvc") {
-		for (const read of ["f0", "feature_dim"]) {
+		for (const read of ["f0", "feature_dim", "speakers"]) {
 			if (fields.params !== undefined && read in fields.params) {
 				throw new UsageError(`--params cannot set ${read}: it is read from --model`);
 			}
@@ -439,6 +442,14 @@ async function voiceFields(
 		if (typeof f0 === "boolean") params = { ...params, f0 };
 		// Kept, for an index given later to match.
 		if (featureDim !== null) params = { ...params, feature_dim: featureDim };
+		// Kept too, so that the runner (checkRvcEngineParams below, and each job) refuses a speaker_id past them. A new
+		// model of unknown count (an ONNX export) drops the old one's.
+		const speakers = options.model === undefined ? current?.params.speakers : modelSpeakers;
+		if (typeof speakers === "number") params = { ...params, speakers };
+		else if ("speakers" in params) {
+			const { speakers: _dropped, ...rest } = params;
+			params = rest;
+		}
 		if (f0 === false && params.f0_method !== undefined) {
 			throw new UsageError(
 				"--params f0_method does not apply: the model has no pitch input (f0 = 0), so it tracks no pitch",

@@ -571,6 +571,7 @@ describe("admin CLI", () => {
 			sample_rate: 40_000,
 			f0,
 			feature_dim: 768,
+			speakers: 1,
 		});
 		await admin(
 			"voice",
@@ -616,6 +617,38 @@ describe("admin CLI", () => {
 		await expect(
 			admin("voice", "update", "--name", "No pitch", "--model", path.join(FIXTURES, "v2-nono-40k.pth")),
 		).rejects.toThrow(/f0_method does not apply/);
+	});
+
+	it("records the model's speaker count and refuses a speaker_id past it, as a runner would fail every job", async () => {
+		const engineParams = async (name: string) =>
+			((await admin("voice", "list")) as Record<string, unknown>[]).find((v) => v.name === name)?.engine_params;
+		const threeSpeakers = path.join(FIXTURES, "v2-f0-40k-3-speakers.pth");
+		const create = (speakerId: number) =>
+			admin(
+				...["voice", "create", "--name", "Choir", "--engine", "rvc", "--model", threeSpeakers],
+				...["--params", JSON.stringify({ sample_rate: 40_000, speaker_id: speakerId })],
+			);
+		await expect(create(3)).rejects.toThrow(/speaker_id 3 is beyond the model's 3 speakers \(0 to 2\)/);
+		await create(2);
+		expect(await engineParams("Choir")).toEqual({
+			sample_rate: 40_000,
+			speaker_id: 2,
+			f0: true,
+			feature_dim: 768,
+			speakers: 3,
+		});
+		// New defaults are checked against the count the model recorded, which they cannot set themselves.
+		await expect(
+			admin("voice", "update", "--name", "Choir", "--params", '{"sample_rate":40000,"speaker_id":7}'),
+		).rejects.toThrow(/speaker_id 7 is beyond the model's 3 speakers/);
+		await expect(
+			admin("voice", "update", "--name", "Choir", "--params", '{"sample_rate":40000,"speakers":8}'),
+		).rejects.toThrow(/--params cannot set speakers/);
+		// A new model with one speaker does not keep a default for the third.
+		await expect(
+			admin("voice", "update", "--name", "Choir", "--model", path.join(FIXTURES, "v2-f0-40k.pth")),
+		).rejects.toThrow(/speaker_id 2 is beyond the model's 1 speaker \(0 to 0\)/);
+		expect(await engineParams("Choir")).toMatchObject({ speaker_id: 2, speakers: 3 });
 	});
 
 	it("refuses a rename to a taken name with a usage error", async () => {

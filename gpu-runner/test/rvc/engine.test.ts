@@ -697,6 +697,22 @@ describe("rvc engine with tiny models", () => {
 			});
 		});
 
+		it("refuses a speaker_id past the speakers the voice's model holds, before converting anything", async () => {
+			// The count the admin tool records from the checkpoint; onnxruntime would fail the synthesizer's embedding
+			// lookup only once the first window reached it.
+			await expect(convertOnce(job({ voice: voice({ speaker_id: 3, speakers: 3 }) }))).rejects.toMatchObject({
+				code: "invalid_params",
+				permanent: true,
+				message: expect.stringMatching(/speaker_id 3 is beyond the model's 3 speakers \(0 to 2\)/),
+			});
+			await expect(convertOnce(job({ voice: voice({ speakers: 0 }) }))).rejects.toMatchObject({
+				code: "invalid_params",
+				message: expect.stringMatching(/speakers \(the model's speaker count\) must be a positive integer, got 0/),
+			});
+			const within = await convertOnce(job({ voice: voice({ speaker_id: 2, speakers: 3 }) }));
+			expect(within.samples.length).toBe(OUT_RATE);
+		});
+
 		it("refuses input that is not 16 kHz mono", async () => {
 			const stereo = (async function* () {
 				yield {

@@ -5,7 +5,8 @@
  * | key | default | meaning |
  * |---|---|---|
  * | `sample_rate` | required | the synthesizer's output rate in Hz (RVC: 32000, 40000 or 48000); one model frame is sample_rate / 100 samples |
- * | `speaker_id` | 0 | the `ds` speaker index for multi-speaker synthesizers |
+ * | `speaker_id` | 0 | the `ds` speaker index for multi-speaker synthesizers; below `speakers` where that is given |
+ * | `speakers` | none | the model's speaker count (rows of `emb_g.weight`), as the admin tool records it from a `.pth`; not a setting |
  * | `transpose_semitones` | 0 | added to the job's semitones, e.g. +12 for a female voice model fed male speech |
  * | `f0_threshold` | 0.03 | RMVPE voicing threshold on the peak salience (RVC's pipeline value) |
  * | `noise_scale` | 0.66666 | scale of the `rnd` normal noise (RVC's `infer` value) |
@@ -152,6 +153,18 @@ export function parseRvcParams(params: Record<string, unknown>, defaults: Partia
 	if (params.formant_shift !== undefined) {
 		const problem = formantShiftProblem(params.formant_shift);
 		if (problem !== undefined) problems.push(problem);
+	}
+	// The model's speaker count, where recorded: RVC's embedding lookup fails past it (onnxruntime's on the CPU, with
+	// a message about a Gather node, after the job has begun), so a speaker_id beyond it is refused here.
+	const speakers = params.speakers;
+	if (speakers !== undefined) {
+		if (typeof speakers !== "number" || !Number.isInteger(speakers) || speakers < 1) {
+			problems.push(`speakers (the model's speaker count) must be a positive integer, got ${JSON.stringify(speakers)}`);
+		} else if (out.speakerId !== undefined && out.speakerId >= speakers) {
+			problems.push(
+				`speaker_id ${out.speakerId} is beyond the model's ${speakers} speaker${speakers === 1 ? "" : "s"} (0 to ${speakers - 1})`,
+			);
+		}
 	}
 	if (out.sampleRate !== undefined && out.sampleRate % 100 !== 0) {
 		problems.push(
