@@ -40,6 +40,24 @@ describe("48 Hz Butterworth high-pass", () => {
 		expect(Math.abs(out.at(-1) as number)).toBeLessThan(1e-4);
 	});
 
+	it("starts from the first sample's steady state, as RVC's filtfilt does: a DC offset leaves no thump", () => {
+		// scipy's filtfilt starts its pass at lfilter_zi x the first value, so a constant offset comes out as 0 from
+		// the first sample, not as the filter's step response (here 0.3 at once, ringing out over 30 ms).
+		const tone = Float32Array.from({ length: RATE / 2 }, (_, i) => 0.2 * Math.sin((2 * Math.PI * 220 * i) / RATE));
+		const offset = tone.map((v) => v + 0.3);
+		const clean = new ButterworthHighPass(48, RATE).process(tone);
+		const shifted = new ButterworthHighPass(48, RATE);
+		const out = new Float32Array(offset.length);
+		for (let start = 0; start < offset.length; start += 160)
+			out.set(shifted.process(offset.subarray(start, start + 160)), start);
+		let worst = 0;
+		for (let i = 0; i < out.length; i++) worst = Math.max(worst, Math.abs((out[i] as number) - (clean[i] as number)));
+		expect(worst).toBeLessThan(1e-6);
+		// A stream that starts inside a held value is the same case.
+		const held = new ButterworthHighPass(48, RATE).process(new Float32Array(800).fill(-0.6));
+		expect(Math.max(...held.map(Math.abs))).toBeLessThan(1e-6);
+	});
+
 	it("gives the same output whatever the block sizes", () => {
 		const input = Float32Array.from({ length: 5000 }, (_, i) => Math.sin(i * 0.01) + 0.3 * Math.sin(i * 0.7));
 		const whole = new ButterworthHighPass(48, RATE).process(input);

@@ -4,6 +4,11 @@
  * one first-order section. RVC applies it forwards and backwards (`filtfilt`, zero phase), which needs the
  * whole signal; here it runs once, forwards, so it streams. The magnitude is then |H| instead of |H|^2 and
  * low frequencies get a small phase lag; speech above ~100 Hz is untouched either way.
+ *
+ * Like filtfilt, whose pass starts at `lfilter_zi` times the first value, the filter starts in the steady state
+ * of the stream's first sample (for a high-pass: the first section's inputs held at it, every output 0), so a DC
+ * offset, or a source that begins on a held non-zero value, is removed without the step response's thump (the
+ * offset itself at once, ringing out over about 30 ms) that a filter starting from rest adds.
  */
 
 interface Section {
@@ -20,6 +25,7 @@ interface Section {
 
 export class ButterworthHighPass {
 	readonly #sections: Section[] = [];
+	#started = false;
 
 	constructor(cutoffHz: number, sampleRate: number, order = 5) {
 		if (!(cutoffHz > 0 && cutoffHz < sampleRate / 2))
@@ -56,6 +62,14 @@ export class ButterworthHighPass {
 	/** Filters the next block of the stream (state carries over between calls); returns a new array. */
 	process(block: Float32Array): Float32Array {
 		const out = Float32Array.from(block);
+		const first = this.#sections[0];
+		if (!this.#started && out.length > 0 && first !== undefined) {
+			// The steady state for a constant first sample: b0 + b1 + b2 = 0, so the first section gives 0 and the
+			// sections after it rest.
+			first.x1 = out[0] as number;
+			first.x2 = out[0] as number;
+			this.#started = true;
+		}
 		for (const s of this.#sections) {
 			for (let n = 0; n < out.length; n++) {
 				const x = out[n] as number;
