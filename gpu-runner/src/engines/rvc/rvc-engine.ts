@@ -20,8 +20,9 @@
  * `voiceSettings` override some of them.
  *
  * Compared with RVC's pipeline (details in README.md): the 48 Hz input high-pass runs once, forwards (RVC's
- * filtfilt needs the whole file); the key shift also applies to f0 = 0 models (RVC ignores it there); not done
- * is peak normalisation of the whole output (it needs the whole file; the WAV encoder clips instead).
+ * filtfilt needs the whole file); the key shift also applies to f0 = 0 models (RVC ignores it there); the source
+ * is not scaled down to peak at 0.95 first (its peak is known only at its end). The output's peak limit, which
+ * needs the whole output, is the WAV writer's (`src/audio/wav-file-writer.ts`).
  */
 import { randomInt } from "node:crypto";
 import { availableParallelism } from "node:os";
