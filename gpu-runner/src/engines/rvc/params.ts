@@ -43,9 +43,11 @@ export interface RvcParams {
 	protect: number;
 	rmsMixRate: number;
 	f0Method: F0Method;
+	/** The model's speaker count where the params record it (`speakers`); `speakerId` is below it. */
+	speakers?: number;
 }
 
-type NumericParam = Exclude<keyof RvcParams, "f0Method">;
+type NumericParam = Exclude<keyof RvcParams, "f0Method" | "speakers">;
 
 type Rule = {
 	key: string;
@@ -108,6 +110,12 @@ function ruleProblem(rule: Rule, raw: unknown): string | undefined {
 	return undefined;
 }
 
+/** Why `speakerId` cannot select one of a model's `speakers`, if it cannot. */
+export function speakerProblem(speakerId: number | undefined, speakers: number): string | undefined {
+	if (speakerId === undefined || speakerId < speakers) return undefined;
+	return `speaker_id ${speakerId} is beyond the model's ${speakers} speaker${speakers === 1 ? "" : "s"} (0 to ${speakers - 1})`;
+}
+
 function f0MethodProblem(raw: unknown): string | undefined {
 	return F0_METHODS.includes(raw as F0Method)
 		? undefined
@@ -160,10 +168,10 @@ export function parseRvcParams(params: Record<string, unknown>, defaults: Partia
 	if (speakers !== undefined) {
 		if (typeof speakers !== "number" || !Number.isInteger(speakers) || speakers < 1) {
 			problems.push(`speakers (the model's speaker count) must be a positive integer, got ${JSON.stringify(speakers)}`);
-		} else if (out.speakerId !== undefined && out.speakerId >= speakers) {
-			problems.push(
-				`speaker_id ${out.speakerId} is beyond the model's ${speakers} speaker${speakers === 1 ? "" : "s"} (0 to ${speakers - 1})`,
-			);
+		} else {
+			out.speakers = speakers;
+			const problem = speakerProblem(out.speakerId, speakers);
+			if (problem !== undefined) problems.push(problem);
 		}
 	}
 	if (out.sampleRate !== undefined && out.sampleRate % 100 !== 0) {

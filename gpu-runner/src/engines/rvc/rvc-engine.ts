@@ -48,11 +48,11 @@ import type { IndexThread } from "./index-thread.ts";
 import { StreamingLoudnessMix } from "./loudness-mix.ts";
 import { LogMelSpectrogram, RMVPE_HOP, RMVPE_SAMPLE_RATE } from "./mel.ts";
 import { type LoadedModels, ModelCache, type ModelPaths, type SynthesizerModel } from "./models.ts";
-import { applyVoiceSettings, CPU_PARAM_DEFAULTS, parseRvcParams, type RvcParams } from "./params.ts";
+import { applyVoiceSettings, CPU_PARAM_DEFAULTS, parseRvcParams, type RvcParams, speakerProblem } from "./params.ts";
 import { decodeSalience, shiftAndQuantise } from "./pitch.ts";
 import { NormalNoise } from "./random.ts";
 import { SlotPool } from "./slot-pool.ts";
-import { synthesizerOnnxPath } from "./synthesizer-file.ts";
+import { checkpointSpeakers, synthesizerOnnxPath } from "./synthesizer-file.ts";
 import { DECODE_SPAN_MARGIN_FRAMES } from "./synthesizer-graph.ts";
 import { trackPitchYin } from "./yin-pitch.ts";
 
@@ -508,6 +508,14 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	const modelFiles = async (files: VoiceFiles, params: RvcParams): Promise<ModelPaths> => {
 		const paths = modelPaths(files, params);
 		const synthesizer = await synthesizerOnnxPath(paths.synthesizer);
+		// A speaker past the model's fails its embedding lookup (onnxruntime's words on the CPU, after the first
+		// window's features), so it is refused before anything runs: by the count the params record (parseRvcParams),
+		// else by the checkpoint's own (read once, and only for a speaker other than the first, which every model has).
+		if (params.speakerId > 0 && params.speakers === undefined) {
+			const speakers = await checkpointSpeakers(paths.synthesizer);
+			const problem = speakers === undefined ? undefined : speakerProblem(params.speakerId, speakers);
+			if (problem !== undefined) throw new RvcEngineError("invalid_params", `invalid rvc voice params: ${problem}`);
+		}
 		if (synthesizer !== paths.synthesizer) builtFrom.set(paths.synthesizer, synthesizer);
 		return { ...paths, synthesizer };
 	};

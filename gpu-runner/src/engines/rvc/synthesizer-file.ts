@@ -82,6 +82,25 @@ async function removeOlderBuilds(dir: string, sha256: string): Promise<void> {
 	}
 }
 
+const speakerCounts = new Map<string, Promise<number | undefined>>();
+
+/**
+ * The speakers an RVC checkpoint holds (rows of `emb_g.weight`, the `ds` values it takes), read from the file once
+ * per process and version of it; undefined for an ONNX file, which does not say.
+ */
+export async function checkpointSpeakers(path: string): Promise<number | undefined> {
+	if (!(await startsLikeZip(path))) return undefined;
+	const { size, mtimeMs } = await stat(path);
+	const key = `${path}\u0000${size}\u0000${mtimeMs}`;
+	let pending = speakerCounts.get(key);
+	if (pending === undefined) {
+		pending = readFile(path).then((bytes) => readRvcCheckpoint(new Uint8Array(bytes)).speakers);
+		speakerCounts.set(key, pending);
+		pending.catch(() => speakerCounts.delete(key));
+	}
+	return pending;
+}
+
 /** `path` itself for an ONNX file; for an RVC checkpoint, the path of its built synthesizer (built on first use). */
 export async function synthesizerOnnxPath(path: string): Promise<string> {
 	if (!(await startsLikeZip(path))) return path;
