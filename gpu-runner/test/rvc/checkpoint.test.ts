@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { crc32, deflateRawSync } from "node:zlib";
 import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
+import { ddpn08Layout } from "../../src/engines/rvc/checkpoint-provenance.ts";
 import { type PickleError, readPickle } from "../../src/engines/rvc/pickle-reader.ts";
 import { type RvcCheckpoint, RvcCheckpointError, readRvcCheckpoint } from "../../src/engines/rvc/rvc-checkpoint.ts";
 import { PUBLISHED_CONFIG_40K, parseSynthesizerConfig } from "../../src/engines/rvc/synthesizer-config.ts";
@@ -317,5 +318,74 @@ describe("pickle reader", () => {
 		})();
 		expect(error?.kind).toBe("unsupported_opcode");
 		expect(error?.message).toMatch(/opcode INST \(0x69\)/);
+	});
+});
+
+/** What `readRvcCheckpoint` throws for `bytes`, and how long it took. */
+function refusal(bytes: Uint8Array): { error: unknown; ms: number } {
+	const started = performance.now();
+	try {
+		readRvcCheckpoint(bytes);
+	} catch (error) {
+		return { error, ms: performance.now() - started };
+	}
+	return { error: undefined, ms: performance.now() - started };
+}
+
+/** A tuple of two copies of a tuple of two copies ... `depth` deep, one object per level, as a pickle's memo shares it. */
+function sharedNesting(depth: number): unknown[] {
+	let value: unknown[] = [];
+	for (let i = 0; i < depth; i++) value = [value, value];
+	return value;
+}
+
+// Files of a few hundred bytes to a few hundred KB (test/rvc/fixtures/make-hostile-checkpoints.py) that declare far
+// more than they hold: each is refused as a checkpoint fault, in well under a second, with a short message.
+describe("hostile checkpoints", () => {
+	const hostile = (file: string) => bytesOf(`hostile/${file}`);
+	const expectRefused = (bytes: Uint8Array, problem: string, message: RegExp) => {
+		const { error, ms } = refusal(bytes);
+		expect(error).toBeInstanceOf(RvcCheckpointError);
+		expect((error as RvcCheckpointError).problem).toBe(problem);
+		expect((error as Error).message).toMatch(message);
+		expect((error as Error).message.length).toBeLessThan(500);
+		expect(ms).toBeLessThan(1000);
+	};
+
+	it("quotes a value shared at every level of 40 (2^40 items written out) in a few characters", () => {
+		expectRefused(
+			hostile("nested-version.pth"),
+			"unknown_version",
+			/^unknown RVC version \(\(\(\(\(\(\(\(\(…\), \(…\)\), .*…; v1 and v2 are read$/,
+		);
+	});
+
+	it("quotes an int beyond 2^53 (a bigint)", () => {
+		expectRefused(
+			hostile("bigint-version.pth"),
+			"unknown_version",
+			/unknown RVC version 1000000000000000000000000000000;/,
+		);
+	});
+
+	it("quotes a config value or an embedder layer nested 40 deep without spelling it out", () => {
+		const list = [...PUBLISHED_CONFIG_40K];
+		list[9] = sharedNesting(40);
+		expect(() => parseSynthesizerConfig(list)).toThrow(
+			/^config resblock is \[\[\[\[\[\[\[\[\[…\],\[…\]\],.*…, expected "1" or "2"$/,
+		);
+		list[9] = "1";
+		list[10] = sharedNesting(40);
+		expect(() => parseSynthesizerConfig(list)).toThrow(
+			/^config resblock_kernel_sizes is \[\[.{150,250}, expected a list/,
+		);
+		const root = new Map<unknown, unknown>([
+			["params", {}],
+			["embedder_output_layer", sharedNesting(40)],
+		]);
+		const config = [...PUBLISHED_CONFIG_40K.slice(0, 17), 768, 40000];
+		expect(() => ddpn08Layout(root, config)).toThrow(
+			/embedder layer \[\[\[\[\[\[\[\[\[…\],.*…\s\(its embedder_output_layer\)/,
+		);
 	});
 });

@@ -10,10 +10,11 @@
  * sound like the voice. `rvc-checkpoint.ts` calls these as it reads a file.
  */
 import { RvcCheckpointError } from "./errors.ts";
+import { quotePickleValue } from "./pickle-reader.ts";
 import { FEATURE_DIMS, type RvcVersion } from "./synthesizer-config.ts";
 
 /** A recorded value as a message quotes it. */
-const quoted = (value: unknown): string => JSON.stringify(value) ?? String(value);
+const quoted = (value: unknown): string => quotePickleValue(value);
 
 /** What forks record of a voice's training, kept as facts about the file (strings and numbers only). */
 const TRAINING_FACTS = [
@@ -123,7 +124,13 @@ export function ddpn08Layout(
 		);
 	// Absent only from merges of files that lacked it; RVC's layer for the width is then the one meant.
 	const recorded = root.get("embedder_output_layer");
-	const layer = recorded === undefined || recorded === null ? RVC_FEATURE_LAYERS[version] : Number(recorded);
+	// A number, or its text; anything else (a list would be spelt out to convert it) is no layer.
+	const layer =
+		recorded === undefined || recorded === null
+			? RVC_FEATURE_LAYERS[version]
+			: typeof recorded === "number" || typeof recorded === "string"
+				? Number(recorded)
+				: Number.NaN;
 	if (layer !== RVC_FEATURE_LAYERS[version])
 		throw new RvcCheckpointError(
 			"unsupported_embedder",

@@ -29,6 +29,46 @@ export class PickleTuple {
 	}
 }
 
+/** Nesting levels and characters `quotePickleValue` spells out. */
+const QUOTE_DEPTH = 8;
+const QUOTE_CHARS = 200;
+
+/**
+ * A value read from a pickle as a message may quote it, in at most about 200 characters and 8 levels of nesting
+ * whatever the value: a pickle of a few hundred bytes can nest tuples thousands deep, or share one tuple between both
+ * items of the next at every level (the memo), so that writing it out in full would take 2^depth items; ints beyond
+ * 2^53 are bigints, which `JSON.stringify` refuses. Lists are written as JSON writes them, tuples as Python does,
+ * dicts as "a dict"; `custom` may name other values first (a list as "a list").
+ */
+export function quotePickleValue(value: unknown, custom?: (value: unknown) => string | undefined): string {
+	let out = "";
+	const write = (text: string): boolean => {
+		out += text;
+		return out.length <= QUOTE_CHARS;
+	};
+	const walk = (v: unknown, depth: number): boolean => {
+		const named = custom?.(v);
+		if (named !== undefined) return write(named);
+		if (v instanceof PickleTuple || Array.isArray(v)) {
+			const tuple = v instanceof PickleTuple;
+			const items: readonly unknown[] = tuple ? v.items : v;
+			if (items.length > 0 && depth >= QUOTE_DEPTH) return write(tuple ? "(…)" : "[…]");
+			if (!write(tuple ? "(" : "[")) return false;
+			for (let i = 0; i < items.length; i++) {
+				if (i > 0 && !write(tuple ? ", " : ",")) return false;
+				if (!walk(items[i], depth + 1)) return false;
+			}
+			return write(tuple ? ")" : "]");
+		}
+		if (v instanceof Map) return write("a dict");
+		if (typeof v === "bigint") return write(String(v));
+		if (typeof v === "string") return write(JSON.stringify(v.length > QUOTE_CHARS ? v.slice(0, QUOTE_CHARS) : v));
+		if (typeof v === "object" && v !== null) return write(v.constructor?.name ?? "an object");
+		return write(JSON.stringify(v) ?? String(v));
+	};
+	return walk(value, 0) ? out : `${out.slice(0, QUOTE_CHARS)}…`;
+}
+
 /** What an allowed global becomes: a callable (for REDUCE) or a plain marker value. */
 export interface PickleCallable {
 	readonly name: string;

@@ -19,7 +19,7 @@
 import { isTorchPickle, ZipFormatError } from "../../../../src/contracts/zip-directory.ts";
 import { checkTrainedForThisEngine, ddpn08Layout, trainingFacts } from "./checkpoint-provenance.ts";
 import { RvcCheckpointError } from "./errors.ts";
-import { type PickleCallable, PickleError, PickleTuple, readPickle } from "./pickle-reader.ts";
+import { type PickleCallable, PickleError, PickleTuple, quotePickleValue, readPickle } from "./pickle-reader.ts";
 import {
 	FEATURE_DIMS,
 	parseSynthesizerConfig,
@@ -150,12 +150,15 @@ function persistentStorage(id: unknown): StorageRef {
 	return new StorageRef(type, key, numel);
 }
 
+/** A value read from the pickle as a message quotes it (bounded, whatever the pickle holds). */
 function describe(value: unknown): string {
-	if (value instanceof PickleTuple) return `(${value.items.map(describe).join(", ")})`;
-	if (value instanceof Map) return "a dict";
-	if (Array.isArray(value)) return "a list";
-	if (value instanceof TensorRef) return `a tensor [${value.dims.join(", ")}]`;
-	return JSON.stringify(value) ?? String(value);
+	return quotePickleValue(value, (v) => {
+		if (Array.isArray(v)) return "a list";
+		if (v instanceof TensorRef) return `a tensor [${v.dims.join(", ")}]`;
+		if (v instanceof StorageType) return v.name;
+		if (v instanceof StorageRef) return `a ${v.type.name}`;
+		return undefined;
+	});
 }
 
 /** IEEE 754 half to float32 through the bit patterns (Float16Array is not in Node 22). */
@@ -348,13 +351,14 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 		);
 	const weight = root.get("weight");
 	if (!(weight instanceof Map)) {
-		const keys = [...root.keys()].map(String).join(", ");
+		const keys = [...root.keys()].slice(0, 20).map((key) => (typeof key === "string" ? key : describe(key)));
+		if (root.size > 20) keys.push(`… ${root.size - 20} more`);
 		const hint = root.has("model")
 			? " (this is a training checkpoint; extract the small inference model with RVC first)"
 			: "";
 		throw new RvcCheckpointError(
 			"not_a_checkpoint",
-			`not an RVC inference checkpoint: no "weight" dict (keys: ${keys})${hint}`,
+			`not an RVC inference checkpoint: no "weight" dict (keys: ${keys.join(", ")})${hint}`,
 		);
 	}
 	const storedVersion: unknown = root.get("version") ?? "v1";

@@ -6,6 +6,7 @@
  */
 
 import { RVC_V1_FEATURE_DIM, RVC_V2_FEATURE_DIM } from "../../../../src/contracts/runner.ts";
+import { quotePickleValue } from "./pickle-reader.ts";
 
 export type RvcVersion = "v1" | "v2";
 
@@ -106,31 +107,34 @@ export function parseSynthesizerConfig(list: readonly unknown[]): SynthesizerCon
 	const positive = (i: number): number => {
 		const { name, value } = field(i);
 		if (typeof value !== "number" || !Number.isInteger(value) || value <= 0)
-			throw new SynthesizerConfigError(`config ${name} is ${JSON.stringify(value)}, expected a positive integer`);
+			throw new SynthesizerConfigError(`config ${name} is ${quotePickleValue(value)}, expected a positive integer`);
 		return value;
 	};
 	const positives = (i: number): number[] => {
 		const { name, value } = field(i);
 		if (!Array.isArray(value) || value.length === 0 || !value.every((v) => Number.isInteger(v) && v > 0))
 			throw new SynthesizerConfigError(
-				`config ${name} is ${JSON.stringify(value)}, expected a list of positive integers`,
+				`config ${name} is ${quotePickleValue(value)}, expected a list of positive integers`,
 			);
 		return value as number[];
 	};
 	const dropout = list[8];
 	if (typeof dropout !== "number" || dropout < 0 || dropout >= 1)
-		throw new SynthesizerConfigError(`config p_dropout is ${JSON.stringify(dropout)}, expected a number in [0, 1)`);
-	const resblock = String(list[9]);
+		throw new SynthesizerConfigError(`config p_dropout is ${quotePickleValue(dropout)}, expected a number in [0, 1)`);
+	// RVC writes "1" or "2"; a number is taken as its text, and nothing else is (String of a list spells it out).
+	const resblock = typeof list[9] === "string" || typeof list[9] === "number" ? String(list[9]) : undefined;
 	if (resblock !== "1" && resblock !== "2")
-		throw new SynthesizerConfigError(`config resblock is ${JSON.stringify(list[9])}, expected "1" or "2"`);
+		throw new SynthesizerConfigError(`config resblock is ${quotePickleValue(list[9])}, expected "1" or "2"`);
 	const dilations = list[11];
 	if (!Array.isArray(dilations))
-		throw new SynthesizerConfigError(`config resblock_dilation_sizes is ${JSON.stringify(dilations)}, expected lists`);
+		throw new SynthesizerConfigError(
+			`config resblock_dilation_sizes is ${quotePickleValue(dilations)}, expected lists`,
+		);
 	const rawRate = list[17];
 	const sampleRate = typeof rawRate === "string" ? SAMPLE_RATES[rawRate] : rawRate;
 	if (typeof sampleRate !== "number" || !Number.isInteger(sampleRate) || sampleRate <= 0)
 		throw new SynthesizerConfigError(
-			`config sampling_rate is ${JSON.stringify(rawRate)}, expected Hz or "32k"/"40k"/"48k"`,
+			`config sampling_rate is ${quotePickleValue(rawRate)}, expected Hz or "32k"/"40k"/"48k"`,
 		);
 	const config: SynthesizerConfig = {
 		specChannels: positive(0),
@@ -150,7 +154,7 @@ export function parseSynthesizerConfig(list: readonly unknown[]): SynthesizerCon
 			const used = resblock === "1" ? 3 : 2;
 			if (!Array.isArray(d) || d.length < used || !d.every((v) => Number.isInteger(v) && v > 0))
 				throw new SynthesizerConfigError(
-					`config resblock_dilation_sizes[${j}] is ${JSON.stringify(d)}, expected at least ${used} positive integers for resblock "${resblock}"`,
+					`config resblock_dilation_sizes[${j}] is ${quotePickleValue(d)}, expected at least ${used} positive integers for resblock "${resblock}"`,
 				);
 			return (d as number[]).slice(0, used);
 		}),
