@@ -368,6 +368,33 @@ describe("hostile checkpoints", () => {
 		);
 	});
 
+	it("refuses a config of 30 000 000 encoder layers before listing their tensors", () => {
+		expectRefused(
+			hostile("many-layers.pth"),
+			"invalid_config",
+			/config is inconsistent: n_layers is 30000000, at most 64/,
+		);
+	});
+
+	it("refuses a config whose dilation lists are one long list shared 100 000 times, before reading them", () => {
+		const long = Array.from({ length: 100_000 }, () => 1);
+		const list = [...PUBLISHED_CONFIG_40K];
+		list[11] = Array.from({ length: 100_000 }, () => long);
+		const started = performance.now();
+		expect(() => parseSynthesizerConfig(list)).toThrow(
+			/config resblock_dilation_sizes holds a list of 100000 items, at most 16/,
+		);
+		expect(performance.now() - started).toBeLessThan(1000);
+	});
+
+	it("refuses 100 000 000 speaker rows expanded from one stored value (800 million parameters as float32)", () => {
+		expectRefused(
+			hostile("expanded-speakers.pth"),
+			"too_large",
+			/config and emb_g\.weight make 800031904 parameters; at most 100000000 are read/,
+		);
+	});
+
 	it("quotes a config value or an embedder layer nested 40 deep without spelling it out", () => {
 		const list = [...PUBLISHED_CONFIG_40K];
 		list[9] = sharedNesting(40);

@@ -63,6 +63,8 @@ export type CheckpointProblem =
 	| "missing_tensor"
 	| "misshapen_tensor"
 	| "unsupported_dtype"
+	/** More parameters than `MAX_PARAMETERS` (RVC's hold about 28 million). */
+	| "too_large"
 	/** Trained on another feature extractor's output than ContentVec's (Applio's `embedder_model`). */
 	| "unsupported_embedder"
 	/** A decoder other than RVC's HiFi-GAN (Applio's `vocoder`, or its tensors' names). */

@@ -62,6 +62,9 @@ export interface RvcCheckpoint {
 	parameters: number;
 }
 
+/** The most parameters a checkpoint may have (RVC's published models: 27.4 to 28.7 million; 400 MB as float32). */
+export const MAX_PARAMETERS = 100_000_000;
+
 const STORAGE_TYPES: Record<string, { dtype: StorageDtype; bytes: number }> = {
 	"torch.HalfStorage": { dtype: "float16", bytes: 2 },
 	"torch.FloatStorage": { dtype: "float32", bytes: 4 },
@@ -413,6 +416,18 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 		const ref = raw.get(name) ?? weightNormRefs(raw, name.replace(/\.weight$/, ""))?.vRef;
 		return ref?.dims;
 	};
+
+	// Every tensor read is held as float32 (and a stride-0 view of a one-value storage is as large as any): the count
+	// the config and emb_g's rows imply is bounded before anything is read.
+	let declared = 0;
+	for (const [name, spec] of specs) {
+		declared += spec.dims.reduce((n, d, axis) => n * (d === -1 ? (rawDims(name)?.[axis] ?? 0) : d), 1);
+	}
+	if (declared > MAX_PARAMETERS)
+		throw new RvcCheckpointError(
+			"too_large",
+			`the checkpoint's config and emb_g.weight make ${declared} parameters; at most ${MAX_PARAMETERS} are read (RVC's published models hold about 28 million)`,
+		);
 
 	// Tensors that pin a config size first, so a config that disagrees with the weights says so as a whole.
 	const phone = rawDims("enc_p.emb_phone.weight");

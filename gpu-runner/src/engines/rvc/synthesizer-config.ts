@@ -69,6 +69,13 @@ export const PUBLISHED_CONFIG_40K: readonly unknown[] = [
 	40000,
 ];
 
+/**
+ * The most encoder layers, residual block kernels and upsampling stages a config may have (RVC's have 6, 3 and 4 or
+ * 5): the tensors the config implies are listed before any is read, so a config of a few bytes must not name millions.
+ */
+export const MAX_ENCODER_LAYERS = 64;
+export const MAX_CONFIG_LIST = 16;
+
 /** Why a config list is not RVC's: thrown by `parseSynthesizerConfig` with the field named. */
 export class SynthesizerConfigError extends Error {
 	constructor(message: string) {
@@ -130,6 +137,15 @@ export function parseSynthesizerConfig(list: readonly unknown[]): SynthesizerCon
 		throw new SynthesizerConfigError(
 			`config resblock_dilation_sizes is ${quotePickleValue(dilations)}, expected lists`,
 		);
+	// Before the lists are read: a pickle can make every item of a long list the same long list.
+	const longest = Math.max(
+		dilations.length,
+		...dilations.slice(0, MAX_CONFIG_LIST).map((d: unknown) => (Array.isArray(d) ? d.length : 0)),
+	);
+	if (longest > MAX_CONFIG_LIST)
+		throw new SynthesizerConfigError(
+			`config resblock_dilation_sizes holds a list of ${longest} items, at most ${MAX_CONFIG_LIST}`,
+		);
 	const rawRate = list[17];
 	const sampleRate = typeof rawRate === "string" ? SAMPLE_RATES[rawRate] : rawRate;
 	if (typeof sampleRate !== "number" || !Number.isInteger(sampleRate) || sampleRate <= 0)
@@ -166,6 +182,13 @@ export function parseSynthesizerConfig(list: readonly unknown[]): SynthesizerCon
 		sampleRate,
 	};
 	const problems: string[] = [];
+	if (config.layers > MAX_ENCODER_LAYERS) problems.push(`n_layers is ${config.layers}, at most ${MAX_ENCODER_LAYERS}`);
+	for (const [name, list] of [
+		["resblock_kernel_sizes", config.resblockKernelSizes],
+		["upsample_rates", config.upsampleRates],
+	] as const) {
+		if (list.length > MAX_CONFIG_LIST) problems.push(`${name} has ${list.length} items, at most ${MAX_CONFIG_LIST}`);
+	}
 	if (config.resblockDilationSizes.length !== config.resblockKernelSizes.length)
 		problems.push("resblock_dilation_sizes and resblock_kernel_sizes differ in length");
 	if (config.upsampleKernelSizes.length !== config.upsampleRates.length)
