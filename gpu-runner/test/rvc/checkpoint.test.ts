@@ -236,6 +236,13 @@ describe("refused checkpoints", () => {
 		const at = text.indexOf("v2-f0-40k/data/0") + 200;
 		bytes[at] = (bytes[at] as number) ^ 0xff;
 		expect(() => readRvcCheckpoint(bytes)).toThrow(/fails its CRC-32 check/);
+		// A fault of the file, refused as one (a permanent RvcCheckpointError), not an internal error to retry.
+		const { error } = refusal(bytes);
+		expect(error).toBeInstanceOf(RvcCheckpointError);
+		expect((error as RvcCheckpointError).problem).toBe("not_a_checkpoint");
+		expect((error as Error).message).toMatch(
+			/^tensor storage v2-f0-40k\/data\/\d+ unreadable: zip entry .* fails its CRC-32 check$/,
+		);
 	});
 });
 

@@ -200,7 +200,12 @@ class TensorLoader {
 		const name = `${this.#prefix}data/${ref.key}`;
 		if (!this.#archive.has(name))
 			throw new RvcCheckpointError("truncated_archive", `checkpoint lacks tensor storage ${name}`);
-		const raw = this.#archive.read(name);
+		let raw: Uint8Array;
+		try {
+			raw = this.#archive.read(name);
+		} catch (error) {
+			throw zipRefusal(error, `tensor storage ${name} unreadable`);
+		}
 		if (raw.length !== ref.numel * type.bytes) {
 			throw new RvcCheckpointError(
 				"misshapen_tensor",
@@ -288,6 +293,18 @@ function weightNormRefs(
 	return undefined;
 }
 
+/** A zip fault met while reading an entry, as the checkpoint's refusal; anything else as it is. */
+function zipRefusal(error: unknown, what: string): unknown {
+	if (!(error instanceof ZipFormatError)) return error;
+	return new RvcCheckpointError(
+		error.truncated ? "truncated_archive" : "not_a_checkpoint",
+		`${what}: ${error.message}`,
+		{
+			cause: error,
+		},
+	);
+}
+
 function openArchive(bytes: Uint8Array): { archive: ZipArchive; prefix: string } {
 	let archive: ZipArchive;
 	try {
@@ -319,7 +336,13 @@ function openArchive(bytes: Uint8Array): { archive: ZipArchive; prefix: string }
 	}
 	const prefix = (pickles[0] as string).slice(0, -"data.pkl".length);
 	const byteOrder = `${prefix}byteorder`;
-	if (archive.has(byteOrder) && new TextDecoder().decode(archive.read(byteOrder)).trim() !== "little")
+	let order = "little";
+	try {
+		if (archive.has(byteOrder)) order = new TextDecoder().decode(archive.read(byteOrder)).trim();
+	} catch (error) {
+		throw zipRefusal(error, `checkpoint ${byteOrder} unreadable`);
+	}
+	if (order !== "little")
 		throw new RvcCheckpointError("unsupported_dtype", "checkpoint tensors are big-endian; only little-endian is read");
 	return { archive, prefix };
 }
