@@ -402,6 +402,44 @@ describe("hostile checkpoints", () => {
 		);
 	});
 
+	it("refuses a tensor that views a few values of a 128 MB storage (124 KB deflated) before inflating it", () => {
+		expectRefused(
+			hostile("deflated-storage.pth"),
+			"too_large",
+			/tensor storage deflated-storage\/data\/\d+ holds 64000000 values; with the storages before it that is more than the 65332 the checkpoint's tensors may hold/,
+		);
+	});
+
+	it("refuses a data.pkl that states 32 MiB (32 KB deflated) before inflating it", () => {
+		const name = new TextEncoder().encode("big/data.pkl");
+		const size = 32 * 1024 * 1024;
+		const data = deflateRawSync(new Uint8Array(size), { level: 9 });
+		const local = Buffer.alloc(30);
+		local.writeUInt32LE(0x04034b50, 0);
+		local.writeUInt16LE(8, 8);
+		local.writeUInt32LE(data.length, 18);
+		local.writeUInt32LE(size, 22);
+		local.writeUInt16LE(name.length, 26);
+		const central = Buffer.alloc(46);
+		central.writeUInt32LE(0x02014b50, 0);
+		central.writeUInt16LE(8, 10);
+		central.writeUInt32LE(crc32(new Uint8Array(size)), 16);
+		central.writeUInt32LE(data.length, 20);
+		central.writeUInt32LE(size, 24);
+		central.writeUInt16LE(name.length, 28);
+		const end = Buffer.alloc(22);
+		end.writeUInt32LE(0x06054b50, 0);
+		end.writeUInt16LE(1, 8);
+		end.writeUInt16LE(1, 10);
+		end.writeUInt32LE(46 + name.length, 12);
+		end.writeUInt32LE(30 + name.length + data.length, 16);
+		expectRefused(
+			new Uint8Array(Buffer.concat([local, name, data, central, name, end])),
+			"not_a_checkpoint",
+			/zip entry big\/data\.pkl states 33554432 bytes, more than the 16777216 it may hold/,
+		);
+	});
+
 	it("quotes a config value or an embedder layer nested 40 deep without spelling it out", () => {
 		const list = [...PUBLISHED_CONFIG_40K];
 		list[9] = sharedNesting(40);

@@ -62,6 +62,14 @@ export interface RvcCheckpoint {
 	parameters: number;
 }
 
+/**
+ * How many times the values its tensors hold a checkpoint's storages may hold together (RVC's files: once; a tensor
+ * saved as a view of a larger one brings the whole storage).
+ */
+const STORAGE_ALLOWANCE = 2;
+/** The largest `data.pkl` read (RVC's: about 40 KB; it holds names and numbers, the tensors are apart). */
+export const MAX_PICKLE_BYTES = 16 * 1024 * 1024;
+
 /** The most parameters a checkpoint may have (RVC's published models: 27.4 to 28.7 million; 400 MB as float32). */
 export const MAX_PARAMETERS = 100_000_000;
 
@@ -186,11 +194,15 @@ class TensorLoader {
 	readonly #archive: ZipArchive;
 	readonly #prefix: string;
 	readonly #storages = new Map<string, Float32Array>();
+	/** Values the storages read so far hold, and the most they may hold together. */
+	#held = 0;
+	readonly #budget: number;
 	readonly dtypes = new Set<StorageDtype>();
 
-	constructor(archive: ZipArchive, prefix: string) {
+	constructor(archive: ZipArchive, prefix: string, budget: number) {
 		this.#archive = archive;
 		this.#prefix = prefix;
+		this.#budget = budget;
 	}
 
 	#storage(ref: StorageRef): Float32Array {
@@ -200,12 +212,20 @@ class TensorLoader {
 		const name = `${this.#prefix}data/${ref.key}`;
 		if (!this.#archive.has(name))
 			throw new RvcCheckpointError("truncated_archive", `checkpoint lacks tensor storage ${name}`);
+		// Checked before the storage is inflated and widened to float32: a tensor may view a few values of a storage
+		// that holds gigabytes (of zeros, a few KB deflated), and several entries may share the same bytes.
+		if (this.#held + ref.numel > this.#budget)
+			throw new RvcCheckpointError(
+				"too_large",
+				`tensor storage ${name} holds ${ref.numel} values; with the storages before it that is more than the ${this.#budget} the checkpoint's tensors may hold (twice the values they have)`,
+			);
 		let raw: Uint8Array;
 		try {
-			raw = this.#archive.read(name);
+			raw = this.#archive.read(name, ref.numel * type.bytes);
 		} catch (error) {
 			throw zipRefusal(error, `tensor storage ${name} unreadable`);
 		}
+		this.#held += ref.numel;
 		if (raw.length !== ref.numel * type.bytes) {
 			throw new RvcCheckpointError(
 				"misshapen_tensor",
@@ -338,7 +358,7 @@ function openArchive(bytes: Uint8Array): { archive: ZipArchive; prefix: string }
 	const byteOrder = `${prefix}byteorder`;
 	let order = "little";
 	try {
-		if (archive.has(byteOrder)) order = new TextDecoder().decode(archive.read(byteOrder)).trim();
+		if (archive.has(byteOrder)) order = new TextDecoder().decode(archive.read(byteOrder, 64)).trim();
 	} catch (error) {
 		throw zipRefusal(error, `checkpoint ${byteOrder} unreadable`);
 	}
@@ -352,7 +372,7 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 	const { archive, prefix } = openArchive(bytes);
 	let root: unknown;
 	try {
-		root = readPickle(archive.read(`${prefix}data.pkl`), {
+		root = readPickle(archive.read(`${prefix}data.pkl`, MAX_PICKLE_BYTES), {
 			globals: ALLOWED_GLOBALS,
 			persistentLoad: persistentStorage,
 		});
@@ -427,7 +447,6 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 	}
 	const info = root.get("info");
 
-	const loader = new TensorLoader(archive, prefix);
 	const raw = new Map<string, TensorRef>();
 	for (const [key, value] of weight) {
 		if (typeof key === "string" && value instanceof TensorRef) raw.set(key, value);
@@ -446,6 +465,9 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 	for (const [name, spec] of specs) {
 		declared += spec.dims.reduce((n, d, axis) => n * (d === -1 ? (rawDims(name)?.[axis] ?? 0) : d), 1);
 	}
+	// What the tensors hold as stored (weight norm's g beside v), which their storages may exceed only so far.
+	let tensorValues = declared;
+	for (const [name, spec] of specs) if (spec.weightNormed && !raw.has(name)) tensorValues += spec.dims[0] as number;
 	if (declared > MAX_PARAMETERS)
 		throw new RvcCheckpointError(
 			"too_large",
@@ -486,6 +508,7 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 			"checkpoint says f0 = 1 but has no pitch embedding (enc_p.emb_pitch.weight)",
 		);
 
+	const loader = new TensorLoader(archive, prefix, STORAGE_ALLOWANCE * tensorValues);
 	const weights = new Map<string, Tensor>();
 	let parameters = 0;
 	for (const [name, spec] of specs) {

@@ -42,10 +42,18 @@ export class ZipArchive {
 		return this.#entries.has(name);
 	}
 
-	/** The entry's bytes (a view into the file when stored uncompressed). */
-	read(name: string): Uint8Array {
+	/**
+	 * The entry's bytes (a view into the file when stored uncompressed). An entry that states more than `maxBytes` is
+	 * refused before any of it is inflated: a few KB of deflate can state and hold gigabytes of zeros.
+	 */
+	read(name: string, maxBytes = Number.MAX_SAFE_INTEGER): Uint8Array {
 		const entry = this.#entries.get(name);
 		if (entry === undefined) throw new ZipFormatError(`zip has no entry ${name}`, false);
+		if (entry.size > maxBytes)
+			throw new ZipFormatError(
+				`zip entry ${name} states ${entry.size} bytes, more than the ${maxBytes} it may hold`,
+				false,
+			);
 		const start = entryDataOffset(this.#slice(entry.localHeaderOffset, LOCAL_HEADER_BYTES), entry);
 		this.#need(start, entry.compressedSize, `data of ${name}`);
 		const stored = this.#bytes.subarray(start, start + entry.compressedSize);
