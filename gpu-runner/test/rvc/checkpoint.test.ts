@@ -315,6 +315,18 @@ describe("pickle reader", () => {
 		expect(() => readPickle(pickle("\x80\x04\x8c\x02os\x8c\x06system\x93."), allow)).toThrow(/imports os\.system/);
 	});
 
+	it("appends a million items at once (APPENDS)", () => {
+		// [None] * 1_000_000 as one MARK ... APPENDS: 1 MB.
+		const n = 1_000_000;
+		const bytes = new Uint8Array(4 + n + 2);
+		bytes.set([0x80, 0x02, 0x5d, 0x28]);
+		bytes.fill(0x4e, 4, 4 + n);
+		bytes.set([0x65, 0x2e], 4 + n);
+		const list = readPickle(bytes, allow) as unknown[];
+		expect(list.length).toBe(n);
+		expect(list.every((item) => item === null)).toBe(true);
+	});
+
 	it("refuses opcodes outside its set by name", () => {
 		const error = (() => {
 			try {

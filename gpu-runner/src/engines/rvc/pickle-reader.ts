@@ -214,7 +214,8 @@ export function readPickle(bytes: Uint8Array, options: PickleReadOptions): unkno
 	};
 	const append = (target: unknown, items: unknown[]): void => {
 		if (!Array.isArray(target)) throw new PickleError("malformed", `pickle appends to a non-list at byte ${at}`);
-		target.push(...items);
+		// One at a time: spread as arguments, a long APPENDS (a million items is 1 MB of pickle) overflows the stack.
+		for (const item of items) target.push(item);
 	};
 	const memoGet = (key: number): unknown => {
 		if (!memo.has(key)) throw new PickleError("malformed", `pickle reads memo ${key} before writing it`);
