@@ -7,6 +7,7 @@
  * - `faiss_index`: RVC's `.index` (faiss's binary format, fourcc first), read by `faiss-index.ts`.
  * A file that cannot be used gives `{ refused: {problem, message} }`.
  */
+import { fork } from "node:child_process";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import "./onnxruntime-telemetry-off.ts";
@@ -84,7 +85,8 @@ async function inspectFeatureIndex(path: string): Promise<Record<string, unknown
 
 const PROBE_FRAMES = 4;
 
-async function inspectOnnx(bytes: Uint8Array): Promise<Record<string, unknown>> {
+/** What `inspectOnnx` learns of an ONNX model; run in a child process by `inspectModelFile` (see below). */
+export async function inspectOnnx(bytes: Uint8Array): Promise<Record<string, unknown>> {
 	let session: ort.InferenceSession;
 	try {
 		session = await ort.InferenceSession.create(bytes);
@@ -145,7 +147,50 @@ async function inspectOnnx(bytes: Uint8Array): Promise<Record<string, unknown>> 
 	}
 }
 
-export async function inspectModelFile(path: string): Promise<Inspection> {
+/** How long loading an ONNX model and its probe run may take (a published RVC export: about a second). */
+export const ONNX_INSPECTION_SECONDS = 60;
+
+/**
+ * `inspectOnnx` in a child process (`onnx-inspection-process.ts`), killed after `seconds`: the graph is the
+ * uploader's, and onnxruntime runs it on the thread that calls it, so a model that computes for ever (or allocates
+ * what the machine lacks) would stop the runner's event loop, heartbeats and jobs with it. A model that does not
+ * finish in time, or whose process dies, is refused; a process that cannot be started is the runner's trouble.
+ */
+async function inspectOnnxApart(path: string, seconds: number): Promise<Record<string, unknown>> {
+	const child = fork(new URL("./onnx-inspection-process.ts", import.meta.url), [path], {
+		stdio: ["ignore", "ignore", "pipe", "ipc"],
+		serialization: "advanced",
+	});
+	let stderr = "";
+	child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
+		if (stderr.length < 4000) stderr += chunk;
+	});
+	return new Promise((resolve, reject) => {
+		let facts: Record<string, unknown> | undefined;
+		let timedOut = false;
+		const timer = setTimeout(() => {
+			timedOut = true;
+			child.kill("SIGKILL");
+		}, seconds * 1000);
+		child.on("message", (message) => {
+			facts = message as Record<string, unknown>;
+		});
+		child.on("error", (error) => {
+			clearTimeout(timer);
+			reject(error);
+		});
+		child.on("exit", (code, signal) => {
+			clearTimeout(timer);
+			if (facts !== undefined) return resolve(facts);
+			const message = timedOut
+				? `the ONNX model did not load and run ${PROBE_FRAMES} frames within ${seconds} s`
+				: `the ONNX model's probe stopped (${signal ?? `exit code ${code}`})${stderr ? `: ${stderr.trim().split("\n").at(-1)}` : ""}`;
+			resolve({ refused: { problem: "invalid_model", message } });
+		});
+	});
+}
+
+export async function inspectModelFile(path: string, options: { onnxSeconds?: number } = {}): Promise<Inspection> {
 	const bytes = new Uint8Array(await readFile(path));
 	const head: Inspection = {
 		file: path,
@@ -162,7 +207,7 @@ export async function inspectModelFile(path: string): Promise<Inspection> {
 		}
 	}
 	if (looksLikeFaissIndex(bytes)) return { ...head, kind: "faiss_index", ...(await inspectFeatureIndex(path)) };
-	const onnx = await inspectOnnx(bytes);
+	const onnx = await inspectOnnxApart(path, options.onnxSeconds ?? ONNX_INSPECTION_SECONDS);
 	// An ONNX model that does not load is of no known kind; one that loads and is refused is still ONNX.
 	return { ...head, kind: onnx.inputs === undefined ? "unknown" : "onnx", ...onnx };
 }
