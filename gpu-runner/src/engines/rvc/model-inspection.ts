@@ -9,7 +9,8 @@
  */
 import { fork } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { createReadStream } from "node:fs";
+import { open, readFile } from "node:fs/promises";
 import "./onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import { hasZipSignature } from "../../../../src/contracts/zip-directory.ts";
@@ -190,23 +191,51 @@ async function inspectOnnxApart(path: string, seconds: number): Promise<Record<s
 	});
 }
 
+/** The file's first bytes (enough to tell a zip, a faiss index and anything else apart) and its size. */
+async function headOf(path: string): Promise<{ head: Uint8Array; size: number }> {
+	const handle = await open(path, "r");
+	try {
+		const size = (await handle.stat()).size;
+		const head = new Uint8Array(Math.min(size, 8));
+		await handle.read(head, 0, head.length, 0);
+		return { head, size };
+	} finally {
+		await handle.close();
+	}
+}
+
+/** SHA-256 of a file read in 1 MiB pieces: its memory stays small, and the event loop runs between pieces. */
+async function sha256OfFile(path: string): Promise<string> {
+	const hash = createHash("sha256");
+	for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) hash.update(chunk as Buffer);
+	return hash.digest("hex");
+}
+
+/**
+ * What `path` is and holds. A checkpoint is read whole (its pickle and tensors are what is checked); an index is
+ * checked in one pass over the file (`describeFaissIndexFile`) and an ONNX model in a child process, so that neither
+ * is ever held whole here: an index may be 1 GB, which read at once cost as much memory and its hash held the event
+ * loop for seconds.
+ */
 export async function inspectModelFile(path: string, options: { onnxSeconds?: number } = {}): Promise<Inspection> {
-	const bytes = new Uint8Array(await readFile(path));
-	const head: Inspection = {
-		file: path,
-		kind: "unknown",
-		bytes: bytes.length,
-		sha256: createHash("sha256").update(bytes).digest("hex"),
-	};
-	if (hasZipSignature(bytes)) {
+	const { head: first, size } = await headOf(path);
+	if (hasZipSignature(first)) {
+		const bytes = new Uint8Array(await readFile(path));
+		const head: Inspection = {
+			file: path,
+			kind: "rvc_checkpoint",
+			bytes: bytes.length,
+			sha256: createHash("sha256").update(bytes).digest("hex"),
+		};
 		try {
-			return { ...head, kind: "rvc_checkpoint", ...describeCheckpoint(readRvcCheckpoint(bytes)) };
+			return { ...head, ...describeCheckpoint(readRvcCheckpoint(bytes)) };
 		} catch (error) {
 			if (!(error instanceof RvcCheckpointError)) throw error;
-			return { ...head, kind: "rvc_checkpoint", refused: { problem: error.problem, message: error.message } };
+			return { ...head, refused: { problem: error.problem, message: error.message } };
 		}
 	}
-	if (looksLikeFaissIndex(bytes)) return { ...head, kind: "faiss_index", ...(await inspectFeatureIndex(path)) };
+	const head: Inspection = { file: path, kind: "unknown", bytes: size, sha256: await sha256OfFile(path) };
+	if (looksLikeFaissIndex(first)) return { ...head, kind: "faiss_index", ...(await inspectFeatureIndex(path)) };
 	const onnx = await inspectOnnxApart(path, options.onnxSeconds ?? ONNX_INSPECTION_SECONDS);
 	// An ONNX model that does not load is of no known kind; one that loads and is refused is still ONNX.
 	return { ...head, kind: onnx.inputs === undefined ? "unknown" : "onnx", ...onnx };
