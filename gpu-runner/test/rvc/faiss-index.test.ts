@@ -179,6 +179,41 @@ describe.each([
 		}
 	});
 
+	it("refuses sparse list sizes that name more lists than the index has", async () => {
+		// IVF1,Flat of one 4-wide vector whose "sprs" sizes hold the pair (0, 0) twice before (0, 1): a file can
+		// repeat pairs by the million, each read in turn.
+		const header = (fourcc: string, ntotal: number) => {
+			const bytes = Buffer.alloc(37);
+			bytes.write(fourcc, 0, "latin1");
+			bytes.writeInt32LE(4, 4);
+			bytes.writeBigInt64LE(BigInt(ntotal), 8);
+			bytes.writeUInt8(1, 32);
+			bytes.writeInt32LE(1, 33);
+			return bytes;
+		};
+		const int64s = (...values: number[]) => Buffer.from(BigInt64Array.from(values, BigInt).buffer);
+		const floats = (...values: number[]) => Buffer.from(Float32Array.from(values).buffer);
+		const bytes = Buffer.concat([
+			header("IwFl", 1),
+			int64s(1, 1),
+			header("IxF2", 1),
+			int64s(4),
+			floats(0, 0, 0, 0),
+			Uint8Array.of(0),
+			int64s(0),
+			Buffer.from("ilar", "latin1"),
+			int64s(1, 16),
+			Buffer.from("sprs", "latin1"),
+			int64s(6, 0, 0, 0, 0, 0, 1),
+			floats(1, 2, 3, 4),
+			int64s(0),
+		]);
+		await expect(readIndex(scratchFile("sparse-repeats.index", bytes))).rejects.toMatchObject({
+			code: "invalid_index",
+			message: expect.stringMatching(/sparse list sizes count is 6, expected 0\.\.2/),
+		});
+	});
+
 	it("refuses files that are not faiss indexes, trailing bytes, and inconsistent counts", async () => {
 		const flat = new Uint8Array(readFileSync(join(FIXTURES, "flat-l2.index")));
 		await expect(readIndex(scratchFile("wav.index", Buffer.from("RIFF....WAVEfmt ")))).rejects.toThrow(
