@@ -452,6 +452,41 @@ describe("hostile checkpoints", () => {
 		);
 	});
 
+	it("refuses a zip that lists 70 000 entries before reading its directory", () => {
+		// 70 000 empty stored entries named 0000000 ... 0069999 (3.8 MB; 200 MB holds 3.8 million).
+		const count = 70_000;
+		const local = Buffer.alloc(31);
+		local.writeUInt32LE(0x04034b50, 0);
+		local.writeUInt16LE(1, 26);
+		local.write("a", 30, "latin1");
+		const central = Buffer.alloc(count * 53);
+		for (let i = 0; i < count; i++) {
+			central.writeUInt32LE(0x02014b50, i * 53);
+			central.writeUInt16LE(7, i * 53 + 28);
+			central.write(String(i).padStart(7, "0"), i * 53 + 46, "latin1");
+		}
+		const zip64 = Buffer.alloc(56 + 20 + 22);
+		zip64.writeUInt32LE(0x06064b50, 0);
+		zip64.writeBigUInt64LE(44n, 4);
+		zip64.writeBigUInt64LE(BigInt(count), 24);
+		zip64.writeBigUInt64LE(BigInt(count), 32);
+		zip64.writeBigUInt64LE(BigInt(central.length), 40);
+		zip64.writeBigUInt64LE(BigInt(local.length), 48);
+		zip64.writeUInt32LE(0x07064b50, 56);
+		zip64.writeBigUInt64LE(BigInt(local.length + central.length), 64);
+		zip64.writeUInt32LE(1, 72);
+		zip64.writeUInt32LE(0x06054b50, 76);
+		zip64.writeUInt16LE(0xffff, 86);
+		zip64.writeUInt16LE(0xffff, 84);
+		zip64.writeUInt32LE(0xffffffff, 88);
+		zip64.writeUInt32LE(0xffffffff, 92);
+		expectRefused(
+			new Uint8Array(Buffer.concat([local, central, zip64])),
+			"not_a_checkpoint",
+			/not a readable torch\.save archive: zip lists 70000 entries, at most 65536 are read/,
+		);
+	});
+
 	it("quotes a config value or an embedder layer nested 40 deep without spelling it out", () => {
 		const list = [...PUBLISHED_CONFIG_40K];
 		list[9] = sharedNesting(40);

@@ -20,6 +20,12 @@ import {
 	ZipFormatError,
 } from "../../../../src/contracts/zip-directory.ts";
 
+/**
+ * The most entries an archive may list: a checkpoint has one per tensor storage and a few more (RVC's about 400; the
+ * largest config read has some 2 600 tensors). A 200 MB file can list 3.8 million, which took 5 s and 870 MB to read.
+ */
+export const MAX_ENTRIES = 65_536;
+
 export class ZipArchive {
 	readonly #bytes: Uint8Array;
 	readonly #entries = new Map<string, ZipEntry>();
@@ -103,6 +109,9 @@ export class ZipArchive {
 		if ("zip64EndRecordAt" in directory) {
 			directory = readZip64EndRecord(this.#slice(directory.zip64EndRecordAt, ZIP64_END_RECORD_BYTES));
 		}
+		// Before the directory is read: each entry costs an object and a name, and one takes 46 bytes of the file.
+		if (directory.count > MAX_ENTRIES)
+			throw new ZipFormatError(`zip lists ${directory.count} entries, at most ${MAX_ENTRIES} are read`, false);
 		this.#need(directory.offset, directory.size, "central directory");
 		for (const entry of readCentralDirectory(this.#slice(directory.offset, directory.size), directory.count)) {
 			this.#entries.set(entry.name, entry);
