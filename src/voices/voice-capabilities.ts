@@ -53,14 +53,14 @@ async function rvcProblem(
 	}
 }
 
-/** Throws a 400 `unsupported_voice_setting` naming every setting the voice cannot honour. */
-export async function checkVoiceCanHonour(
+/** Every one of these settings the voice cannot honour, by field (`voice_settings.<name>`). */
+export async function voiceSettingProblems(
 	env: Pick<Env, "DB">,
 	voice: VoiceRow,
-	request: Pick<CreateConversionBody, "pitch_shift" | "voice_settings">,
-): Promise<void> {
+	settings: VoiceSettings,
+): Promise<FieldProblem[]> {
 	const problems: FieldProblem[] = [];
-	for (const [setting, value] of Object.entries(request.voice_settings ?? {}) as [Setting, unknown][]) {
+	for (const [setting, value] of Object.entries(settings) as [Setting, unknown][]) {
 		if (value === undefined) continue;
 		const problem =
 			voice.engine === "dsp"
@@ -70,6 +70,16 @@ export async function checkVoiceCanHonour(
 				: await rvcProblem(env, voice, setting, value);
 		if (problem) problems.push({ field: `voice_settings.${setting}`, message: problem });
 	}
+	return problems;
+}
+
+/** Throws a 400 `unsupported_voice_setting` naming every setting the voice cannot honour. */
+export async function checkVoiceCanHonour(
+	env: Pick<Env, "DB">,
+	voice: VoiceRow,
+	request: Pick<CreateConversionBody, "pitch_shift" | "voice_settings">,
+): Promise<void> {
+	const problems = await voiceSettingProblems(env, voice, request.voice_settings ?? {});
 	if (request.pitch_shift === "auto" && (voice.pitchRangeLowHz === null || voice.pitchRangeHighHz === null)) {
 		problems.push({
 			field: "pitch_shift",

@@ -10,6 +10,7 @@ import { jobBroker } from "../conversions/job-broker-client.ts";
 import { publishEvent } from "../conversions/state-machine.ts";
 import { nowIso } from "../db/client.ts";
 import type { VoiceArtifact } from "../db/schema.ts";
+import { voiceSettingProblems } from "./voice-capabilities.ts";
 import { findVoiceById, findVoiceFiles, type VoiceRow, voiceSettingsOf } from "./voice-store.ts";
 
 export type VoiceEventType = "voice.ready" | "voice.failed";
@@ -48,10 +49,17 @@ export async function enqueueValidation(env: Env, voiceId: string): Promise<void
 	});
 }
 
+/** How often ending a validation reads the voice again after a change to it (a PATCH) made its write miss. */
+const FINISH_ROUNDS = 5;
+
 /**
  * Ends validation. `ready` turns the uploaded files into the voice's artifacts (the model as `synthesizer`, the
  * index as `index`), keeps the sample rate the runner read from the model, and the pitch range it measured.
  * Returns false when the voice was no longer `validating` (deleted, or ended before): nothing changes then.
+ *
+ * The voice's default settings may have changed since the runner's lease carried them (a PATCH while validating),
+ * so a `ready` verdict is held against the settings the voice has now, read with the write that ends it: settings
+ * the model cannot honour fail the voice, as the runner fails one created with them.
  */
 export async function finishValidation(
 	env: Env,
@@ -59,11 +67,29 @@ export async function finishValidation(
 	report: VoiceValidationReport,
 	now = new Date(),
 ): Promise<boolean> {
-	const voice = await findVoiceById(env, voiceId);
-	if (voice?.status !== "validating" || voice.deletedAt || !voice.accountId) return false;
+	for (let round = 0; round < FINISH_ROUNDS; round++) {
+		const voice = await findVoiceById(env, voiceId);
+		if (voice?.status !== "validating" || voice.deletedAt || !voice.accountId) return false;
+		if (await endValidationOf(env, voice, report, now)) return true;
+	}
+	throw new Error(`voice ${voiceId} kept changing while its validation ended; the report may be sent again`);
+}
+
+/**
+ * Writes the outcome onto `voice` as read: false when the voice changed since (another `updated_at`), and nothing was
+ * written.
+ */
+async function endValidationOf(
+	env: Env,
+	voice: VoiceRow,
+	reported: VoiceValidationReport,
+	now: Date,
+): Promise<boolean> {
+	const voiceId = voice.id;
 	const at = now.toISOString();
-	const next: VoiceRow = { ...voice, updatedAt: at };
+	let report = reported;
 	if (report.outcome === "ready") {
+		const next: VoiceRow = { ...voice, updatedAt: at };
 		const files = await findVoiceFiles(env, [voiceId]);
 		const reported = new Map(report.files.map((file) => [file.role, file]));
 		const artifactOf = (role: "model" | "index", name: string): VoiceArtifact[] => {
@@ -89,30 +115,39 @@ export async function finishValidation(
 			pitchRangeLowHz: report.pitch_range_hz?.low ?? null,
 			pitchRangeHighHz: report.pitch_range_hz?.high ?? null,
 		} satisfies Partial<VoiceRow>);
-		const statements = [
-			env.DB.prepare(
-				`UPDATE voices SET status = 'ready', error_message = NULL, engine_params = ?, artifacts = ?, image_key = ?,
-				 sample_key = ?, pitch_range_low_hz = ?, pitch_range_high_hz = ?, updated_at = ?
-				 WHERE id = ? AND status = 'validating' AND deleted_at IS NULL RETURNING id`,
-			).bind(
-				JSON.stringify(next.engineParams),
-				JSON.stringify(next.artifacts),
-				next.imageKey,
-				next.sampleKey,
-				next.pitchRangeLowHz,
-				next.pitchRangeHighHz,
-				at,
-				voiceId,
-			),
-			...report.files.map((file) =>
-				env.DB.prepare("UPDATE voice_files SET sha256 = ? WHERE voice_id = ? AND role = ?").bind(
-					file.sha256,
+		const unfit = await voiceSettingProblems(env, next, settings);
+		if (unfit.length === 0) {
+			const statements = [
+				env.DB.prepare(
+					`UPDATE voices SET status = 'ready', error_message = NULL, engine_params = ?, artifacts = ?, image_key = ?,
+					 sample_key = ?, pitch_range_low_hz = ?, pitch_range_high_hz = ?, updated_at = ?
+					 WHERE id = ? AND status = 'validating' AND deleted_at IS NULL AND updated_at = ? RETURNING id`,
+				).bind(
+					JSON.stringify(next.engineParams),
+					JSON.stringify(next.artifacts),
+					next.imageKey,
+					next.sampleKey,
+					next.pitchRangeLowHz,
+					next.pitchRangeHighHz,
+					at,
 					voiceId,
-					file.role,
+					voice.updatedAt,
 				),
-			),
-		];
-		return endValidation(env, next, "voice.ready", statements);
+				...report.files.map((file) =>
+					env.DB.prepare("UPDATE voice_files SET sha256 = ? WHERE voice_id = ? AND role = ?").bind(
+						file.sha256,
+						voiceId,
+						file.role,
+					),
+				),
+			];
+			return endValidation(env, next, "voice.ready", statements);
+		}
+		report = {
+			outcome: "failed",
+			problem: "settings",
+			message: `The voice's default settings do not fit its model: ${unfit.map((p) => `${p.field}: ${p.message}`).join("; ")}. Create the voice again with settings it can honour.`,
+		};
 	}
 	// Cut by code points, so that no character is split in two.
 	const chars = Array.from(report.message);
@@ -120,11 +155,11 @@ export async function finishValidation(
 		chars.length > VALIDATION_MESSAGE_CHARS
 			? `${chars.slice(0, VALIDATION_MESSAGE_CHARS - 1).join("")}…`
 			: report.message;
-	Object.assign(next, { status: "failed", errorMessage: message });
+	const next: VoiceRow = { ...voice, status: "failed", errorMessage: message, updatedAt: at };
 	const update = env.DB.prepare(
 		`UPDATE voices SET status = 'failed', error_message = ?, updated_at = ?
-		 WHERE id = ? AND status = 'validating' AND deleted_at IS NULL RETURNING id`,
-	).bind(message, at, voiceId);
+		 WHERE id = ? AND status = 'validating' AND deleted_at IS NULL AND updated_at = ? RETURNING id`,
+	).bind(message, at, voiceId, voice.updatedAt);
 	return endValidation(env, next, "voice.failed", [update]);
 }
 
