@@ -168,16 +168,23 @@ export async function insertAccountVoice(
 	return made.length > 0 ? row : null;
 }
 
+/**
+ * Changes the fields of `voice` as it was read: only while it is still that version (its `updated_at`) and not
+ * deleted, since the new fields were decided from it (the engine parameters are written whole, and the checks a
+ * change needs depend on the status). False when it changed meanwhile: nothing is written.
+ */
 export async function updateVoiceFields(
 	env: Pick<Env, "DB">,
-	id: string,
+	voice: Pick<VoiceRow, "id" | "updatedAt">,
 	fields: Partial<Pick<VoiceRow, "name" | "tags" | "description" | "engineParams">>,
 	now: string,
-): Promise<void> {
-	await database(env)
+): Promise<boolean> {
+	const rows = await database(env)
 		.update(voices)
 		.set({ ...fields, updatedAt: now })
-		.where(eq(voices.id, id));
+		.where(and(eq(voices.id, voice.id), eq(voices.updatedAt, voice.updatedAt), isNull(voices.deletedAt)))
+		.returning({ id: voices.id });
+	return rows.length > 0;
 }
 
 export async function markVoiceDeleted(env: Pick<Env, "DB">, id: string, now: string): Promise<boolean> {

@@ -79,4 +79,73 @@ describe("an account voice changed as its validation ends", () => {
 			});
 		}
 	}, 30_000);
+
+	it("does not drop the model's facts for a PATCH that read the voice validating", async () => {
+		const alice = await user();
+		const leased = [];
+		for (let i = 0; i < 12; i++) {
+			const voice = await uploadedVoice(alice, { model: MODEL, index: INDEX }, { index_rate: 0.5 });
+			leased.push({ voice, ...(await validationLease(voice.id)) });
+		}
+		const rounds = await Promise.all(
+			leased.map(async ({ voice, lease, worker }, i) => {
+				// A rename reads the account's names between the PATCH's read of the voice and its write.
+				const [patched, report] = await Promise.all([
+					scheduler
+						.wait(i)
+						.then(() => patchVoice(alice, voice.id, { name: `Renamed ${i}`, voice_settings: { protect: 0.2 } })),
+					worker.post(`/internal/v1/leases/${lease.lease_id}/voice-validation`, readyReport(true)),
+				]);
+				return { voice, patched, report };
+			}),
+		);
+		for (const { voice, patched, report } of rounds) {
+			expect(patched.status).toBe(200);
+			expect(report.status).toBe(200);
+			const row = await env.DB.prepare("SELECT status, engine_params FROM voices WHERE id = ?")
+				.bind(voice.id)
+				.first<{ status: string; engine_params: string }>();
+			expect(row?.status).toBe("ready");
+			expect(JSON.parse(row?.engine_params ?? "{}")).toEqual({
+				index_rate: 0.5,
+				protect: 0.2,
+				sample_rate: 40_000,
+				f0: true,
+				feature_dim: 768,
+			});
+		}
+	}, 30_000);
+
+	it("never leaves a ready voice with defaults it cannot honour, whichever of a PATCH and the report lands first", async () => {
+		const alice = await user();
+		const leased = [];
+		for (let i = 0; i < 12; i++) {
+			const voice = await uploadedVoice(alice, { model: MODEL });
+			leased.push({ voice, ...(await validationLease(voice.id)) });
+		}
+		const rounds = await Promise.all(
+			leased.map(async ({ voice, lease, worker }, i) => {
+				const [patched, report] = await Promise.all([
+					scheduler
+						.wait(i)
+						.then(() => patchVoice(alice, voice.id, { name: `Shifted ${i}`, voice_settings: { formant_shift: 3 } })),
+					worker.post(`/internal/v1/leases/${lease.lease_id}/voice-validation`, readyReport(false)),
+				]);
+				return { voice, patched, report };
+			}),
+		);
+		for (const { voice, patched, report } of rounds) {
+			expect(report.status).toBe(200);
+			const current = await getVoice(alice, voice.id);
+			if (patched.status === 200) {
+				// Taken while validating: the validation's end saw it, and the voice failed for it.
+				expect(current).toMatchObject({ status: "failed", voice_settings: { formant_shift: 3 } });
+				expect(current.error_message).toContain("voice_settings.formant_shift");
+			} else {
+				// The voice was ready first: the change is checked as a ready voice's, and refused.
+				expect(patched.status).toBe(400);
+				expect(current).toMatchObject({ status: "ready", voice_settings: {} });
+			}
+		}
+	}, 30_000);
 });
