@@ -10,7 +10,8 @@
  * 4. The broker sweeps overdue leases (its alarm does this too), and expired idempotency keys are forgotten.
  * 5. Uploaded files whose preprocessing message was lost (still pending, or claimed by a consumer that died) are re-sent.
  * 6. Voices `validating` whose job the broker does not hold (the hand-over failed) are handed over again; those no
- *    runner has worked on for the same wait limit fail, saying so; deleted voices' files are removed once no
+ *    runner has worked on for the same wait limit fail, saying so; voices whose every file is in but which were never
+ *    moved to `validating` (the last upload's request stopped first) are; deleted voices' files are removed once no
  *    conversion runs with them.
  * 7. The service's model files that a newer one replaced are removed once no lease can still fetch them
  *    (`replaced-model-files.ts`).
@@ -31,8 +32,8 @@ import { failConversion, NON_TERMINAL_STATUSES } from "../conversions/state-mach
 import { conversionWaitLimitSeconds, formatSeconds, UPLOAD_GRACE_SECONDS } from "../conversions/wait-limit.ts";
 import { purgeExpiredIdempotencyKeys } from "../http/idempotency.ts";
 import { removeFilesOfDeletedVoices } from "../voices/voice-removal.ts";
-import { validatingVoicesBefore } from "../voices/voice-store.ts";
-import { enqueueValidation, failValidation } from "../voices/voice-validation.ts";
+import { uploadedVoicesNotValidating, validatingVoicesBefore } from "../voices/voice-store.ts";
+import { enqueueValidation, failValidation, startValidation } from "../voices/voice-validation.ts";
 import { unsentEventsBefore } from "../webhooks/event-outbox.ts";
 import { removeReplacedModelFiles } from "./replaced-model-files.ts";
 
@@ -60,6 +61,7 @@ export interface SafetyNetReport {
 	idempotencyKeysPurged: number;
 	preprocessingResent: number;
 	validationsRedispatched: number;
+	validationsStarted: number;
 	validationWaitLimitFailed: number;
 	voiceFilesRemoved: number;
 	replacedModelFilesRemoved: number;
@@ -179,6 +181,16 @@ export async function redispatchLostValidations(env: Env, now: Date): Promise<nu
 	return lost.length;
 }
 
+/**
+ * Starts the validation of voices whose last file went in a while ago while the voice stayed `awaiting_upload`:
+ * nothing else would (a new upload or new addresses are refused, every file being in).
+ */
+export async function startValidationsOfUploadedVoices(env: Env, now: Date): Promise<number> {
+	const ids = await uploadedVoicesNotValidating(env, secondsBefore(now, JOB_REDISPATCH_AFTER_SECONDS), BATCH);
+	for (const id of ids) await startValidation(env, id);
+	return ids.length;
+}
+
 export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNetReport> {
 	const report: SafetyNetReport = {
 		eventsResent: 0,
@@ -190,6 +202,7 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 		idempotencyKeysPurged: 0,
 		preprocessingResent: 0,
 		validationsRedispatched: 0,
+		validationsStarted: 0,
 		validationWaitLimitFailed: 0,
 		voiceFilesRemoved: 0,
 		replacedModelFilesRemoved: 0,
@@ -230,6 +243,7 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 	await step("validations", async () => {
 		report.validationWaitLimitFailed = await failValidationsPastWaitLimit(env, now);
 		report.validationsRedispatched = await redispatchLostValidations(env, now);
+		report.validationsStarted = await startValidationsOfUploadedVoices(env, now);
 	});
 	await step("voice files", async () => {
 		report.voiceFilesRemoved = await removeFilesOfDeletedVoices(env, BATCH);
@@ -239,6 +253,7 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 	});
 	const acted =
 		report.validationsRedispatched +
+		report.validationsStarted +
 		report.validationWaitLimitFailed +
 		report.voiceFilesRemoved +
 		report.replacedModelFilesRemoved +

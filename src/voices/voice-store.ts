@@ -232,6 +232,29 @@ export async function validatingVoicesBefore(env: Pick<Env, "DB">, cutoff: strin
 	return rows.map((row) => row.id);
 }
 
+/**
+ * Account voices still `awaiting_upload` although every declared file is in, the last since at or before `cutoff`:
+ * the request that took the last file stopped before it moved the voice on (the safety net starts their validation).
+ */
+export async function uploadedVoicesNotValidating(
+	env: Pick<Env, "DB">,
+	cutoff: string,
+	limit: number,
+): Promise<string[]> {
+	const { results } = await env.DB.prepare(
+		`SELECT v.id FROM voices v
+		 WHERE v.status = 'awaiting_upload' AND v.deleted_at IS NULL AND v.account_id IS NOT NULL
+		   AND EXISTS (SELECT 1 FROM voice_files f WHERE f.voice_id = v.id)
+		   AND NOT EXISTS (
+		     SELECT 1 FROM voice_files f WHERE f.voice_id = v.id AND (f.upload_status <> 'uploaded' OR f.uploaded_at > ?)
+		   )
+		 LIMIT ?`,
+	)
+		.bind(cutoff, limit)
+		.all<{ id: string }>();
+	return results.map((row) => row.id);
+}
+
 /** Deleted account voices whose files are still stored. */
 export async function deletedVoicesWithFiles(env: Pick<Env, "DB">, limit: number): Promise<string[]> {
 	const rows = await database(env)

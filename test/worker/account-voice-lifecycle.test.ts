@@ -4,13 +4,19 @@
  */
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
+import type { VoiceUpload } from "../../src/contracts/voices.ts";
+import { runSafetyNet } from "../../src/cron/safety-net.ts";
 import {
+	createVoice,
+	declare,
 	getVoice,
 	INDEX,
 	MODEL,
 	patchVoice,
 	readyReport,
+	upload,
 	uploadedVoice,
+	type Voice,
 	validationLease,
 } from "./account-voice-helpers.ts";
 import { json, resetBroker, user } from "./conversion-fixtures.ts";
@@ -148,4 +154,58 @@ describe("an account voice changed as its validation ends", () => {
 			}
 		}
 	}, 30_000);
+});
+
+describe("an account voice whose last upload did not get as far as its validation", () => {
+	it("starts the validation from the safety net once every file is in, rather than waiting forever", async () => {
+		const alice = await user();
+		const minutesAgo = new Date(Date.now() - 10 * 60_000).toISOString();
+		/**
+		 * A voice whose model went up through the API, and whose index was then stored and marked uploaded by a request
+		 * that stopped there (what `acceptStoredFile` does before it moves the voice on): every file in, the voice still
+		 * waiting for them, no job anywhere.
+		 */
+		const stalled = async () => {
+			const created = (
+				await json<{ data: Voice }>(await createVoice(alice, { files: declare({ model: MODEL, index: INDEX }) }))
+			).data;
+			expect((await upload(alice, created.uploads.model as VoiceUpload, MODEL)).status).toBe(200);
+			const key = `account-voices/${created.id}/index.upload-${crypto.randomUUID()}`;
+			await env.BUCKET.put(key, INDEX);
+			await env.DB.prepare(
+				`UPDATE voice_files SET object_key = ?, upload_status = 'uploaded', kind = 'faiss_index', size_bytes = ?,
+				 uploaded_at = ? WHERE voice_id = ? AND role = 'index'`,
+			)
+				.bind(key, INDEX.byteLength, minutesAgo, created.id)
+				.run();
+			await env.DB.prepare("UPDATE voice_files SET uploaded_at = ? WHERE voice_id = ?")
+				.bind(minutesAgo, created.id)
+				.run();
+			return created;
+		};
+		const voice = await stalled();
+		expect((await getVoice(alice, voice.id)).status).toBe("awaiting_upload");
+		// Neither the upload nor new addresses get it on: every file is in.
+		expect((await alice.api(`/api/v1/voices/${voice.id}/upload-urls`, { method: "POST" })).status).toBe(409);
+		// Beside it: a voice still waiting for its index, and one left the same way but deleted since.
+		const waiting = (
+			await json<{ data: Voice }>(await createVoice(alice, { files: declare({ model: MODEL, index: INDEX }) }))
+		).data;
+		expect((await upload(alice, waiting.uploads.model as VoiceUpload, MODEL)).status).toBe(200);
+		await env.DB.prepare("UPDATE voice_files SET uploaded_at = ? WHERE voice_id = ?")
+			.bind(minutesAgo, waiting.id)
+			.run();
+		const deleted = await stalled();
+		expect((await alice.api(`/api/v1/voices/${deleted.id}`, { method: "DELETE" })).status).toBe(200);
+
+		const report = await runSafetyNet(env);
+		expect((await getVoice(alice, voice.id)).status).toBe("validating");
+		expect(report.validationsStarted).toBe(1);
+		const { lease, worker } = await validationLease(voice.id);
+		const ended = await worker.post(`/internal/v1/leases/${lease.lease_id}/voice-validation`, readyReport(true));
+		expect(ended.status).toBe(200);
+		expect((await getVoice(alice, voice.id)).status).toBe("ready");
+		expect((await getVoice(alice, waiting.id)).status).toBe("awaiting_upload");
+		expect((await runSafetyNet(env)).validationsStarted).toBe(0);
+	});
 });
