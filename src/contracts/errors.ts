@@ -46,6 +46,7 @@ export const API_ERRORS = {
 	voice_limit_reached: { status: [409], expose: true },
 	voice_name_taken: { status: [409], expose: true },
 	voice_changing: { status: [409], expose: true },
+	voice_file_upload_expired: { status: [409], expose: true },
 	// 411, 413, 415: the body.
 	length_required: { status: [411], expose: true },
 	payload_too_large: { status: [413], expose: true },

@@ -10,7 +10,7 @@
 import { and, asc, eq, sql } from "drizzle-orm";
 import { VOICE_FILE_HEAD_BYTES, voiceFileKindFor } from "../contracts/voice-file-kinds.ts";
 import { VOICE_FILE_DESCRIPTIONS, VOICE_LIMITS, type VoiceUpload } from "../contracts/voices.ts";
-import { outputPartBytes } from "../conversions/outputs.ts";
+import { isNoSuchUpload, outputPartBytes } from "../conversions/outputs.ts";
 import { database, nowIso } from "../db/client.ts";
 import { VOICE_FILE_ROLES, type VoiceFileRole, voiceFileParts, voiceFiles, voices } from "../db/schema.ts";
 import { ApiError, conflict, forbidden } from "../http/errors.ts";
@@ -335,6 +335,8 @@ export async function storeVoiceFilePart(
 	if (!stored.ok) {
 		// The voice deleted (its upload aborted) or the file completed meanwhile: that (410, 409), not a resend.
 		await fileFor(env, key.voiceId, key.role);
+		// Restarted only from the upload that was found gone (another request may have restarted it already).
+		if (isNoSuchUpload(stored.error)) throw await uploadExpired(env, file);
 		throw new ApiError(400, "upload_incomplete", "The part's body did not match its Content-Length; send it again");
 	}
 	const part = { partNumber: key.partNumber, etag: stored.value.etag, sizeBytes: length };
@@ -369,6 +371,7 @@ export async function completeVoiceFileParts(env: Env, voiceId: string, role: Vo
 	try {
 		object = await upload.complete(parts.map((p) => ({ partNumber: p.partNumber, etag: p.etag })));
 	} catch (error) {
+		if (isNoSuchUpload(error)) throw await uploadExpired(env, file);
 		throw new ApiError(400, "invalid_parts", `The parts do not make a complete file: ${(error as Error).message}`);
 	}
 	try {
@@ -408,6 +411,21 @@ async function restartParts(env: Env, file: VoiceFileRow): Promise<void> {
 	await database(env)
 		.delete(voiceFileParts)
 		.where(and(eq(voiceFileParts.voiceId, file.voiceId), eq(voiceFileParts.role, file.role)));
+}
+
+/**
+ * R2 drops a multipart upload left unfinished for 7 days, with every part sent to it: the file's parts then have
+ * nowhere to go and completing finds nothing. A new multipart upload takes the file's parts from the start (its
+ * part addresses stay valid), and the client is told to send them all again.
+ */
+async function uploadExpired(env: Env, file: VoiceFileRow): Promise<ApiError> {
+	await restartParts(env, file);
+	// Gone because another request completed it (409) or the voice was deleted (410): that, not a restart.
+	await fileFor(env, file.voiceId, file.role);
+	return conflict(
+		"voice_file_upload_expired",
+		`The ${file.role} file's upload was left unfinished too long and storage dropped it, with the parts sent before; it starts again: send every part again (the same addresses, or new ones from POST /api/v1/voices/{id}/upload-urls once they expire), then complete.`,
+	);
 }
 
 /** What keeps the parts received from making the declared file: a part missing, or one of another length. */

@@ -12,6 +12,7 @@ import {
 	getVoice,
 	INDEX,
 	MODEL,
+	type Problem,
 	patchVoice,
 	readyReport,
 	upload,
@@ -20,6 +21,7 @@ import {
 	validationLease,
 } from "./account-voice-helpers.ts";
 import { json, resetBroker, user } from "./conversion-fixtures.ts";
+import { call } from "./helpers.ts";
 
 beforeEach(async () => {
 	await resetBroker();
@@ -207,5 +209,52 @@ describe("an account voice whose last upload did not get as far as its validatio
 		expect((await getVoice(alice, voice.id)).status).toBe("ready");
 		expect((await getVoice(alice, waiting.id)).status).toBe("awaiting_upload");
 		expect((await runSafetyNet(env)).validationsStarted).toBe(0);
+	});
+});
+
+describe("an account voice file uploaded in parts over more than a week", () => {
+	/** What R2 does to a multipart upload left unfinished for 7 days: aborts it, with its parts. */
+	async function expireMultipartUpload(voiceId: string) {
+		const row = await env.DB.prepare("SELECT object_key, multipart_upload_id FROM voice_files WHERE voice_id = ?")
+			.bind(voiceId)
+			.first<{ object_key: string; multipart_upload_id: string }>();
+		await env.BUCKET.resumeMultipartUpload(row?.object_key ?? "", row?.multipart_upload_id ?? "").abort();
+	}
+
+	const sendPart = (plan: VoiceUpload & { method: "parts" }, n: number) => {
+		const part = plan.parts[n - 1];
+		const chunk = MODEL.subarray((n - 1) * plan.part_size_bytes, n * plan.part_size_bytes);
+		return call(part?.upload_url ?? "", {
+			method: "PUT",
+			headers: { "Content-Length": String(chunk.byteLength) },
+			body: chunk,
+		});
+	};
+
+	it("starts the upload again when storage dropped it, so that the file can still be completed", async () => {
+		const alice = await user();
+		for (const when of ["at a part", "at completion"] as const) {
+			const voice = (await json<{ data: Voice }>(await createVoice(alice, { files: declare({ model: MODEL }) }))).data;
+			const plan = voice.uploads.model as VoiceUpload & { method: "parts" };
+			expect(plan.method).toBe("parts");
+			const complete = () => alice.api(new URL(plan.complete_url).pathname, { method: "POST" });
+			if (when === "at completion") {
+				for (const part of plan.parts) expect((await sendPart(plan, part.part_number)).status).toBe(200);
+			}
+			await expireMultipartUpload(voice.id);
+			const refused = when === "at a part" ? await sendPart(plan, 1) : await complete();
+			expect(refused.status).toBe(409);
+			expect(await json<Problem>(refused)).toMatchObject({
+				code: "voice_file_upload_expired",
+				message: expect.stringContaining("send every part again"),
+			});
+			// Every part again, to the same addresses, and the file completes.
+			for (const part of plan.parts) expect((await sendPart(plan, part.part_number)).status).toBe(200);
+			const completed = await complete();
+			expect(completed.status).toBe(200);
+			expect((await json<{ data: Voice }>(completed)).data.status).toBe("validating");
+			const stored = await env.BUCKET.get(`account-voices/${voice.id}/model`);
+			expect(new Uint8Array(await (stored as R2ObjectBody).arrayBuffer())).toEqual(MODEL);
+		}
 	});
 });

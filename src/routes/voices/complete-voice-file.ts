@@ -23,7 +23,10 @@ export const completeVoiceFileRoute = defineRoute({
 		},
 		400: { description: "`invalid_parts`: a part is missing or has the wrong size, or the file goes up in one PUT" },
 		404: { description: "No such voice among yours, or no such file declared" },
-		409: { description: "`already_uploaded`" },
+		409: {
+			description:
+				"`already_uploaded`; `voice_file_upload_expired`: the upload was left unfinished 7 days and storage dropped it with its parts: send every part again, then complete",
+		},
 		415: { description: "`voice_file_unrecognised`: the bytes are not what the role accepts; upload the parts again" },
 	},
 	async handler({ env, request, auth, params }) {
