@@ -146,7 +146,7 @@ async function endValidationOf(
 		report = {
 			outcome: "failed",
 			problem: "settings",
-			message: `The voice's default settings do not fit its model: ${unfit.map((p) => `${p.field}: ${p.message}`).join("; ")}. Create the voice again with settings it can honour.`,
+			message: `The voice's default settings do not fit its model: ${unfit.map((p) => `${p.field}: ${p.message}`).join("; ")}. Delete this voice and create it again with settings its model can honour.`,
 		};
 	}
 	// Cut by code points, so that no character is split in two.
@@ -168,7 +168,7 @@ export function failValidation(env: Env, voiceId: string, detail: string): Promi
 	return finishValidation(env, voiceId, {
 		outcome: "failed",
 		problem: "validation_unavailable",
-		message: `The voice could not be validated: ${detail}. Create the voice again to retry.`,
+		message: `The voice could not be validated: ${detail}. Delete this voice and create it again to retry.`,
 	});
 }
 

@@ -258,3 +258,23 @@ describe("an account voice file uploaded in parts over more than a week", () => 
 		}
 	});
 });
+
+describe("an account voice that could not be validated", () => {
+	it("says how to retry in a way that works: the failed voice keeps its name until it is deleted", async () => {
+		const alice = await user();
+		const voice = await uploadedVoice(alice, { model: MODEL });
+		const { lease, worker } = await validationLease(voice.id);
+		expect((await worker.fail(lease.lease_id, "permanent", "internal")).status).toBe(200);
+		const failed = await getVoice(alice, voice.id);
+		expect(failed.status).toBe("failed");
+		expect(failed.error_message).toMatch(/Delete this voice and create it again to retry\.$/);
+		// Creating it again with its name while the failed one is kept: the name is taken.
+		const body = { name: failed.name, files: declare({ model: MODEL }) };
+		const again = await createVoice(alice, body);
+		expect(again.status).toBe(409);
+		expect(await json<Problem>(again)).toMatchObject({ code: "voice_name_taken" });
+		// As the message says: delete, then create.
+		expect((await alice.api(`/api/v1/voices/${voice.id}`, { method: "DELETE" })).status).toBe(200);
+		expect((await createVoice(alice, body)).status).toBe(201);
+	});
+});

@@ -765,7 +765,7 @@ describe("account voices", () => {
 		const current = (await json<{ data: Voice }>(await alice.api(`/api/v1/voices/${voice.id}`))).data;
 		expect(current).toMatchObject({ status: "failed" });
 		expect(current.error_message).toBe(
-			"The voice could not be validated: the service's check of it failed on our side, not because of its files (permanent failure reported by runner). Create the voice again to retry.",
+			"The voice could not be validated: the service's check of it failed on our side, not because of its files (permanent failure reported by runner). Delete this voice and create it again to retry.",
 		);
 		const event = await env.DB.prepare("SELECT type FROM events WHERE subject_id = ?").bind(voice.id).first();
 		expect(event).toEqual({ type: "voice.failed" });

@@ -236,7 +236,7 @@ describe("scheduled safety net", () => {
 		expect(await voice(unserved)).toEqual({
 			status: "failed",
 			error_message:
-				"The voice could not be validated: no worker took it within 24 hours. Create the voice again to retry.",
+				"The voice could not be validated: no worker took it within 24 hours. Delete this voice and create it again to retry.",
 		});
 		const event = await env.DB.prepare("SELECT type FROM events WHERE subject_id = ?").bind(unserved).first();
 		expect(event).toEqual({ type: "voice.failed" });
