@@ -12,6 +12,7 @@ import {
 	getVoice,
 	INDEX,
 	MODEL,
+	type Owner,
 	type Problem,
 	patchVoice,
 	readyReport,
@@ -26,6 +27,32 @@ import { call } from "./helpers.ts";
 beforeEach(async () => {
 	await resetBroker();
 });
+
+/**
+ * Twelve voices, each validating under a lease, and each round's PATCH sent as its runner reports `ready`: the PATCH
+ * starts a little later each round, so that its read and its write fall on each side of the report's at least once.
+ */
+async function patchesRacingReports(
+	owner: Owner,
+	voiceOf: () => Promise<Voice>,
+	change: (round: number) => Record<string, unknown>,
+	withIndex: boolean,
+) {
+	const leased = [];
+	for (let i = 0; i < 12; i++) {
+		const voice = await voiceOf();
+		leased.push({ voice, ...(await validationLease(voice.id)) });
+	}
+	return Promise.all(
+		leased.map(async ({ voice, lease, worker }, i) => {
+			const [report, patched] = await Promise.all([
+				worker.post(`/internal/v1/leases/${lease.lease_id}/voice-validation`, readyReport(withIndex)),
+				scheduler.wait(i).then(() => patchVoice(owner, voice.id, change(i))),
+			]);
+			return { voice, patched, report };
+		}),
+	);
+}
 
 describe("an account voice changed while it is validated", () => {
 	it("does not become ready with default settings its validation never saw and the model cannot honour", async () => {
@@ -52,23 +79,11 @@ describe("an account voice changed while it is validated", () => {
 describe("an account voice changed as its validation ends", () => {
 	it("keeps both the change and the model's facts when a PATCH and the report land together", async () => {
 		const alice = await user();
-		const leased = [];
-		for (let i = 0; i < 12; i++) {
-			const voice = await uploadedVoice(alice, { model: MODEL, index: INDEX }, { index_rate: 0.5 });
-			leased.push({ voice, ...(await validationLease(voice.id)) });
-		}
-		const rounds = await Promise.all(
-			leased.map(async ({ voice, lease, worker }, i) => {
-				// The PATCH starts a little later each round, so that its read and its write fall on each side of the
-				// report's at least once.
-				const [report, patched] = await Promise.all([
-					worker.post(`/internal/v1/leases/${lease.lease_id}/voice-validation`, readyReport(true)),
-					scheduler
-						.wait(i)
-						.then(() => patchVoice(alice, voice.id, { voice_settings: { protect: 0.2 }, tags: [`round-${i}`] })),
-				]);
-				return { voice, patched, report };
-			}),
+		const rounds = await patchesRacingReports(
+			alice,
+			() => uploadedVoice(alice, { model: MODEL, index: INDEX }, { index_rate: 0.5 }),
+			(i) => ({ voice_settings: { protect: 0.2 }, tags: [`round-${i}`] }),
+			true,
 		);
 		for (const { voice, patched, report } of rounds) {
 			expect(patched.status).toBe(200);
@@ -90,22 +105,12 @@ describe("an account voice changed as its validation ends", () => {
 
 	it("does not drop the model's facts for a PATCH that read the voice validating", async () => {
 		const alice = await user();
-		const leased = [];
-		for (let i = 0; i < 12; i++) {
-			const voice = await uploadedVoice(alice, { model: MODEL, index: INDEX }, { index_rate: 0.5 });
-			leased.push({ voice, ...(await validationLease(voice.id)) });
-		}
-		const rounds = await Promise.all(
-			leased.map(async ({ voice, lease, worker }, i) => {
-				// A rename reads the account's names between the PATCH's read of the voice and its write.
-				const [patched, report] = await Promise.all([
-					scheduler
-						.wait(i)
-						.then(() => patchVoice(alice, voice.id, { name: `Renamed ${i}`, voice_settings: { protect: 0.2 } })),
-					worker.post(`/internal/v1/leases/${lease.lease_id}/voice-validation`, readyReport(true)),
-				]);
-				return { voice, patched, report };
-			}),
+		// A rename reads the account's names between the PATCH's read of the voice and its write.
+		const rounds = await patchesRacingReports(
+			alice,
+			() => uploadedVoice(alice, { model: MODEL, index: INDEX }, { index_rate: 0.5 }),
+			(i) => ({ name: `Renamed ${i}`, voice_settings: { protect: 0.2 } }),
+			true,
 		);
 		for (const { voice, patched, report } of rounds) {
 			expect(patched.status).toBe(200);
@@ -126,21 +131,11 @@ describe("an account voice changed as its validation ends", () => {
 
 	it("never leaves a ready voice with defaults it cannot honour, whichever of a PATCH and the report lands first", async () => {
 		const alice = await user();
-		const leased = [];
-		for (let i = 0; i < 12; i++) {
-			const voice = await uploadedVoice(alice, { model: MODEL });
-			leased.push({ voice, ...(await validationLease(voice.id)) });
-		}
-		const rounds = await Promise.all(
-			leased.map(async ({ voice, lease, worker }, i) => {
-				const [patched, report] = await Promise.all([
-					scheduler
-						.wait(i)
-						.then(() => patchVoice(alice, voice.id, { name: `Shifted ${i}`, voice_settings: { formant_shift: 3 } })),
-					worker.post(`/internal/v1/leases/${lease.lease_id}/voice-validation`, readyReport(false)),
-				]);
-				return { voice, patched, report };
-			}),
+		const rounds = await patchesRacingReports(
+			alice,
+			() => uploadedVoice(alice, { model: MODEL }),
+			(i) => ({ name: `Shifted ${i}`, voice_settings: { formant_shift: 3 } }),
+			false,
 		);
 		for (const { voice, patched, report } of rounds) {
 			expect(report.status).toBe(200);

@@ -5,10 +5,23 @@
  */
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
-import { LeaseResponse, type VoiceValidationLease } from "../../src/contracts/runner.ts";
+import { LeaseResponse } from "../../src/contracts/runner.ts";
 import type { VoiceUpload } from "../../src/contracts/voices.ts";
 import { insertConversion } from "../../src/conversions/conversion-store.ts";
 import { runSafetyNet } from "../../src/cron/safety-net.ts";
+import {
+	bytesOf,
+	createVoice,
+	declare,
+	INDEX,
+	MODEL,
+	type Owner,
+	type Problem,
+	upload,
+	uploadedVoice as uploadedVoiceWith,
+	type Voice,
+	validationLease,
+} from "./account-voice-helpers.ts";
 import { heldBody } from "./audio-files-helpers.ts";
 import { deliverJobs, insertAudioFile, insertVoice, json, resetBroker, runner, user } from "./conversion-fixtures.ts";
 import { call, keysUnder } from "./helpers.ts";
@@ -17,78 +30,7 @@ beforeEach(async () => {
 	await resetBroker();
 });
 
-type Problem = { success: false; code: string; message: string };
-type Voice = Record<string, unknown> & { id: string; status: string; uploads: Record<string, VoiceUpload> };
-
-const bytesOf = (head: string | number[], size: number) => {
-	const bytes = new Uint8Array(size);
-	bytes.set(typeof head === "string" ? Uint8Array.from(head, (c) => c.charCodeAt(0)) : head);
-	for (let i = 64; i < size; i++) bytes[i] = (i * 31) & 0xff;
-	return bytes;
-};
-/** First bytes as the real files have them: a torch zip, a faiss IVF index, a PNG. */
-const MODEL = bytesOf("PK\x03\x04", 150_000);
-const INDEX = bytesOf("IwFl", 40_000);
 const PNG = bytesOf([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 2_000);
-
-const declare = (files: Record<string, Uint8Array>) =>
-	Object.fromEntries(
-		Object.entries(files).map(([role, bytes]) => [role, { file_name: `${role}.bin`, size_bytes: bytes.byteLength }]),
-	);
-
-async function createVoice(
-	owner: Awaited<ReturnType<typeof user>>,
-	body: Record<string, unknown> & { files: Record<string, unknown> },
-) {
-	return owner.api("/api/v1/voices", {
-		method: "POST",
-		headers: { "Content-Type": "application/json" },
-		body: JSON.stringify({ name: `Mine ${crypto.randomUUID().slice(0, 6)}`, ...body }),
-	});
-}
-
-/** Sends a file the way its upload says: one PUT, or every part then the completing call. */
-async function upload(owner: Awaited<ReturnType<typeof user>>, plan: VoiceUpload, bytes: Uint8Array) {
-	if (plan.method === "PUT") {
-		return call(plan.upload_url, {
-			method: "PUT",
-			headers: { "Content-Length": String(bytes.byteLength) },
-			body: bytes,
-		});
-	}
-	for (const part of plan.parts) {
-		const chunk = bytes.subarray(
-			(part.part_number - 1) * plan.part_size_bytes,
-			part.part_number * plan.part_size_bytes,
-		);
-		const put = await call(part.upload_url, {
-			method: "PUT",
-			headers: { "Content-Length": String(chunk.byteLength) },
-			body: chunk,
-		});
-		expect(put.status).toBe(200);
-	}
-	return owner.api(new URL(plan.complete_url).pathname, { method: "POST" });
-}
-
-async function validationLease(
-	voiceId: string,
-): Promise<{ lease: VoiceValidationLease; worker: Awaited<ReturnType<typeof runner>> }> {
-	const worker = await runner();
-	for (let round = 0; round < 5; round++) {
-		const response = await worker.post("/internal/v1/leases", {
-			runner_id: worker.runnerId,
-			capacity: 4,
-			wait_seconds: 5,
-			engines: ["dsp", "rvc"],
-			job_kinds: ["convert", "validate_voice"],
-		});
-		const { validations } = LeaseResponse.parse((await json<{ data: unknown }>(response)).data);
-		const lease = validations.find((granted) => granted.voice_id === voiceId);
-		if (lease) return { lease, worker };
-	}
-	throw new Error("the validation was not leased");
-}
 
 const READY_REPORT = (sha: string) => ({
 	outcome: "ready",
@@ -101,19 +43,9 @@ const READY_REPORT = (sha: string) => ({
 });
 
 /** A voice created, uploaded (model in parts, index in one PUT) and now `validating`. */
-async function uploadedVoice(owner: Awaited<ReturnType<typeof user>>) {
-	const response = await createVoice(owner, {
-		voice_settings: { index_rate: 0.5 },
-		files: declare({ model: MODEL, index: INDEX }),
-	});
-	expect(response.status).toBe(201);
-	const voice = (await json<{ data: Voice }>(response)).data;
-	expect((await upload(owner, voice.uploads.model as VoiceUpload, MODEL)).status).toBe(200);
-	expect((await upload(owner, voice.uploads.index as VoiceUpload, INDEX)).status).toBe(200);
-	return voice;
-}
+const uploadedVoice = (owner: Owner) => uploadedVoiceWith(owner, { model: MODEL, index: INDEX }, { index_rate: 0.5 });
 
-async function readyVoice(owner: Awaited<ReturnType<typeof user>>) {
+async function readyVoice(owner: Owner) {
 	const voice = await uploadedVoice(owner);
 	const { lease, worker } = await validationLease(voice.id);
 	const report = await worker.post(

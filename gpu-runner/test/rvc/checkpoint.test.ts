@@ -86,6 +86,32 @@ async function runSynthesizer(bytes: Uint8Array, fixture: CheckpointFixture, f0:
 	}
 }
 
+/** A zip of one deflated entry `name` holding `content`, whose headers state `statedSize` bytes and their CRC. */
+function oneEntryZip(entry: string, content: Uint8Array, statedSize: number): Uint8Array {
+	const name = new TextEncoder().encode(entry);
+	const data = deflateRawSync(content, { level: 9 });
+	const local = Buffer.alloc(30);
+	local.writeUInt32LE(0x04034b50, 0);
+	local.writeUInt16LE(8, 8);
+	local.writeUInt32LE(data.length, 18);
+	local.writeUInt32LE(statedSize, 22);
+	local.writeUInt16LE(name.length, 26);
+	const central = Buffer.alloc(46);
+	central.writeUInt32LE(0x02014b50, 0);
+	central.writeUInt16LE(8, 10);
+	central.writeUInt32LE(crc32(content.subarray(0, statedSize)), 16);
+	central.writeUInt32LE(data.length, 20);
+	central.writeUInt32LE(statedSize, 24);
+	central.writeUInt16LE(name.length, 28);
+	const end = Buffer.alloc(22);
+	end.writeUInt32LE(0x06054b50, 0);
+	end.writeUInt16LE(1, 8);
+	end.writeUInt16LE(1, 10);
+	end.writeUInt32LE(46 + name.length, 12);
+	end.writeUInt32LE(30 + name.length + data.length, 16);
+	return new Uint8Array(Buffer.concat([local, name, data, central, name, end]));
+}
+
 describe("RVC checkpoints written by PyTorch", () => {
 	for (const [name, fixture] of Object.entries(manifest.checkpoints)) {
 		describe(name, () => {
@@ -204,28 +230,7 @@ describe("refused checkpoints", () => {
 
 	it("refuses an entry that inflates past its stated size without inflating the rest (a deflate bomb)", () => {
 		// A 64 KiB archive whose data.pkl states 1000 bytes and inflates to 64 MiB.
-		const name = new TextEncoder().encode("bomb/data.pkl");
-		const data = deflateRawSync(new Uint8Array(64 * 1024 * 1024), { level: 9 });
-		const local = Buffer.alloc(30);
-		local.writeUInt32LE(0x04034b50, 0);
-		local.writeUInt16LE(8, 8);
-		local.writeUInt32LE(data.length, 18);
-		local.writeUInt32LE(1000, 22);
-		local.writeUInt16LE(name.length, 26);
-		const central = Buffer.alloc(46);
-		central.writeUInt32LE(0x02014b50, 0);
-		central.writeUInt16LE(8, 10);
-		central.writeUInt32LE(crc32(new Uint8Array(1000)), 16);
-		central.writeUInt32LE(data.length, 20);
-		central.writeUInt32LE(1000, 24);
-		central.writeUInt16LE(name.length, 28);
-		const end = Buffer.alloc(22);
-		end.writeUInt32LE(0x06054b50, 0);
-		end.writeUInt16LE(1, 8);
-		end.writeUInt16LE(1, 10);
-		end.writeUInt32LE(46 + name.length, 12);
-		end.writeUInt32LE(30 + name.length + data.length, 16);
-		const bytes = new Uint8Array(Buffer.concat([local, name, data, central, name, end]));
+		const bytes = oneEntryZip("bomb/data.pkl", new Uint8Array(64 * 1024 * 1024), 1000);
 		expect(() => readRvcCheckpoint(bytes)).toThrow(/zip entry bomb\/data\.pkl inflates past its stated 1000 bytes/);
 	});
 
@@ -423,30 +428,9 @@ describe("hostile checkpoints", () => {
 	});
 
 	it("refuses a data.pkl that states 32 MiB (32 KB deflated) before inflating it", () => {
-		const name = new TextEncoder().encode("big/data.pkl");
 		const size = 32 * 1024 * 1024;
-		const data = deflateRawSync(new Uint8Array(size), { level: 9 });
-		const local = Buffer.alloc(30);
-		local.writeUInt32LE(0x04034b50, 0);
-		local.writeUInt16LE(8, 8);
-		local.writeUInt32LE(data.length, 18);
-		local.writeUInt32LE(size, 22);
-		local.writeUInt16LE(name.length, 26);
-		const central = Buffer.alloc(46);
-		central.writeUInt32LE(0x02014b50, 0);
-		central.writeUInt16LE(8, 10);
-		central.writeUInt32LE(crc32(new Uint8Array(size)), 16);
-		central.writeUInt32LE(data.length, 20);
-		central.writeUInt32LE(size, 24);
-		central.writeUInt16LE(name.length, 28);
-		const end = Buffer.alloc(22);
-		end.writeUInt32LE(0x06054b50, 0);
-		end.writeUInt16LE(1, 8);
-		end.writeUInt16LE(1, 10);
-		end.writeUInt32LE(46 + name.length, 12);
-		end.writeUInt32LE(30 + name.length + data.length, 16);
 		expectRefused(
-			new Uint8Array(Buffer.concat([local, name, data, central, name, end])),
+			oneEntryZip("big/data.pkl", new Uint8Array(size), size),
 			"not_a_checkpoint",
 			/zip entry big\/data\.pkl states 33554432 bytes, more than the 16777216 it may hold/,
 		);
