@@ -3,7 +3,7 @@
  * account's file (or a deleted one) simply does not exist for the caller. State changes are guarded `UPDATE … WHERE`
  * statements: a race or a replayed request can never apply a change twice or to the wrong state.
  */
-import { and, desc, eq, inArray, isNull, notExists, sql } from "drizzle-orm";
+import { and, desc, eq, inArray, isNotNull, isNull, lte, notExists, sql } from "drizzle-orm";
 import { database } from "../db/client.ts";
 import { newestFirstPage, olderThan } from "../db/newest-first-page.ts";
 import { audioFiles, voiceConversions } from "../db/schema.ts";
@@ -48,6 +48,7 @@ export async function insertAudioFile(
 		createdAt: created.toISOString(),
 		updatedAt: created.toISOString(),
 		deletedAt: null,
+		objectsRemovedAt: null,
 	};
 	await database(env).insert(audioFiles).values(row);
 	return row;
@@ -104,6 +105,24 @@ export async function deleteAudioFile(
 		.returning();
 	if (deleted) return { deleted };
 	return (await findAudioFile(env, accountId, id)) ? { refused: "in_use" } : { refused: "not_found" };
+}
+
+/** Deleted files deleted at or before `before` whose stored objects may remain (oldest first). */
+export async function deletedAudioFilesWithObjects(
+	env: Pick<Env, "DB">,
+	before: string,
+	limit: number,
+): Promise<Pick<AudioFileRow, "id" | "accountId">[]> {
+	return database(env)
+		.select({ id: audioFiles.id, accountId: audioFiles.accountId })
+		.from(audioFiles)
+		.where(and(isNotNull(audioFiles.deletedAt), isNull(audioFiles.objectsRemovedAt), lte(audioFiles.deletedAt, before)))
+		.orderBy(audioFiles.deletedAt)
+		.limit(limit);
+}
+
+export async function markAudioFileObjectsRemoved(env: Pick<Env, "DB">, id: string, now: string): Promise<void> {
+	await database(env).update(audioFiles).set({ objectsRemovedAt: now }).where(eq(audioFiles.id, id));
 }
 
 /**

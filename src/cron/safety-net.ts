@@ -13,9 +13,12 @@
  *    runner has worked on for the same wait limit fail, saying so; voices whose every file is in but which were never
  *    moved to `validating` (the last upload's request stopped first) are; deleted voices' files are removed once no
  *    conversion runs with them.
- * 7. The service's model files that a newer one replaced are removed once no lease can still fetch them
+ * 7. Deleted audio files whose stored bytes a failed removal left are removed (`audio-file-removal.ts`).
+ * 8. The service's model files that a newer one replaced are removed once no lease can still fetch them
  *    (`replaced-model-files.ts`).
  */
+
+import { removeObjectsOfDeletedAudioFiles } from "../audio-files/audio-file-removal.ts";
 import { notifyPreprocessingListeners, outcomeOf } from "../audio-files/preprocessing-listeners.ts";
 import { resendStalePreprocessing } from "../audio-files/send-audio-uploaded.ts";
 import {
@@ -64,6 +67,7 @@ export interface SafetyNetReport {
 	validationsStarted: number;
 	validationWaitLimitFailed: number;
 	voiceFilesRemoved: number;
+	audioFileObjectsRemoved: number;
 	replacedModelFilesRemoved: number;
 	errors: string[];
 }
@@ -205,6 +209,7 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 		validationsStarted: 0,
 		validationWaitLimitFailed: 0,
 		voiceFilesRemoved: 0,
+		audioFileObjectsRemoved: 0,
 		replacedModelFilesRemoved: 0,
 		errors: [],
 	};
@@ -247,6 +252,9 @@ export async function runSafetyNet(env: Env, now = new Date()): Promise<SafetyNe
 	});
 	await step("voice files", async () => {
 		report.voiceFilesRemoved = await removeFilesOfDeletedVoices(env, BATCH);
+	});
+	await step("audio files", async () => {
+		report.audioFileObjectsRemoved = await removeObjectsOfDeletedAudioFiles(env, now, BATCH);
 	});
 	await step("replaced model files", async () => {
 		report.replacedModelFilesRemoved = await removeReplacedModelFiles(env, now, BATCH);

@@ -178,9 +178,17 @@ export const audioFiles = sqliteTable(
 		durationSeconds: real("duration_seconds"),
 		createdAt: text("created_at").notNull(),
 		updatedAt: text("updated_at").notNull(),
+		/** Soft delete: the row stays (conversions name it); its stored bytes go at once, else by the safety net. */
 		deletedAt: text("deleted_at"),
+		/** When the deleted file's objects were removed; null while they may still be stored. */
+		objectsRemovedAt: text("objects_removed_at"),
 	},
-	(t) => [index("audio_files_account_created_idx").on(t.accountId, t.createdAt)],
+	(t) => [
+		index("audio_files_account_created_idx").on(t.accountId, t.createdAt),
+		index("audio_files_objects_pending_removal_idx")
+			.on(t.deletedAt)
+			.where(sql`${t.deletedAt} IS NOT NULL AND ${t.objectsRemovedAt} IS NULL`),
+	],
 );
 
 export const CONVERSION_STATUSES = ["pending_preprocessing", "queued", "processing", "completed", "failed"] as const;

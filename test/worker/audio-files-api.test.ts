@@ -2,6 +2,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { AudioFile } from "../../src/contracts/audio-files.ts";
+import { runSafetyNet } from "../../src/cron/safety-net.ts";
 import { signStorageUrl } from "../../src/storage/signed-url.ts";
 import { makeWav } from "../support/wav-generator.ts";
 import {
@@ -186,6 +187,44 @@ describe("DELETE /api/v1/audio-files/{id}", () => {
 		expect(await storedObject(client.accountId, file.id)).toBeNull();
 		expect((await api(`/api/v1/audio-files/${file.id}`)).status).toBe(404);
 		expect((await api(`/api/v1/audio-files/${file.id}`, { method: "DELETE" })).status).toBe(404);
+	});
+
+	it("answers 200 once the deletion is recorded, and the safety net removes bytes a failed removal left", async () => {
+		const { api, client } = await signedInClient();
+		const file = await registerFile(api, "a.wav", "audio/wav");
+		expect((await upload(file, wav)).status).toBe(200);
+		const kept = await registerFile(api, "b.wav", "audio/wav");
+		expect((await upload(kept, wav)).status).toBe(200);
+		// The removal's last step fails (D1 refusing the write that records it), after the bytes were listed.
+		await runSql([
+			`CREATE TRIGGER refuse_removal BEFORE UPDATE OF objects_removed_at ON audio_files WHEN NEW.id = '${file.id}'
+			 BEGIN SELECT RAISE(ABORT, 'injected fault'); END;`,
+		]);
+		const response = await api(`/api/v1/audio-files/${file.id}`, { method: "DELETE" });
+		expect(response.status).toBe(200);
+		expect(await response.json()).toEqual({ success: true, data: { id: file.id, deleted: true } });
+		expect((await api(`/api/v1/audio-files/${file.id}`)).status).toBe(404);
+		// Bytes left under the file's key, as an R2 failure or an upload that streamed in meanwhile would leave them.
+		const stray = `${objectKeyOf(client.accountId, file.id)}.upload-${crypto.randomUUID()}`;
+		await env.BUCKET.put(stray, wav);
+		await runSql(["DROP TRIGGER refuse_removal"]);
+
+		const deletedAt = Date.parse(
+			String(
+				(await env.DB.prepare("SELECT deleted_at FROM audio_files WHERE id = ?").bind(file.id).first())?.deleted_at,
+			),
+		);
+		// Not before an upload still streaming in could have removed its own bytes.
+		const early = await runSafetyNet(env, new Date(deletedAt + 30 * 60 * 1000));
+		expect(early.audioFileObjectsRemoved).toBe(0);
+		expect(await env.BUCKET.head(stray)).not.toBeNull();
+		const late = await runSafetyNet(env, new Date(deletedAt + 61 * 60 * 1000));
+		expect(late.audioFileObjectsRemoved).toBeGreaterThanOrEqual(1);
+		expect(await env.BUCKET.head(stray)).toBeNull();
+		const row = await env.DB.prepare("SELECT objects_removed_at FROM audio_files WHERE id = ?").bind(file.id).first();
+		expect(row?.objects_removed_at).toEqual(expect.any(String));
+		// A file that was not deleted keeps its bytes.
+		expect(await storedObject(client.accountId, kept.id)).not.toBeNull();
 	});
 
 	it("refuses with 409 while a conversion that is not finished uses the file, and allows it after", async () => {

@@ -1,11 +1,10 @@
+import { removeAudioFileObjects } from "../../audio-files/audio-file-removal.ts";
 import { deleteAudioFile } from "../../audio-files/audio-file-store.ts";
-import { audioFileObjectKey } from "../../audio-files/limits.ts";
 import { DeletedAudioFile } from "../../contracts/audio-files.ts";
 import { envelope, IdParams } from "../../contracts/common.ts";
 import { conflict, notFound } from "../../http/errors.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
-import { deleteObjectsUnder } from "../../storage/staged-uploads.ts";
 
 export const deleteAudioFileRoute = defineRoute({
 	method: "DELETE",
@@ -28,8 +27,18 @@ export const deleteAudioFileRoute = defineRoute({
 				"This audio file is used by a voice conversion that has not finished; delete it once the conversion is completed or failed",
 			);
 		}
-		// The file's object, and any upload the database never took (upload-hooks.ts).
-		await deleteObjectsUnder(env, audioFileObjectKey(auth.accountId, result.deleted.id));
+		// The deletion is recorded: removing the bytes is clean-up, and a failure of it is logged and finished by the
+		// cron safety net, never answered as a failure (a retry would find nothing, and the bytes would stay).
+		await removeAudioFileObjects(env, result.deleted).catch((error: unknown) =>
+			console.error(
+				JSON.stringify({
+					level: "error",
+					msg: "audio file deleted, but its stored bytes were not removed; the safety net removes them",
+					audio_file_id: result.deleted.id,
+					error: error instanceof Error ? error.message : String(error),
+				}),
+			),
+		);
 		return ok({ id: result.deleted.id, deleted: true });
 	},
 });

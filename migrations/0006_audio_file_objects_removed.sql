@@ -1,0 +1,2 @@
+ALTER TABLE `audio_files` ADD `objects_removed_at` text;--> statement-breakpoint
+CREATE INDEX `audio_files_objects_pending_removal_idx` ON `audio_files` (`deleted_at`) WHERE "audio_files"."deleted_at" IS NOT NULL AND "audio_files"."objects_removed_at" IS NULL;
