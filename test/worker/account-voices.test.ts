@@ -3,8 +3,10 @@
  * on the bytes, validation as a `validate_voice` lease, the outcome and its event, conversions with the voice, other
  * accounts, limits, and deletion while a conversion runs.
  */
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
+import type { JobBroker } from "../../durable-objects/job-broker.ts";
 import { LeaseResponse } from "../../src/contracts/runner.ts";
 import type { VoiceUpload } from "../../src/contracts/voices.ts";
 import { insertConversion } from "../../src/conversions/conversion-store.ts";
@@ -23,7 +25,16 @@ import {
 	validationLease,
 } from "./account-voice-helpers.ts";
 import { heldBody } from "./audio-files-helpers.ts";
-import { deliverJobs, insertAudioFile, insertVoice, json, resetBroker, runner, user } from "./conversion-fixtures.ts";
+import {
+	broker,
+	deliverJobs,
+	insertAudioFile,
+	insertVoice,
+	json,
+	resetBroker,
+	runner,
+	user,
+} from "./conversion-fixtures.ts";
 import { call, keysUnder } from "./helpers.ts";
 
 beforeEach(async () => {
@@ -654,6 +665,71 @@ describe("account voices", () => {
 		expect(inserted?.conversion.status).toBe("pending_preprocessing");
 		expect((await alice.api(`/api/v1/voices/${kept.id}`, { method: "DELETE" })).status).toBe(200);
 		expect(await keysUnder(`account-voices/${kept.id}/model`)).toHaveLength(1);
+	});
+
+	it("answers a recorded deletion with 200 when the broker refuses to drop its validation; the lease drops it later", async () => {
+		const alice = await user();
+		const voice = await uploadedVoice(alice);
+		const job = () =>
+			runInDurableObject(broker(), (_: JobBroker, state) => {
+				const rows = state.storage.sql.exec("SELECT state FROM jobs WHERE conversion_id = ?", voice.id).toArray();
+				return rows[0]?.state;
+			});
+		expect(await job()).toBe("waiting");
+		// The broker's own storage refuses to end this job, as a broker that fails does.
+		const trigger = `refuse_discard_${voice.id.replaceAll("-", "")}`;
+		await runInDurableObject(broker(), (_: JobBroker, state) => {
+			state.storage.sql.exec(
+				`CREATE TRIGGER ${trigger} BEFORE UPDATE OF state ON jobs WHEN OLD.conversion_id = '${voice.id}' AND NEW.state = 'done'
+				 BEGIN SELECT RAISE(ABORT, 'the broker refuses'); END`,
+			);
+		});
+		try {
+			const deleted = await alice.api(`/api/v1/voices/${voice.id}`, { method: "DELETE" });
+			expect(deleted.status).toBe(200);
+			expect(await json<{ data: unknown }>(deleted)).toMatchObject({ data: { id: voice.id, deleted: true } });
+			expect(await job()).toBe("waiting");
+		} finally {
+			await runInDurableObject(broker(), (_: JobBroker, state) => {
+				state.storage.sql.exec(`DROP TRIGGER ${trigger}`);
+			});
+		}
+		expect((await alice.api(`/api/v1/voices/${voice.id}`)).status).toBe(404);
+		expect((await alice.api(`/api/v1/voices/${voice.id}`, { method: "DELETE" })).status).toBe(404);
+		// Its files went all the same; the job still waiting is dropped when a runner asks, never handed out.
+		expect(await keysUnder(`account-voices/${voice.id}/`)).toEqual([]);
+		const worker = await runner();
+		const response = await worker.post("/internal/v1/leases", {
+			runner_id: worker.runnerId,
+			capacity: 4,
+			wait_seconds: 0,
+			engines: ["dsp", "rvc"],
+			job_kinds: ["convert", "validate_voice"],
+		});
+		expect(LeaseResponse.parse((await json<{ data: unknown }>(response)).data).validations).toEqual([]);
+		expect(await job()).toBe("done");
+	});
+
+	it("answers a recorded deletion with 200 when removing its files fails; the safety net removes them", async () => {
+		const alice = await user();
+		const voice = await readyVoice(alice);
+		// The database refuses to record the removal, so the clean-up throws after the deletion is written.
+		const trigger = `refuse_removal_${voice.id.replaceAll("-", "")}`;
+		await env.DB.prepare(
+			`CREATE TRIGGER ${trigger} BEFORE UPDATE OF files_removed_at ON voices
+			 WHEN NEW.id = '${voice.id}' AND NEW.files_removed_at IS NOT NULL BEGIN SELECT RAISE(ABORT, 'refused'); END`,
+		).run();
+		try {
+			const deleted = await alice.api(`/api/v1/voices/${voice.id}`, { method: "DELETE" });
+			expect(deleted.status).toBe(200);
+			expect(await json<{ data: unknown }>(deleted)).toMatchObject({ data: { id: voice.id, deleted: true } });
+			expect((await runSafetyNet(env)).voiceFilesRemoved).toBe(0);
+		} finally {
+			await env.DB.prepare(`DROP TRIGGER ${trigger}`).run();
+		}
+		expect((await alice.api(`/api/v1/voices/${voice.id}`, { method: "DELETE" })).status).toBe(404);
+		expect((await runSafetyNet(env)).voiceFilesRemoved).toBe(1);
+		expect(await keysUnder(`account-voices/${voice.id}/`)).toEqual([]);
 	});
 
 	it("tells a runner that holds a deleted voice's files to forget it, and not a voice that lives", async () => {

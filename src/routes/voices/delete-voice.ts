@@ -27,9 +27,28 @@ export const deleteVoiceRoute = defineRoute({
 	async handler({ env, auth, params }) {
 		const voice = await findOwnVoice(env, auth.accountId, params.id);
 		if (!voice || !(await markVoiceDeleted(env, voice.id, nowIso()))) throw notFound("Voice model");
-		// A validation still waiting or running has nothing left to decide.
-		if (voice.status === "validating") await jobBroker(env).discard([voice.id]);
-		await removeDeletedVoiceFiles(env, voice.id);
+		// The deletion is recorded: what follows is clean-up, and a failure of it is logged and finished later, never
+		// answered as a failure (a retry would find nothing). A validation still waiting or running has nothing left to
+		// decide: a job the broker kept is dropped when a runner is handed it. Files left are the cron safety net's.
+		if (voice.status === "validating") {
+			await jobBroker(env)
+				.discard([voice.id])
+				.catch((error: unknown) => logCleanupFailure(voice.id, "its validation job was not dropped", error));
+		}
+		await removeDeletedVoiceFiles(env, voice.id).catch((error: unknown) =>
+			logCleanupFailure(voice.id, "its files were not removed; the safety net removes them", error),
+		);
 		return ok({ id: voice.id, deleted: true });
 	},
 });
+
+function logCleanupFailure(voiceId: string, what: string, error: unknown): void {
+	console.error(
+		JSON.stringify({
+			level: "error",
+			msg: `voice deleted, but ${what}`,
+			voice_id: voiceId,
+			error: error instanceof Error ? error.message : String(error),
+		}),
+	);
+}
