@@ -10,13 +10,14 @@
 import { fork } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { open, readFile } from "node:fs/promises";
+import { open } from "node:fs/promises";
 import "./onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import { hasZipSignature } from "../../../../src/contracts/zip-directory.ts";
 import { RvcEngineError } from "./errors.ts";
 import { describeFaissIndexFile } from "./faiss-index.ts";
 import { wOkadaExportProblem } from "./feature-model-layout.ts";
+import { readFileBytes } from "./file-bytes.ts";
 import { type RvcCheckpoint, RvcCheckpointError, readRvcCheckpoint } from "./rvc-checkpoint.ts";
 
 export interface Inspection {
@@ -220,7 +221,7 @@ async function sha256OfFile(path: string): Promise<string> {
 export async function inspectModelFile(path: string, options: { onnxSeconds?: number } = {}): Promise<Inspection> {
 	const { head: first, size } = await headOf(path);
 	if (hasZipSignature(first)) {
-		const bytes = new Uint8Array(await readFile(path));
+		const bytes = await readFileBytes(path);
 		const head: Inspection = {
 			file: path,
 			kind: "rvc_checkpoint",

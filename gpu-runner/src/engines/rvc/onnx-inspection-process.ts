@@ -4,9 +4,9 @@
  * and allocates (a `Loop` of 10^15 iterations is 500 bytes), and a run holds the thread that started it, so it is
  * never run in the runner's own process: there the event loop, its heartbeats and every other job would wait on it.
  */
-import { readFile } from "node:fs/promises";
+import { readFileBytes } from "./file-bytes.ts";
 import { inspectOnnx } from "./model-inspection.ts";
 
 const path = process.argv[2] as string;
-const facts = await inspectOnnx(new Uint8Array(await readFile(path)));
+const facts = await inspectOnnx(await readFileBytes(path));
 process.send?.(facts, () => process.exit(0));

@@ -13,6 +13,7 @@ import { open, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/pr
 import { dirname, join } from "node:path";
 import { hasZipSignature } from "../../../../src/contracts/zip-directory.ts";
 import { removeIfDamaged, sha256Of } from "../../artifacts/damaged-artifact.ts";
+import { readFileBytes } from "./file-bytes.ts";
 import { readRvcCheckpoint } from "./rvc-checkpoint.ts";
 import { buildSynthesizerGraph, SYNTHESIZER_GRAPH_VERSION } from "./synthesizer-graph.ts";
 
@@ -35,7 +36,7 @@ async function buildBeside(path: string): Promise<string> {
 	const target = join(dirname(path), `${sha256}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`);
 	const checksum = `${target}.sha256`;
 	if (await builtIntact(target, checksum)) return target;
-	const checkpoint = readRvcCheckpoint(new Uint8Array(await readFile(path)));
+	const checkpoint = readRvcCheckpoint(await readFileBytes(path));
 	const { bytes } = buildSynthesizerGraph(checkpoint, { decodeSpan: true });
 	const temporaries = [randomUUID(), randomUUID()].map((id) => join(dirname(path), `.synthesizer-${id}`));
 	const [graphFile = "", checksumFile = ""] = temporaries;
@@ -94,7 +95,7 @@ export async function checkpointSpeakers(path: string): Promise<number | undefin
 	const key = `${path}\u0000${size}\u0000${mtimeMs}`;
 	let pending = speakerCounts.get(key);
 	if (pending === undefined) {
-		pending = readFile(path).then((bytes) => readRvcCheckpoint(new Uint8Array(bytes)).speakers);
+		pending = readFileBytes(path).then((bytes) => readRvcCheckpoint(bytes).speakers);
 		speakerCounts.set(key, pending);
 		pending.catch(() => speakerCounts.delete(key));
 	}

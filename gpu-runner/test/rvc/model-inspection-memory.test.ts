@@ -1,0 +1,115 @@
+/**
+ * A voice's `.pth` is read whole to be checked (its pickle and tensors are what is checked), so the file is held in
+ * memory once while it is inspected or its synthesizer built: never a second copy of it. Measured as the peak
+ * resident memory of a fresh process reading a checkpoint of 256 MiB.
+ */
+import { execFile } from "node:child_process";
+import { open, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { promisify } from "node:util";
+import { crc32 } from "node:zlib";
+import { describe, expect, it } from "vitest";
+import { readEndRecord } from "../../../src/contracts/zip-directory.ts";
+import { scratchDir } from "../helpers/scratch.ts";
+
+const FIXTURES = join(import.meta.dirname, "fixtures");
+const module = (name: string) => pathToFileURL(join(import.meta.dirname, "../../src/engines/rvc", name)).href;
+const MiB = 1024 * 1024;
+
+/**
+ * `fixture` (a checkpoint as torch.save wrote it) with one more stored entry of `padding` zero bytes, which the
+ * reader never decodes: the file is large while the tensors it decodes stay the fixture's. The zeros are a hole
+ * in a sparse file, so making it writes a few hundred kB.
+ */
+async function paddedCheckpoint(fixture: string, padding: number): Promise<string> {
+	const original = await readFile(join(FIXTURES, fixture));
+	const directory = readEndRecord(new DataView(original.buffer, original.byteOffset, original.byteLength), 0);
+	if (!("offset" in directory)) throw new Error("the fixture's end record points to a zip64 record");
+	const name = Buffer.from(`${fixture.replace(/\.pth$/, "")}/padding`);
+	let crc = 0;
+	const zeros = Buffer.alloc(MiB);
+	for (let done = 0; done < padding; done += MiB) crc = crc32(zeros.subarray(0, Math.min(MiB, padding - done)), crc);
+
+	const local = Buffer.alloc(30);
+	local.writeUInt32LE(0x04034b50, 0);
+	local.writeUInt16LE(20, 4);
+	local.writeUInt32LE(crc >>> 0, 14);
+	local.writeUInt32LE(padding, 18);
+	local.writeUInt32LE(padding, 22);
+	local.writeUInt16LE(name.length, 26);
+	const localAt = directory.offset;
+	const central = Buffer.alloc(46);
+	central.writeUInt32LE(0x02014b50, 0);
+	central.writeUInt16LE(20, 4);
+	central.writeUInt16LE(20, 6);
+	central.writeUInt32LE(crc >>> 0, 16);
+	central.writeUInt32LE(padding, 20);
+	central.writeUInt32LE(padding, 24);
+	central.writeUInt16LE(name.length, 28);
+	central.writeUInt32LE(localAt, 42);
+	const directoryAt = localAt + local.length + name.length + padding;
+	const oldDirectory = original.subarray(directory.offset, directory.offset + directory.size);
+	const end = Buffer.alloc(22);
+	end.writeUInt32LE(0x06054b50, 0);
+	end.writeUInt16LE(directory.count + 1, 8);
+	end.writeUInt16LE(directory.count + 1, 10);
+	end.writeUInt32LE(oldDirectory.length + central.length + name.length, 12);
+	end.writeUInt32LE(directoryAt, 16);
+
+	const path = join(scratchDir("big-checkpoint"), "big.pth");
+	const file = await open(path, "w");
+	try {
+		await file.write(original.subarray(0, directory.offset), 0, directory.offset, 0);
+		await file.write(Buffer.concat([local, name]), 0, local.length + name.length, localAt);
+		const tail = Buffer.concat([oldDirectory, central, name, end]);
+		await file.write(tail, 0, tail.length, directoryAt);
+	} finally {
+		await file.close();
+	}
+	return path;
+}
+
+/**
+ * Calls `name` of the runner's module `file` on `path` in a fresh Node process: its result, and how far the
+ * process's peak resident memory rose meanwhile.
+ */
+async function measureApart<T>(file: string, name: string, path: string): Promise<{ result: T; peakRise: number }> {
+	const script = `
+		const { ${name}: call } = await import(${JSON.stringify(module(file))});
+		const before = process.resourceUsage().maxRSS;
+		const result = await call(${JSON.stringify(path)});
+		const peakRise = (process.resourceUsage().maxRSS - before) * 1024;
+		console.log(JSON.stringify({ result, peakRise }));`;
+	const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], {
+		maxBuffer: 16 * MiB,
+	});
+	return JSON.parse(stdout.trim().split("\n").at(-1) as string);
+}
+
+describe("checkpoint inspection memory", () => {
+	it("holds a 256 MiB checkpoint once while it is read, not a second copy of it", async () => {
+		const padding = 256 * MiB;
+		const path = await paddedCheckpoint("ddpn08-v2-768-layer-12.pth", padding);
+		const { result: facts, peakRise } = await measureApart<Record<string, unknown>>(
+			"model-inspection.ts",
+			"inspectModelFile",
+			path,
+		);
+		expect(facts).toMatchObject({ kind: "rvc_checkpoint", version: "v2", feature_dim: 768, sample_rate: 40_000 });
+		expect(facts.refused).toBeUndefined();
+		expect(facts.bytes).toBeGreaterThan(padding);
+		// One copy of the file is 256 MiB; a second (as the bytes were once copied out of readFile's Buffer) is 512.
+		expect(peakRise).toBeGreaterThan(padding * 0.9);
+		expect(peakRise).toBeLessThan(padding * 1.4);
+	}, 60_000);
+
+	it("reads it once too when its synthesizer is built for the voice's check and its jobs", async () => {
+		const padding = 256 * MiB;
+		const path = await paddedCheckpoint("ddpn08-v2-768-layer-12.pth", padding);
+		const { result, peakRise } = await measureApart<string>("synthesizer-file.ts", "synthesizerOnnxPath", path);
+		expect(result).toMatch(/\.synthesizer-v\d+\.onnx$/);
+		expect(peakRise).toBeGreaterThan(padding * 0.9);
+		expect(peakRise).toBeLessThan(padding * 1.4);
+	}, 60_000);
+});
