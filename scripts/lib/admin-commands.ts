@@ -388,7 +388,7 @@ async function voiceFields(
 		modelRate = typeof inspection.sample_rate === "number" ? inspection.sample_rate : null;
 		modelF0 = inspection.f0 === 1 ? true : inspection.f0 === 0 ? false : null;
 		modelWidth = typeof inspection.feature_dim === "number" ? inspection.feature_dim : null;
-		// A checkpoint says how many speakers it holds; an ONNX export does not.
+		// A checkpoint says how many speakers it holds; an ONNX export where its graph says it with certainty.
 		modelSpeakers = typeof inspection.speakers === "number" ? inspection.speakers : null;
 	}
 	// The width of the features the voice's model reads: the new model's, or the one the current model recorded
@@ -443,7 +443,7 @@ async function voiceFields(
 		// Kept, for an index given later to match.
 		if (featureDim !== null) params = { ...params, feature_dim: featureDim };
 		// Kept too, so that the runner (checkRvcEngineParams below, and each job) refuses a speaker_id past them. A new
-		// model of unknown count (an ONNX export) drops the old one's.
+		// model of unknown count (an ONNX export whose graph does not say it) drops the old one's.
 		const speakers = options.model === undefined ? current?.params.speakers : modelSpeakers;
 		if (typeof speakers === "number") params = { ...params, speakers };
 		else if ("speakers" in params) {

@@ -651,6 +651,31 @@ describe("admin CLI", () => {
 		expect(await engineParams("Choir")).toMatchObject({ speaker_id: 2, speakers: 3 });
 	});
 
+	it("records an ONNX export's speaker count from its graph and refuses a speaker_id past it", async () => {
+		const engineParams = async (name: string) =>
+			((await admin("voice", "list")) as Record<string, unknown>[]).find((v) => v.name === name)?.engine_params;
+		// torch.onnx.export of a 3-speaker synthesizer, as RVC exports one (make-torch-onnx.py): traced at 16 frames,
+		// so the inspection's 4-frame probe cannot measure its rate, and --params gives it.
+		const exported = path.join(FIXTURES, "torch-export-3-speakers.onnx");
+		const create = (speakerId: number) =>
+			admin(
+				...["voice", "create", "--name", "Exported choir", "--engine", "rvc", "--model", exported],
+				...["--params", JSON.stringify({ sample_rate: 40_000, speaker_id: speakerId })],
+			);
+		await expect(create(3)).rejects.toThrow(/speaker_id 3 is beyond the model's 3 speakers \(0 to 2\)/);
+		await create(2);
+		expect(await engineParams("Exported choir")).toEqual({
+			sample_rate: 40_000,
+			speaker_id: 2,
+			f0: true,
+			feature_dim: 768,
+			speakers: 3,
+		});
+		await expect(
+			admin("voice", "update", "--name", "Exported choir", "--params", '{"sample_rate":40000,"speaker_id":5}'),
+		).rejects.toThrow(/speaker_id 5 is beyond the model's 3 speakers/);
+	});
+
 	it("refuses a rename to a taken name with a usage error", async () => {
 		await admin("voice", "create", "--name", "First name");
 		await admin("voice", "create", "--name", "Second name");

@@ -145,6 +145,41 @@ describe("rvc engine with a .pth synthesizer", () => {
 		expect(await convertWith("v2-f0-40k-3-speakers.pth", 2)).toBe(0.5 * 40000);
 	});
 
+	it("refuses a speaker_id past an ONNX export's speakers before converting, read from its graph", async () => {
+		const dir = scratchDir("rvc-onnx-speakers");
+		const exportOf = async (file: string) => {
+			const path = join(dir, `${file}.bin`);
+			copyFileSync(join(FIXTURES, file), path);
+			return synthesizerOnnxPath(path);
+		};
+		const convertWith = async (synthesizer: string, speakerId: number) => {
+			const job = {
+				voice: { ...voice, params: { ...voice.params, sample_rate: 40000, speaker_id: speakerId } },
+				semitones: 0,
+				artifactPaths: new Map([...artifactPaths, ["synthesizer", synthesizer]]),
+				input: { sampleRate: IN_RATE, channels: 1 },
+			};
+			let samples = 0;
+			for await (const block of engine.convert(tone(0.5), job, new AbortController().signal))
+				samples += block.channels[0]?.length ?? 0;
+			return samples;
+		};
+		const one = await exportOf("v2-f0-40k.pth");
+		const three = await exportOf("v2-f0-40k-3-speakers.pth");
+		expect(one.endsWith(".onnx") && three.endsWith(".onnx")).toBe(true);
+		// Before, an ONNX file said nothing of its speakers, and onnxruntime failed the job at its Gather node.
+		await expect(convertWith(one, 1)).rejects.toMatchObject({
+			code: "invalid_params",
+			permanent: true,
+			message: expect.stringMatching(/speaker_id 1 is beyond the model's 1 speaker \(0 to 0\)/),
+		});
+		await expect(convertWith(three, 3)).rejects.toMatchObject({
+			code: "invalid_params",
+			message: expect.stringMatching(/speaker_id 3 is beyond the model's 3 speakers \(0 to 2\)/),
+		});
+		expect(await convertWith(three, 2)).toBe(0.5 * 40000);
+	});
+
 	it("builds the ONNX once, beside the checkpoint, named by its sha256, and reuses it", async () => {
 		const sha256 = createHash("sha256").update(readFileSync(checkpoint)).digest("hex");
 		const built = join(checkpoint, "..", `${sha256}.synthesizer-v${SYNTHESIZER_GRAPH_VERSION}.onnx`);

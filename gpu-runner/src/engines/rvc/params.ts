@@ -6,7 +6,7 @@
  * |---|---|---|
  * | `sample_rate` | required | the synthesizer's output rate in Hz (RVC: 32000, 40000 or 48000); one model frame is sample_rate / 100 samples |
  * | `speaker_id` | 0 | the `ds` speaker index for multi-speaker synthesizers; below `speakers` where that is given |
- * | `speakers` | none | the model's speaker count (rows of `emb_g.weight`), as the admin tool records it from a `.pth`; not a setting |
+ * | `speakers` | none | the model's speaker count (rows of `emb_g.weight`), as the admin tool records it from a `.pth` or an ONNX export whose graph says it; not a setting |
  * | `transpose_semitones` | 0 | added to the job's semitones, e.g. +12 for a female voice model fed male speech |
  * | `f0_threshold` | 0.03 | RMVPE voicing threshold on the peak salience (RVC's pipeline value) |
  * | `noise_scale` | 0.66666 | scale of the `rnd` normal noise (RVC's `infer` value) |

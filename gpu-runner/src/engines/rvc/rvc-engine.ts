@@ -52,7 +52,7 @@ import { applyVoiceSettings, CPU_PARAM_DEFAULTS, parseRvcParams, type RvcParams,
 import { decodeSalience, shiftAndQuantise } from "./pitch.ts";
 import { NormalNoise } from "./random.ts";
 import { SlotPool } from "./slot-pool.ts";
-import { checkpointSpeakers, synthesizerOnnxPath } from "./synthesizer-file.ts";
+import { synthesizerOnnxPath, synthesizerSpeakers } from "./synthesizer-file.ts";
 import { DECODE_SPAN_MARGIN_FRAMES } from "./synthesizer-graph.ts";
 import { trackPitchYin } from "./yin-pitch.ts";
 
@@ -510,9 +510,10 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 		const synthesizer = await synthesizerOnnxPath(paths.synthesizer);
 		// A speaker past the model's fails its embedding lookup (onnxruntime's words on the CPU, after the first
 		// window's features), so it is refused before anything runs: by the count the params record (parseRvcParams),
-		// else by the checkpoint's own (read once, and only for a speaker other than the first, which every model has).
+		// else by the model file's own: a checkpoint's, or an ONNX export's where its graph says it (read once, and only
+		// for a speaker other than the first, which every model has).
 		if (params.speakerId > 0 && params.speakers === undefined) {
-			const speakers = await checkpointSpeakers(paths.synthesizer);
+			const speakers = await synthesizerSpeakers(paths.synthesizer);
 			const problem = speakers === undefined ? undefined : speakerProblem(params.speakerId, speakers);
 			if (problem !== undefined) throw new RvcEngineError("invalid_params", `invalid rvc voice params: ${problem}`);
 		}

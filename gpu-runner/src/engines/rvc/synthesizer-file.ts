@@ -14,6 +14,7 @@ import { dirname, join } from "node:path";
 import { hasZipSignature } from "../../../../src/contracts/zip-directory.ts";
 import { removeIfDamaged, sha256Of } from "../../artifacts/damaged-artifact.ts";
 import { readFileBytes } from "./file-bytes.ts";
+import { onnxFileSpeakers } from "./onnx-speakers.ts";
 import { readRvcCheckpoint } from "./rvc-checkpoint.ts";
 import { buildSynthesizerGraph, SYNTHESIZER_GRAPH_VERSION } from "./synthesizer-graph.ts";
 
@@ -86,16 +87,19 @@ async function removeOlderBuilds(dir: string, sha256: string): Promise<void> {
 const speakerCounts = new Map<string, Promise<number | undefined>>();
 
 /**
- * The speakers an RVC checkpoint holds (rows of `emb_g.weight`, the `ds` values it takes), read from the file once
- * per process and version of it; undefined for an ONNX file, which does not say.
+ * The speakers a synthesizer holds (rows of `emb_g.weight`, the `ds` values it takes), read from the file once per
+ * process and version of it: an RVC checkpoint's, or an ONNX export's where its graph says it with certainty
+ * (`onnx-speakers.ts`); else undefined.
  */
-export async function checkpointSpeakers(path: string): Promise<number | undefined> {
-	if (!(await startsLikeZip(path))) return undefined;
+export async function synthesizerSpeakers(path: string): Promise<number | undefined> {
+	const zip = await startsLikeZip(path);
 	const { size, mtimeMs } = await stat(path);
 	const key = `${path}\u0000${size}\u0000${mtimeMs}`;
 	let pending = speakerCounts.get(key);
 	if (pending === undefined) {
-		pending = readFileBytes(path).then((bytes) => readRvcCheckpoint(bytes).speakers);
+		pending = zip
+			? readFileBytes(path).then((bytes) => readRvcCheckpoint(bytes).speakers)
+			: Promise.resolve().then(() => onnxFileSpeakers(path));
 		speakerCounts.set(key, pending);
 		pending.catch(() => speakerCounts.delete(key));
 	}
