@@ -706,6 +706,20 @@ describe("admin CLI", () => {
 				[...rvc, "--model", path.join(FIXTURES, "refused-os-system.pth")],
 				/--model .*refused-os-system.pth cannot be used: .*os/,
 			],
+			// Graphs an account's validation refuses before running them (make-hostile-onnx.py): a Loop whose trip
+			// count grows with the input's length, an If, and an operator of onnxruntime's own domain.
+			[
+				[...rvc, "--model", path.join(FIXTURES, "hostile/loop-frames.onnx"), ...rate],
+				/--model .*loop-frames.onnx cannot be used: the ONNX graph holds the control-flow operator "Loop": /,
+			],
+			[
+				[...rvc, "--model", path.join(FIXTURES, "hostile/if-input.onnx"), ...rate],
+				/--model .*if-input.onnx cannot be used: the ONNX graph holds the control-flow operator "If": /,
+			],
+			[
+				[...rvc, "--model", path.join(FIXTURES, "hostile/contrib-op.onnx"), ...rate],
+				/--model .*contrib-op.onnx cannot be used: the ONNX graph holds the operator "FastGelu" \(node "gelu"\) of domain "com.microsoft": /,
+			],
 			[[...rvc, "--model", model, "--index", hnsw, ...rate], /--index .*hnsw.index cannot be used/],
 			[
 				[...rvc, "--model", model, "--index", model, ...rate],

@@ -3,11 +3,17 @@
  * happen in a child process with a time limit, and the runner's event loop (its heartbeats, its other jobs) keeps
  * running meanwhile; an index is checked in one pass over the file, never held whole.
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
 import { inspectModelFile } from "../../src/engines/rvc/model-inspection.ts";
+import { readOnnxGraph, synthesizerGraphProblem } from "../../src/engines/rvc/onnx-graph-rules.ts";
+import { readRvcCheckpoint } from "../../src/engines/rvc/rvc-checkpoint.ts";
+import { buildSynthesizerGraph } from "../../src/engines/rvc/synthesizer-graph.ts";
 import { scratchDir } from "../helpers/scratch.ts";
+import { buildTinyContentVec, buildTinyRmvpe, buildTinySynthesizer } from "./support/tiny-models.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
 
@@ -26,9 +32,10 @@ async function ticksDuring<T>(work: () => Promise<T>): Promise<{ result: T; tick
 
 describe("ONNX model inspection", () => {
 	it("refuses a model whose probe run outlasts the limit, without holding the event loop", async () => {
-		// loop-3m.onnx (make-hostile-onnx.py) counts to 3 000 000 in a Loop: about 3 s of onnxruntime.
+		// slow-matmul.onnx (make-hostile-onnx.py): 200 products of 2000 x 2000 matrices, standard operators only, so
+		// the graph rules let it through: tens of seconds of onnxruntime.
 		const { result, ticks, ms } = await ticksDuring(() =>
-			inspectModelFile(join(FIXTURES, "hostile/loop-3m.onnx"), { onnxSeconds: 1 }),
+			inspectModelFile(join(FIXTURES, "onnx/slow-matmul.onnx"), { onnxSeconds: 1 }),
 		);
 		expect(result.refused).toEqual({
 			problem: "invalid_model",
@@ -40,10 +47,91 @@ describe("ONNX model inspection", () => {
 	});
 
 	it("reads a model that finishes in time, in its child process", async () => {
-		const { result, ticks, ms } = await ticksDuring(() => inspectModelFile(join(FIXTURES, "hostile/loop-3m.onnx")));
-		expect(result).toMatchObject({ kind: "onnx", role: "synthesizer", f0: 0, feature_dim: 768, sample_rate: 40_000 });
+		// RVC's synthesizer as RVC's exporter writes it (export-onnx.py, Debian's PyTorch): 1 479 nodes.
+		const { result, ticks, ms } = await ticksDuring(() =>
+			inspectModelFile(join(FIXTURES, "onnx/rvc-export-v2-f0-40k.onnx")),
+		);
+		expect(result).toMatchObject({ kind: "onnx", role: "synthesizer", f0: 1, feature_dim: 768, sample_rate: 40_000 });
 		expect(result.refused).toBeUndefined();
 		expect(ticks).toBeGreaterThan(ms / 50 / 2);
+	});
+});
+
+/** Runs a synthesizer-shaped model straight in onnxruntime on `frames` frames (no pitch inputs): its output's size. */
+async function runDirectly(path: string, frames: number): Promise<number> {
+	const session = await ort.InferenceSession.create(readFileSync(path));
+	try {
+		const result = await session.run({
+			phone: new ort.Tensor("float32", new Float32Array(frames * 768).fill(0.01), [1, frames, 768]),
+			phone_lengths: new ort.Tensor("int64", BigInt64Array.of(BigInt(frames)), [1]),
+			ds: new ort.Tensor("int64", BigInt64Array.of(0n), [1]),
+			rnd: new ort.Tensor("float32", new Float32Array(frames * 192), [1, 192, frames]),
+		});
+		return result.audio?.size ?? 0;
+	} finally {
+		await session.release();
+	}
+}
+
+describe("ONNX synthesizer graph rules", () => {
+	const hostile = (name: string) => join(FIXTURES, "hostile", name);
+
+	it("refuses control flow and non-standard operators by the graph, before onnxruntime loads it", async () => {
+		// Each of these loads and runs in onnxruntime on the probe's 4 frames, quickly: the probe alone passed them.
+		// loop-frames.onnx loops 1000 x frames^3 times: 64 000 here, 10^12 on a conversion's 1000-frame window.
+		for (const name of ["loop-frames.onnx", "if-input.onnx", "contrib-op.onnx"]) {
+			expect(await runDirectly(hostile(name), 4)).toBe(1600);
+		}
+		const refusals: [string, RegExp][] = [
+			["loop-3m.onnx", /^the ONNX graph holds the control-flow operator "Loop": loops, branches and sequences/],
+			["loop-frames.onnx", /^the ONNX graph holds the control-flow operator "Loop": /],
+			["if-input.onnx", /^the ONNX graph holds the control-flow operator "If": /],
+			[
+				"contrib-op.onnx",
+				/^the ONNX graph holds the operator "FastGelu" \(node "gelu"\) of domain "com.microsoft": only the standard ONNX operators \(domain ai.onnx\) run here/,
+			],
+		];
+		for (const [name, message] of refusals) {
+			const result = await inspectModelFile(hostile(name));
+			expect(result, name).toMatchObject({ kind: "onnx", role: "synthesizer", refused: { problem: "invalid_model" } });
+			expect(result.refused?.message, name).toMatch(message);
+			expect(result.refused?.message, name).toMatch(/RVC's synthesizer exports hold none: export it as RVC does/);
+			// Refused from its bytes: no probe ran, so no sample rate was measured.
+			expect(result.sample_rate, name).toBeUndefined();
+		}
+	});
+
+	it("lets RVC's exports, the graphs built from checkpoints and the test models through", () => {
+		const genuine = readOnnxGraph(readFileSync(join(FIXTURES, "onnx/rvc-export-v2-f0-40k.onnx")));
+		expect(genuine).toEqual({
+			inputs: ["phone", "phone_lengths", "pitch", "pitchf", "ds", "rnd"],
+			synthesizer: true,
+		});
+		const checkpoints = readdirSync(FIXTURES).filter((name) => /^v\d.*\.pth$/.test(name));
+		expect(checkpoints.length).toBeGreaterThan(5);
+		for (const name of checkpoints) {
+			const { bytes } = buildSynthesizerGraph(readRvcCheckpoint(new Uint8Array(readFileSync(join(FIXTURES, name)))), {
+				decodeSpan: true,
+			});
+			expect(synthesizerGraphProblem(bytes), name).toBeUndefined();
+		}
+		for (const model of [
+			buildTinySynthesizer({ sampleRate: 40_000 }),
+			buildTinyContentVec(),
+			buildTinyRmvpe({ pitchBin: 100 }),
+		]) {
+			expect(synthesizerGraphProblem(model)).toBeUndefined();
+		}
+	});
+
+	it("refuses a graph cut short or a varint that never ends as unreadable, not as a shorter graph", () => {
+		const genuine = new Uint8Array(readFileSync(join(FIXTURES, "onnx/rvc-export-v2-f0-40k.onnx")));
+		expect(synthesizerGraphProblem(genuine.subarray(0, genuine.length - 1000))).toBe(
+			"not a readable ONNX model: a protobuf field runs past the end of its message",
+		);
+		expect(synthesizerGraphProblem(new Uint8Array(12).fill(0xff))).toBe(
+			"not a readable ONNX model: a protobuf varint is longer than 10 bytes",
+		);
 	});
 });
 

@@ -199,6 +199,29 @@ describe("voice validation", () => {
 		);
 	});
 
+	it("makes RVC's ONNX export ready, and fails graphs with control flow or others' operators before running them", async () => {
+		// export-onnx.py: the tiny v2 40 kHz synthesizer exported by PyTorch as RVC's exporter does.
+		const exported = await validate(lease({ model: fixture("onnx/rvc-export-v2-f0-40k.onnx") }), signal());
+		expect(exported).toMatchObject({ outcome: "ready", model: { sample_rate: 40_000, f0: true, feature_dim: 768 } });
+
+		// make-hostile-onnx.py: each runs in onnxruntime on the probe's 4 frames in milliseconds; the Loop's trip count
+		// is 1000 x frames^3, so a conversion's window would hold the runner's model thread for days.
+		const before = selfTestJobs.length;
+		for (const [name, op] of [
+			["loop-frames.onnx", 'control-flow operator "Loop"'],
+			["if-input.onnx", 'control-flow operator "If"'],
+			["contrib-op.onnx", 'operator "FastGelu" (node "gelu") of domain "com.microsoft"'],
+		]) {
+			const report = await validate(lease({ model: fixture(`hostile/${name}`) }), signal());
+			expect(report, name).toMatchObject({ outcome: "failed", problem: "invalid_model" });
+			expect(report.outcome === "failed" && report.message, name).toContain(
+				`The model file cannot be used: the ONNX graph holds the ${op}`,
+			);
+		}
+		// None of them reached the engine's self-test.
+		expect(selfTestJobs.length).toBe(before);
+	});
+
 	it("fails a truncated checkpoint, a pickle that would call something, and bytes that are no model", async () => {
 		const truncated = await validate(lease({ model: fixture("refused-truncated.pth") }), signal());
 		expect(truncated).toMatchObject({ outcome: "failed", problem: "truncated_archive" });

@@ -18,6 +18,7 @@ import { RvcEngineError } from "./errors.ts";
 import { describeFaissIndexFile } from "./faiss-index.ts";
 import { wOkadaExportProblem } from "./feature-model-layout.ts";
 import { readFileBytes } from "./file-bytes.ts";
+import { graphRefusal } from "./onnx-graph-rules.ts";
 import { type RvcCheckpoint, RvcCheckpointError, readRvcCheckpoint } from "./rvc-checkpoint.ts";
 
 export interface Inspection {
@@ -89,6 +90,9 @@ const PROBE_FRAMES = 4;
 
 /** What `inspectOnnx` learns of an ONNX model; run in a child process by `inspectModelFile` (see below). */
 export async function inspectOnnx(bytes: Uint8Array): Promise<Record<string, unknown>> {
+	// A synthesizer's graph is read against `onnx-graph-rules.ts` before onnxruntime loads (and so runs) any of it.
+	const refusedGraph = graphRefusal(bytes);
+	if (refusedGraph !== undefined) return refusedGraph;
 	let session: ort.InferenceSession;
 	try {
 		session = await ort.InferenceSession.create(bytes);

@@ -1,0 +1,243 @@
+/**
+ * What an ONNX synthesizer's graph may hold, read from its bytes before onnxruntime sees them. A graph is code:
+ * a run of it holds the thread that started it until it ends, and the runner's model thread runs every job of its
+ * slot. Without control flow every node runs once, on tensors its inputs size, so a window's run ends; with it, it
+ * need not: a 500-byte `Loop` of 10^15 iterations, or one whose trip count is the input's length (quick on the
+ * validation's 4 frames, endless on a conversion's window), holds the thread for ever, and the lease's heartbeats
+ * go on meanwhile, so nothing ends it. A node outside the standard domain is onnxruntime's own kernel (or none)
+ * with its own rules, and a model's functions are graphs of their own.
+ *
+ * So a synthesizer is refused when its graph holds any of:
+ * - control flow and what only it uses: `Loop`, `Scan`, `If`, the sequence and optional operators;
+ * - a nested graph (a node attribute of type GRAPH or GRAPHS, whatever its operator), model-local functions,
+ *   or training graphs (`training_info`);
+ * - a node whose domain is not the standard one (`""` / `ai.onnx`): `com.microsoft`, `ai.onnx.ml`, custom.
+ *
+ * A deny-list, not a list of the operators RVC's exports use: those differ with the exporter's PyTorch and opset
+ * (RVC has exported at opsets 13, 17 and 18; `LayerNormalization` appears at 17, `ReduceL2` takes its axes as an
+ * input at 18, PyTorch 2 decomposes differently again), so a list taken from one export would refuse genuine ones,
+ * and every other standard operator is bounded by its tensors' sizes as those are. Measured (`export-onnx.py
+ * --ops`): the export of RVC's synthesizer with Debian's PyTorch 1.13 holds 44 standard operators at opset 13 and
+ * 42 at opset 17, none of the above, and no functions (RVC's own export code says why: "pad first before slice to
+ * avoid using cond ops"; RVC pins PyTorch 2.4.1, whose exporter traces the same way); the graph
+ * `synthesizer-graph.ts` builds from a `.pth` holds none either.
+ *
+ * The reader is strict protobuf: a varint over 10 bytes or a length past its message's end is an unreadable model,
+ * never a shorter one (a graph cut short would hide the nodes after the cut). It walks the fields in place,
+ * holding one node's at a time, so a 200 MB file of tiny nodes costs no more memory than its bytes.
+ */
+
+const WIRE_VARINT = 0;
+const WIRE_FIXED64 = 1;
+const WIRE_LENGTH_DELIMITED = 2;
+const WIRE_FIXED32 = 5;
+
+/** Operators of the standard domain that exist for control flow: bodies, branches, and the values they pass. */
+const CONTROL_FLOW_OPERATORS = new Set([
+	"Loop",
+	"Scan",
+	"If",
+	"SequenceMap",
+	"SequenceConstruct",
+	"SequenceEmpty",
+	"SequenceAt",
+	"SequenceInsert",
+	"SequenceErase",
+	"SequenceLength",
+	"SplitToSequence",
+	"ConcatFromSequence",
+	"Optional",
+	"OptionalHasElement",
+	"OptionalGetElement",
+]);
+
+const STANDARD_DOMAINS = new Set(["", "ai.onnx"]);
+
+/** AttributeProto.type values of graph attributes. */
+const ATTRIBUTE_GRAPH = 5;
+const ATTRIBUTE_GRAPHS = 10;
+
+/** The inputs `model-inspection.ts` takes a model with as an RVC synthesizer. */
+export const SYNTHESIZER_INPUTS = ["phone", "phone_lengths", "ds", "rnd"] as const;
+
+export class UnreadableOnnx extends Error {}
+
+interface Field {
+	field: number;
+	wire: number;
+	/** Length-delimited fields: the value's bytes (a view). */
+	bytes: Uint8Array;
+	/** Varints. */
+	number: number;
+}
+
+function readVarint(bytes: Uint8Array, offset: number): [number, number] {
+	let value = 0;
+	let scale = 1;
+	for (let at = offset; at < offset + 10; at++) {
+		const byte = bytes[at];
+		if (byte === undefined) throw new UnreadableOnnx("a protobuf varint runs past the end of its message");
+		value += (byte & 0x7f) * scale;
+		if (byte < 0x80) return [value, at + 1];
+		scale *= 128;
+	}
+	throw new UnreadableOnnx("a protobuf varint is longer than 10 bytes");
+}
+
+/** Each field of one message, in order; length-delimited values are views of `bytes`. */
+function* fieldsOf(bytes: Uint8Array): Generator<Field> {
+	let at = 0;
+	while (at < bytes.length) {
+		const [tag, next] = readVarint(bytes, at);
+		const field = Math.floor(tag / 8);
+		const wire = tag % 8;
+		let value = next;
+		let end: number;
+		let number = 0;
+		if (wire === WIRE_VARINT) [number, end] = readVarint(bytes, next);
+		else if (wire === WIRE_LENGTH_DELIMITED) {
+			const [length, afterLength] = readVarint(bytes, next);
+			value = afterLength;
+			end = afterLength + length;
+		} else if (wire === WIRE_FIXED32) end = next + 4;
+		else if (wire === WIRE_FIXED64) end = next + 8;
+		else throw new UnreadableOnnx(`protobuf wire type ${wire} (field ${field}) is not one ONNX uses`);
+		if (field === 0 || end > bytes.length)
+			throw new UnreadableOnnx("a protobuf field runs past the end of its message");
+		yield {
+			field,
+			wire,
+			bytes: wire === WIRE_LENGTH_DELIMITED ? bytes.subarray(value, end) : new Uint8Array(),
+			number,
+		};
+		at = end;
+	}
+}
+
+const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
+
+/** `text` cut to a length a message may quote. */
+const quote = (value: string): string => JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}...` : value);
+
+interface NodeFacts {
+	op: string;
+	domain: string;
+	name: string;
+	/** The name of an attribute that holds a graph, if any. */
+	graphAttribute?: string;
+}
+
+function readNode(bytes: Uint8Array): NodeFacts {
+	const node: NodeFacts = { op: "", domain: "", name: "" };
+	for (const f of fieldsOf(bytes)) {
+		if (f.wire !== WIRE_LENGTH_DELIMITED) continue;
+		if (f.field === 4) node.op = text(f.bytes);
+		else if (f.field === 7) node.domain = text(f.bytes);
+		else if (f.field === 3) node.name = text(f.bytes);
+		else if (f.field === 5 && node.graphAttribute === undefined) {
+			// AttributeProto: name = 1, g = 6, graphs = 11, type = 20.
+			let name = "";
+			let holdsGraph = false;
+			for (const a of fieldsOf(f.bytes)) {
+				if (a.field === 1 && a.wire === WIRE_LENGTH_DELIMITED) name = text(a.bytes);
+				else if ((a.field === 6 || a.field === 11) && a.wire === WIRE_LENGTH_DELIMITED) holdsGraph = true;
+				else if (a.field === 20 && (a.number === ATTRIBUTE_GRAPH || a.number === ATTRIBUTE_GRAPHS)) holdsGraph = true;
+			}
+			if (holdsGraph) node.graphAttribute = name;
+		}
+	}
+	return node;
+}
+
+export interface OnnxGraphReading {
+	/** The graph's declared input names (initializers among them included). */
+	inputs: string[];
+	/** Whether those include every input of RVC's synthesizer (`SYNTHESIZER_INPUTS`). */
+	synthesizer: boolean;
+	/** Why the graph may not run here; undefined when nothing in it is refused. */
+	problem?: string;
+}
+
+const ADVICE =
+	"RVC's synthesizer exports hold none: export it as RVC does (torch.onnx.export), or upload the RVC .pth it came from";
+
+/** Reads `model` (ONNX bytes) against the rules above; throws `UnreadableOnnx` when it is not readable protobuf. */
+export function readOnnxGraph(model: Uint8Array): OnnxGraphReading {
+	let graph: Uint8Array | undefined;
+	const modelProblems: string[] = [];
+	for (const f of fieldsOf(model)) {
+		// ModelProto: graph = 7, training_info = 20, functions = 25.
+		if (f.field === 7 && f.wire === WIRE_LENGTH_DELIMITED) graph = f.bytes;
+		else if (f.field === 25 && modelProblems.length === 0) {
+			let name = "";
+			let domain = "";
+			for (const g of fieldsOf(f.bytes)) {
+				if (g.field === 1 && g.wire === WIRE_LENGTH_DELIMITED) name = text(g.bytes);
+				else if (g.field === 10 && g.wire === WIRE_LENGTH_DELIMITED) domain = text(g.bytes);
+			}
+			modelProblems.push(
+				`the ONNX model defines its own function ${quote(domain ? `${domain}.${name}` : name)}: functions are graphs of their own, and ${ADVICE}`,
+			);
+		} else if (f.field === 20 && modelProblems.length === 0) {
+			modelProblems.push(`the ONNX model holds training graphs (training_info), and ${ADVICE}`);
+		}
+	}
+	if (graph === undefined) throw new UnreadableOnnx("the model has no graph");
+	const inputs: string[] = [];
+	let problem: string | undefined = modelProblems[0];
+	for (const f of fieldsOf(graph)) {
+		// GraphProto: node = 1, input = 11 (ValueInfoProto: name = 1).
+		if (f.field === 11 && f.wire === WIRE_LENGTH_DELIMITED) {
+			for (const v of fieldsOf(f.bytes))
+				if (v.field === 1 && v.wire === WIRE_LENGTH_DELIMITED) inputs.push(text(v.bytes));
+		} else if (f.field === 1 && f.wire === WIRE_LENGTH_DELIMITED && problem === undefined) {
+			problem = nodeProblem(readNode(f.bytes));
+		}
+	}
+	const synthesizer = SYNTHESIZER_INPUTS.every((name) => inputs.includes(name));
+	return { inputs, synthesizer, ...(problem === undefined ? {} : { problem }) };
+}
+
+function nodeProblem({ op, domain, name, graphAttribute }: NodeFacts): string | undefined {
+	const node = `${quote(op)}${name ? ` (node ${quote(name)})` : ""}`;
+	if (!STANDARD_DOMAINS.has(domain)) {
+		return `the ONNX graph holds the operator ${node} of domain ${quote(domain)}: only the standard ONNX operators (domain ai.onnx) run here, and ${ADVICE}`;
+	}
+	if (CONTROL_FLOW_OPERATORS.has(op)) {
+		return `the ONNX graph holds the control-flow operator ${node}: loops, branches and sequences can run for as long as their inputs say, so they are not run here, and ${ADVICE}`;
+	}
+	if (graphAttribute !== undefined) {
+		return `the ONNX graph holds a nested graph (attribute ${quote(graphAttribute)} of ${node}): nested graphs are not run here, and ${ADVICE}`;
+	}
+	return undefined;
+}
+
+/** Why `model` may not run as a synthesizer: the rules' problem, or why it could not be read; undefined if fine. */
+export function synthesizerGraphProblem(model: Uint8Array): string | undefined {
+	try {
+		return readOnnxGraph(model).problem;
+	} catch (error) {
+		if (!(error instanceof UnreadableOnnx)) throw error;
+		return `not a readable ONNX model: ${error.message}`;
+	}
+}
+
+/**
+ * For `inspectOnnx`, before onnxruntime loads anything: the facts of a model refused by its bytes alone (a
+ * synthesizer whose graph breaks the rules, or bytes that are not ONNX's protobuf); undefined for one to load.
+ */
+export function graphRefusal(model: Uint8Array): Record<string, unknown> | undefined {
+	let reading: OnnxGraphReading;
+	try {
+		reading = readOnnxGraph(model);
+	} catch (error) {
+		if (!(error instanceof UnreadableOnnx)) throw error;
+		return { refused: { problem: "invalid_model", message: `not a loadable ONNX model: ${error.message}` } };
+	}
+	if (!reading.synthesizer || reading.problem === undefined) return undefined;
+	return {
+		inputs: reading.inputs.map((name) => ({ name })),
+		role: "synthesizer",
+		refused: { problem: "invalid_model", message: reading.problem },
+	};
+}
