@@ -624,6 +624,29 @@ describe("rvc engine with tiny models", () => {
 			});
 		});
 
+		it("refuses a synthesizer whose graph loops or branches before running any of it, permanently", async () => {
+			// A voice made ready before validation held synthesizers to the graph rules (make-hostile-onnx.py): the
+			// Loop runs 1000 x frames^3 times, 10^9 on this second's window, for the model thread's every job.
+			const cases: [string, string][] = [
+				["loop-frames.onnx", 'control-flow operator "Loop"'],
+				["if-input.onnx", 'control-flow operator "If"'],
+				["contrib-op.onnx", 'operator "FastGelu" (node "gelu") of domain "com.microsoft"'],
+			];
+			for (const [name, op] of cases) {
+				const hostile = join(import.meta.dirname, "fixtures/hostile", name);
+				const started = performance.now();
+				const error = await convertOnce(
+					job({ artifactPaths: new Map(artifactPaths).set("synthesizer", hostile) }),
+				).catch((e: unknown) => e);
+				expect(error, name).toMatchObject({
+					code: "invalid_model",
+					permanent: true,
+					message: expect.stringContaining(`synthesizer model ${hostile}: the ONNX graph holds the ${op}`),
+				});
+				expect(performance.now() - started, name).toBeLessThan(10_000);
+			}
+		});
+
 		it("names w-okada's voice changer export and asks for the .pth", async () => {
 			// Its inputs (export2onnx.py): feats, p_len, pitch, pitchf, sid; the noise is drawn inside, so no rnd.
 			const paths = writeModels({
