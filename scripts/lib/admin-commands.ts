@@ -62,6 +62,8 @@ reads (feature_dim) are read from --model and kept with them: f0_method is refus
 input, an --index given later must match the width, and a v1 model (256-wide) needs the base model
 contentvec_v1 or its own --artifact contentvec=FILE (a v2 model, 768-wide, a 768-wide contentvec or its own).
 The pitch range (Hz, for pitch_shift "auto") is measured from --sample unless --pitch-range gives it.
+--artifact adds another file the voice's engine reads (contentvec or rmvpe in place of the base model, checked as
+base-model set checks one); the model and index go by --model and --index, which check them.
 
 Local D1/R2 (the ones \`npm run dev\` uses) by default; --remote acts on the deployed ones through wrangler.`;
 
@@ -351,6 +353,14 @@ async function voiceFields(
 		const [name, file] = spec.split(/=(.*)/s);
 		if (!name || !file || !/^[a-z0-9_-]{1,64}$/.test(name)) {
 			throw new UsageError(`--artifact must be NAME=FILE with NAME in [a-z0-9_-], got "${spec}"`);
+		}
+		if (name === "synthesizer" || name === "index") {
+			// Stored as given, these would skip every check --model and --index make (a synthesizer's graph rules, a
+			// checkpoint's pickle, the index's width), and the facts read from them.
+			const flag = name === "synthesizer" ? "--model" : "--index";
+			throw new UsageError(
+				`--artifact ${name}=FILE is not taken: give it as ${flag} FILE, which is checked as runners read it`,
+			);
 		}
 		if (name === "contentvec" || name === "rmvpe") {
 			// In place of the deployment's base model: checked as base-model set checks one.

@@ -716,6 +716,15 @@ describe("admin CLI", () => {
 				[...rvc, "--model", path.join(FIXTURES, "hostile/if-input.onnx"), ...rate],
 				/--model .*if-input.onnx cannot be used: the ONNX graph holds the control-flow operator "If": /,
 			],
+			// Nor past those checks under another flag.
+			[
+				[...rvc, "--artifact", `synthesizer=${path.join(FIXTURES, "hostile/loop-frames.onnx")}`, ...rate],
+				/^--artifact synthesizer=FILE is not taken: give it as --model FILE, which is checked as runners read it$/,
+			],
+			[
+				[...rvc, "--model", model, "--artifact", `index=${hnsw}`, ...rate],
+				/^--artifact index=FILE is not taken: give it as --index FILE/,
+			],
 			[
 				[...rvc, "--model", path.join(FIXTURES, "hostile/contrib-op.onnx"), ...rate],
 				/--model .*contrib-op.onnx cannot be used: the ONNX graph holds the operator "FastGelu" \(node "gelu"\) of domain "com.microsoft": /,
