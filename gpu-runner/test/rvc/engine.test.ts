@@ -647,6 +647,21 @@ describe("rvc engine with tiny models", () => {
 			}
 		});
 
+		it("refuses a synthesizer that would read a tensor from a file beside it in the artifact folder", async () => {
+			// make-hostile-onnx.py: an initializer whose data is `neighbour.bin`, which onnxruntime resolves beside the
+			// model it loads by path; a runner's artifact folder holds every voice's files.
+			const dir = scratchDir("external-data");
+			const model = join(dir, "model.onnx");
+			writeFileSync(model, readFileSync(join(import.meta.dirname, "fixtures/hostile/external-data.onnx")));
+			writeFileSync(join(dir, "neighbour.bin"), "SECRETS!");
+			await expect(
+				convertOnce(job({ artifactPaths: new Map(artifactPaths).set("synthesizer", model) })),
+			).rejects.toMatchObject({
+				code: "invalid_model",
+				message: expect.stringContaining('the ONNX model keeps tensor "secret" in an external file ("neighbour.bin")'),
+			});
+		});
+
 		it("names w-okada's voice changer export and asks for the .pth", async () => {
 			// Its inputs (export2onnx.py): feats, p_len, pitch, pitchf, sid; the noise is drawn inside, so no rnd.
 			const paths = writeModels({

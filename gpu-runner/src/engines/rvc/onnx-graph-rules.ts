@@ -11,7 +11,8 @@
  * - control flow and what only it uses: `Loop`, `Scan`, `If`, the sequence and optional operators;
  * - a nested graph (a node attribute of type GRAPH or GRAPHS, whatever its operator), model-local functions,
  *   or training graphs (`training_info`);
- * - a node whose domain is not the standard one (`""` / `ai.onnx`): `com.microsoft`, `ai.onnx.ml`, custom.
+ * - a node whose domain is not the standard one (`""` / `ai.onnx`): `com.microsoft`, `ai.onnx.ml`, custom;
+ * - a tensor (initializer or node attribute) whose data is in an external file (see `externalProblem`).
  *
  * A deny-list, not a list of the operators RVC's exports use: those differ with the exporter's PyTorch and opset
  * (RVC has exported at opsets 13, 17 and 18; `LayerNormalization` appears at 17, `ReduceL2` takes its axes as an
@@ -125,6 +126,35 @@ interface NodeFacts {
 	name: string;
 	/** The name of an attribute that holds a graph, if any. */
 	graphAttribute?: string;
+	/** A tensor attribute whose data is in a file: its name and location. */
+	externalTensor?: ExternalTensor;
+}
+
+interface ExternalTensor {
+	name: string;
+	location: string;
+}
+
+/** A TensorProto whose data is in an external file (data_location = 14 is EXTERNAL): its name and location. */
+function externalTensor(bytes: Uint8Array): ExternalTensor | undefined {
+	let name = "";
+	let location = "";
+	let external = false;
+	for (const f of fieldsOf(bytes)) {
+		// TensorProto: name = 8, external_data = 13 (StringStringEntryProto: key = 1, value = 2), data_location = 14.
+		if (f.field === 8 && f.wire === WIRE_LENGTH_DELIMITED) name = text(f.bytes);
+		else if (f.field === 14 && f.wire === WIRE_VARINT && f.number === 1) external = true;
+		else if (f.field === 13 && f.wire === WIRE_LENGTH_DELIMITED) {
+			let key = "";
+			let value = "";
+			for (const e of fieldsOf(f.bytes)) {
+				if (e.field === 1 && e.wire === WIRE_LENGTH_DELIMITED) key = text(e.bytes);
+				else if (e.field === 2 && e.wire === WIRE_LENGTH_DELIMITED) value = text(e.bytes);
+			}
+			if (key === "location") location = value;
+		}
+	}
+	return external ? { name, location } : undefined;
 }
 
 function readNode(bytes: Uint8Array): NodeFacts {
@@ -135,13 +165,16 @@ function readNode(bytes: Uint8Array): NodeFacts {
 		else if (f.field === 7) node.domain = text(f.bytes);
 		else if (f.field === 3) node.name = text(f.bytes);
 		else if (f.field === 5 && node.graphAttribute === undefined) {
-			// AttributeProto: name = 1, g = 6, graphs = 11, type = 20.
+			// AttributeProto: name = 1, t = 5, g = 6, tensors = 10, graphs = 11, type = 20.
 			let name = "";
 			let holdsGraph = false;
 			for (const a of fieldsOf(f.bytes)) {
 				if (a.field === 1 && a.wire === WIRE_LENGTH_DELIMITED) name = text(a.bytes);
 				else if ((a.field === 6 || a.field === 11) && a.wire === WIRE_LENGTH_DELIMITED) holdsGraph = true;
 				else if (a.field === 20 && (a.number === ATTRIBUTE_GRAPH || a.number === ATTRIBUTE_GRAPHS)) holdsGraph = true;
+				else if ((a.field === 5 || a.field === 10) && a.wire === WIRE_LENGTH_DELIMITED) {
+					node.externalTensor ??= externalTensor(a.bytes);
+				}
 			}
 			if (holdsGraph) node.graphAttribute = name;
 		}
@@ -192,13 +225,26 @@ export function readOnnxGraph(model: Uint8Array): OnnxGraphReading {
 				if (v.field === 1 && v.wire === WIRE_LENGTH_DELIMITED) inputs.push(text(v.bytes));
 		} else if (f.field === 1 && f.wire === WIRE_LENGTH_DELIMITED && problem === undefined) {
 			problem = nodeProblem(readNode(f.bytes));
+		} else if (f.field === 5 && f.wire === WIRE_LENGTH_DELIMITED && problem === undefined) {
+			// initializer = 5
+			const external = externalTensor(f.bytes);
+			if (external !== undefined) problem = externalProblem(external);
 		}
 	}
 	const synthesizer = SYNTHESIZER_INPUTS.every((name) => inputs.includes(name));
 	return { inputs, synthesizer, ...(problem === undefined ? {} : { problem }) };
 }
 
-function nodeProblem({ op, domain, name, graphAttribute }: NodeFacts): string | undefined {
+/**
+ * onnxruntime reads an external tensor's file from beside the model (a model loaded by path: here, the runner's
+ * artifact folder, other voices' files among them) or from its working directory (loaded from bytes), and the
+ * values flow into the audio; RVC's exports, far below protobuf's 2 GiB, keep every tensor inline.
+ */
+function externalProblem({ name, location }: ExternalTensor): string {
+	return `the ONNX model keeps tensor ${quote(name)} in an external file (${quote(location)}): a voice's model is one file, every tensor in it, and ${ADVICE}`;
+}
+
+function nodeProblem({ op, domain, name, graphAttribute, externalTensor }: NodeFacts): string | undefined {
 	const node = `${quote(op)}${name ? ` (node ${quote(name)})` : ""}`;
 	if (!STANDARD_DOMAINS.has(domain)) {
 		return `the ONNX graph holds the operator ${node} of domain ${quote(domain)}: only the standard ONNX operators (domain ai.onnx) run here, and ${ADVICE}`;
@@ -209,7 +255,7 @@ function nodeProblem({ op, domain, name, graphAttribute }: NodeFacts): string | 
 	if (graphAttribute !== undefined) {
 		return `the ONNX graph holds a nested graph (attribute ${quote(graphAttribute)} of ${node}): nested graphs are not run here, and ${ADVICE}`;
 	}
-	return undefined;
+	return externalTensor === undefined ? undefined : externalProblem(externalTensor);
 }
 
 /** Why `model` may not run as a synthesizer: the rules' problem, or why it could not be read; undefined if fine. */
