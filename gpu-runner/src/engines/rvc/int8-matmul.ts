@@ -8,107 +8,46 @@
  * Used for ContentVec (94 M parameters, almost all in the transformer's matrix products), as an opt-in: it
  * changes the features slightly (the engine's README gives the measured error).
  */
+import {
+	type ByteSource,
+	bytesSource,
+	type Field,
+	fields,
+	int64Of,
+	int64sOf,
+	textOf,
+	valueBytes,
+	WIRE_LENGTH_DELIMITED,
+	WIRE_VARINT,
+} from "./onnx-protobuf.ts";
 import { ProtoMessage } from "./onnx-writer.ts";
 
-const WIRE_VARINT = 0;
-const WIRE_FIXED64 = 1;
-const WIRE_LENGTH_DELIMITED = 2;
-const WIRE_FIXED32 = 5;
 const FLOAT = 1;
 const UINT8 = 2;
 
-interface Field {
-	field: number;
-	wire: number;
-	/** The value's bytes (without tag and, for length-delimited fields, without the length). */
-	bytes: Uint8Array;
-	/** For varints. */
-	number: number;
-}
-
-function readVarint(bytes: Uint8Array, offset: number): [number, number] {
-	let value = 0;
-	let scale = 1;
-	let at = offset;
-	for (;;) {
-		const byte = bytes[at++];
-		if (byte === undefined) throw new Error("truncated protobuf varint");
-		value += (byte & 0x7f) * scale;
-		if (byte < 0x80) return [value, at];
-		scale *= 128;
-	}
-}
-
-function readFields(bytes: Uint8Array): Field[] {
-	const fields: Field[] = [];
-	let at = 0;
-	while (at < bytes.length) {
-		const [tag, next] = readVarint(bytes, at);
-		const field = Math.floor(tag / 8);
-		const wire = tag % 8;
-		let start = next;
-		let end: number;
-		let number = 0;
-		if (wire === WIRE_VARINT) {
-			[number, end] = readVarint(bytes, start);
-		} else if (wire === WIRE_LENGTH_DELIMITED) {
-			const [length, afterLength] = readVarint(bytes, start);
-			start = afterLength;
-			end = start + length;
-		} else if (wire === WIRE_FIXED32) end = start + 4;
-		else if (wire === WIRE_FIXED64) end = start + 8;
-		else throw new Error(`unsupported protobuf wire type ${wire}`);
-		if (end > bytes.length) throw new Error("truncated protobuf field");
-		fields.push({ field, wire, bytes: bytes.subarray(start, end), number });
-		at = end;
-	}
-	return fields;
-}
-
-const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
-
-function copyFields(fields: readonly Field[], skip: (f: Field) => boolean = () => false): ProtoMessage {
-	const message = new ProtoMessage();
-	for (const f of fields) if (!skip(f)) message.raw(f.field, f.wire, encodedValue(f));
-	return message;
-}
-
-/** The bytes that follow a field's tag (its length prefix is added back by `ProtoMessage.raw`). */
-function encodedValue(f: Field): Uint8Array {
-	if (f.wire !== WIRE_VARINT) return f.bytes;
-	const out: number[] = [];
-	let v = f.number;
-	do {
-		let byte = v % 128;
-		v = Math.floor(v / 128);
-		if (v > 0) byte |= 0x80;
-		out.push(byte);
-	} while (v > 0);
-	return Uint8Array.from(out);
-}
+/** The fields of the message in [start, end) of `source` (strict: `onnx-protobuf.ts`). */
+const readFields = (source: ByteSource, within?: Field): Field[] => [
+	...fields(source, within?.start ?? 0, within?.end ?? source.size),
+];
 
 /** A float32 matrix initializer: its dims and values, or undefined when it is not one. */
 function floatMatrix(
-	fields: readonly Field[],
+	source: ByteSource,
+	initializer: Field,
 ): { name: string; rows: number; columns: number; values: Float32Array } | undefined {
 	let name = "";
 	let type = 0;
 	const dims: number[] = [];
 	let raw: Uint8Array | undefined;
 	let packedFloats: Uint8Array | undefined;
-	for (const f of fields) {
-		if (f.field === 1 && f.wire === WIRE_VARINT) dims.push(f.number);
-		else if (f.field === 1 && f.wire === WIRE_LENGTH_DELIMITED) {
-			for (let at = 0; at < f.bytes.length; ) {
-				const [d, next] = readVarint(f.bytes, at);
-				dims.push(d);
-				at = next;
-			}
-		} else if (f.field === 2) type = f.number;
-		else if (f.field === 8) name = text(f.bytes);
-		else if (f.field === 9) raw = f.bytes;
-		else if (f.field === 4 && f.wire === WIRE_LENGTH_DELIMITED) packedFloats = f.bytes;
-		else if (f.field === 14 && f.number === 1) return undefined; // external data
+	for (const f of readFields(source, initializer)) {
+		if (f.field === 1 && (f.wire === WIRE_VARINT || f.wire === WIRE_LENGTH_DELIMITED))
+			dims.push(...int64sOf(source, f));
+		else if (f.field === 2) type = f.wire === WIRE_VARINT ? int64Of(source, f) : 0;
+		else if (f.field === 8) name = textOf(source, f);
+		else if (f.field === 9) raw = valueBytes(source, f);
+		else if (f.field === 4 && f.wire === WIRE_LENGTH_DELIMITED) packedFloats = valueBytes(source, f);
+		else if (f.field === 14 && f.wire === WIRE_VARINT && int64Of(source, f) === 1) return undefined; // external data
 	}
 	const data = raw ?? packedFloats;
 	if (type !== FLOAT || dims.length !== 2 || data === undefined) return undefined;
@@ -162,22 +101,25 @@ export interface QuantizedModel {
 
 /** Rewrites `model` (ONNX bytes); matrices smaller than `minimumSize` values stay float. */
 export function quantizeMatMuls(model: Uint8Array, minimumSize = 4096): QuantizedModel {
-	const modelFields = readFields(model);
+	const source = bytesSource(model);
+	const text = (f: Field): string => textOf(source, f);
+	/** The bytes that follow a field's tag (its length prefix is added back by `ProtoMessage.raw`). */
+	const encodedValue = (f: Field): Uint8Array => valueBytes(source, f);
+	const modelFields = readFields(source);
 	const graphField = modelFields.find((f) => f.field === 7);
 	if (graphField === undefined) throw new Error("ONNX model has no graph");
-	const graphFields = readFields(graphField.bytes);
+	const graphFields = readFields(source, graphField);
 
 	const matrices = new Map<string, Field>();
 	for (const f of graphFields) {
 		if (f.field !== 5) continue;
-		const name = readFields(f.bytes).find((t) => t.field === 8);
-		if (name !== undefined) matrices.set(text(name.bytes), f);
+		const name = readFields(source, f).find((t) => t.field === 8);
+		if (name !== undefined) matrices.set(text(name), f);
 	}
 	const uses = new Map<string, number>();
-	const nodes = graphFields.filter((f) => f.field === 1).map((f) => readFields(f.bytes));
+	const nodes = graphFields.filter((f) => f.field === 1).map((f) => readFields(source, f));
 	for (const node of nodes) {
-		for (const input of node.filter((f) => f.field === 1))
-			uses.set(text(input.bytes), (uses.get(text(input.bytes)) ?? 0) + 1);
+		for (const input of node.filter((f) => f.field === 1)) uses.set(text(input), (uses.get(text(input)) ?? 0) + 1);
 	}
 
 	const replaced = new Set<Field>();
@@ -187,13 +129,13 @@ export function quantizeMatMuls(model: Uint8Array, minimumSize = 4096): Quantize
 	for (const node of nodes) {
 		const op = node.find((f) => f.field === 4);
 		const domain = node.find((f) => f.field === 7);
-		const inputs = node.filter((f) => f.field === 1).map((f) => text(f.bytes));
-		if (op === undefined || text(op.bytes) !== "MatMul" || (domain !== undefined && domain.bytes.length > 0)) continue;
+		const inputs = node.filter((f) => f.field === 1).map(text);
+		if (op === undefined || text(op) !== "MatMul" || (domain !== undefined && domain.end > domain.start)) continue;
 		const weightName = inputs[1] as string;
 		const initializer = matrices.get(weightName);
 		// A weight shared by several products stays float (RVC's exports share none).
 		if (initializer === undefined || uses.get(weightName) !== 1) continue;
-		const matrix = floatMatrix(readFields(initializer.bytes));
+		const matrix = floatMatrix(source, initializer);
 		if (matrix === undefined || matrix.rows * matrix.columns < minimumSize) continue;
 		const { rows, columns, values } = matrix;
 		const { scales, quantized } = quantizeColumns(rows, columns, values);
@@ -223,15 +165,16 @@ export function quantizeMatMuls(model: Uint8Array, minimumSize = 4096): Quantize
 			const node = nodes[nodeIndex++] as Field[];
 			const rewritten = newNodes.get(node);
 			if (rewritten !== undefined) graph.message(1, rewritten);
-			else graph.raw(1, f.wire, f.bytes);
+			else graph.raw(1, f.wire, encodedValue(f));
 		} else if (!replaced.has(f)) graph.raw(f.field, f.wire, encodedValue(f));
 	}
 	for (const t of added) graph.message(5, t);
 
-	const out = copyFields(modelFields, (f) => f.field === 7);
+	const out = new ProtoMessage();
+	for (const f of modelFields) if (f.field !== 7) out.raw(f.field, f.wire, encodedValue(f));
 	out.message(7, graph);
 	const hasContrib = modelFields.some(
-		(f) => f.field === 8 && readFields(f.bytes).some((o) => o.field === 1 && text(o.bytes) === "com.microsoft"),
+		(f) => f.field === 8 && readFields(source, f).some((o) => o.field === 1 && text(o) === "com.microsoft"),
 	);
 	if (!hasContrib) out.message(8, new ProtoMessage().string(1, "com.microsoft").varint(2, 1));
 	return { model: out.toBytes(), matMuls: newNodes.size, parameters };
