@@ -23,15 +23,21 @@
  * avoid using cond ops"; RVC pins PyTorch 2.4.1, whose exporter traces the same way); the graph
  * `synthesizer-graph.ts` builds from a `.pth` holds none either.
  *
- * The reader is strict protobuf: a varint over 10 bytes or a length past its message's end is an unreadable model,
- * never a shorter one (a graph cut short would hide the nodes after the cut). It walks the fields in place,
- * holding one node's at a time, so a 200 MB file of tiny nodes costs no more memory than its bytes.
+ * The reader is strict protobuf (`onnx-protobuf.ts`): a varint over 10 bytes or a length past its message's end is
+ * an unreadable model, never a shorter one (a graph cut short would hide the nodes after the cut). It walks the
+ * fields in place, holding one node's at a time, so a 200 MB file of tiny nodes costs no more memory than its bytes.
  */
-
-const WIRE_VARINT = 0;
-const WIRE_FIXED64 = 1;
-const WIRE_LENGTH_DELIMITED = 2;
-const WIRE_FIXED32 = 5;
+import {
+	type ByteSource,
+	bytesSource,
+	type Field,
+	fields,
+	int64Of,
+	textOf,
+	UnreadableProtobuf,
+	WIRE_LENGTH_DELIMITED,
+	WIRE_VARINT,
+} from "./onnx-protobuf.ts";
 
 /** Operators of the standard domain that exist for control flow: bodies, branches, and the values they pass. */
 const CONTROL_FLOW_OPERATORS = new Set([
@@ -54,68 +60,14 @@ const CONTROL_FLOW_OPERATORS = new Set([
 
 const STANDARD_DOMAINS = new Set(["", "ai.onnx"]);
 
-/** AttributeProto.type values of graph attributes. */
-const ATTRIBUTE_GRAPH = 5;
-const ATTRIBUTE_GRAPHS = 10;
+/** AttributeProto.type values of graph attributes: GRAPH, GRAPHS. */
+const GRAPH_ATTRIBUTES = new Set([5, 10]);
 
 /** The inputs `model-inspection.ts` takes a model with as an RVC synthesizer. */
 export const SYNTHESIZER_INPUTS = ["phone", "phone_lengths", "ds", "rnd"] as const;
 
-export class UnreadableOnnx extends Error {}
-
-interface Field {
-	field: number;
-	wire: number;
-	/** Length-delimited fields: the value's bytes (a view). */
-	bytes: Uint8Array;
-	/** Varints. */
-	number: number;
-}
-
-function readVarint(bytes: Uint8Array, offset: number): [number, number] {
-	let value = 0;
-	let scale = 1;
-	for (let at = offset; at < offset + 10; at++) {
-		const byte = bytes[at];
-		if (byte === undefined) throw new UnreadableOnnx("a protobuf varint runs past the end of its message");
-		value += (byte & 0x7f) * scale;
-		if (byte < 0x80) return [value, at + 1];
-		scale *= 128;
-	}
-	throw new UnreadableOnnx("a protobuf varint is longer than 10 bytes");
-}
-
-/** Each field of one message, in order; length-delimited values are views of `bytes`. */
-function* fieldsOf(bytes: Uint8Array): Generator<Field> {
-	let at = 0;
-	while (at < bytes.length) {
-		const [tag, next] = readVarint(bytes, at);
-		const field = Math.floor(tag / 8);
-		const wire = tag % 8;
-		let value = next;
-		let end: number;
-		let number = 0;
-		if (wire === WIRE_VARINT) [number, end] = readVarint(bytes, next);
-		else if (wire === WIRE_LENGTH_DELIMITED) {
-			const [length, afterLength] = readVarint(bytes, next);
-			value = afterLength;
-			end = afterLength + length;
-		} else if (wire === WIRE_FIXED32) end = next + 4;
-		else if (wire === WIRE_FIXED64) end = next + 8;
-		else throw new UnreadableOnnx(`protobuf wire type ${wire} (field ${field}) is not one ONNX uses`);
-		if (field === 0 || end > bytes.length)
-			throw new UnreadableOnnx("a protobuf field runs past the end of its message");
-		yield {
-			field,
-			wire,
-			bytes: wire === WIRE_LENGTH_DELIMITED ? bytes.subarray(value, end) : new Uint8Array(),
-			number,
-		};
-		at = end;
-	}
-}
-
-const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
+/** A model refused by its structure rather than its protobuf: no graph. */
+export class UnreadableOnnx extends UnreadableProtobuf {}
 
 /** `text` cut to a length a message may quote. */
 const quote = (value: string): string => JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}...` : value);
@@ -136,20 +88,20 @@ interface ExternalTensor {
 }
 
 /** A TensorProto whose data is in an external file (data_location = 14 is EXTERNAL): its name and location. */
-function externalTensor(bytes: Uint8Array): ExternalTensor | undefined {
+function externalTensor(source: ByteSource, tensor: Field): ExternalTensor | undefined {
 	let name = "";
 	let location = "";
 	let external = false;
-	for (const f of fieldsOf(bytes)) {
+	for (const f of fields(source, tensor.start, tensor.end)) {
 		// TensorProto: name = 8, external_data = 13 (StringStringEntryProto: key = 1, value = 2), data_location = 14.
-		if (f.field === 8 && f.wire === WIRE_LENGTH_DELIMITED) name = text(f.bytes);
-		else if (f.field === 14 && f.wire === WIRE_VARINT && f.number === 1) external = true;
+		if (f.field === 8 && f.wire === WIRE_LENGTH_DELIMITED) name = textOf(source, f);
+		else if (f.field === 14 && f.wire === WIRE_VARINT && int64Of(source, f) === 1) external = true;
 		else if (f.field === 13 && f.wire === WIRE_LENGTH_DELIMITED) {
 			let key = "";
 			let value = "";
-			for (const e of fieldsOf(f.bytes)) {
-				if (e.field === 1 && e.wire === WIRE_LENGTH_DELIMITED) key = text(e.bytes);
-				else if (e.field === 2 && e.wire === WIRE_LENGTH_DELIMITED) value = text(e.bytes);
+			for (const e of fields(source, f.start, f.end)) {
+				if (e.field === 1 && e.wire === WIRE_LENGTH_DELIMITED) key = textOf(source, e);
+				else if (e.field === 2 && e.wire === WIRE_LENGTH_DELIMITED) value = textOf(source, e);
 			}
 			if (key === "location") location = value;
 		}
@@ -157,23 +109,24 @@ function externalTensor(bytes: Uint8Array): ExternalTensor | undefined {
 	return external ? { name, location } : undefined;
 }
 
-function readNode(bytes: Uint8Array): NodeFacts {
+function readNode(source: ByteSource, nodeField: Field): NodeFacts {
 	const node: NodeFacts = { op: "", domain: "", name: "" };
-	for (const f of fieldsOf(bytes)) {
+	for (const f of fields(source, nodeField.start, nodeField.end)) {
 		if (f.wire !== WIRE_LENGTH_DELIMITED) continue;
-		if (f.field === 4) node.op = text(f.bytes);
-		else if (f.field === 7) node.domain = text(f.bytes);
-		else if (f.field === 3) node.name = text(f.bytes);
+		if (f.field === 4) node.op = textOf(source, f);
+		else if (f.field === 7) node.domain = textOf(source, f);
+		else if (f.field === 3) node.name = textOf(source, f);
 		else if (f.field === 5 && node.graphAttribute === undefined) {
 			// AttributeProto: name = 1, t = 5, g = 6, tensors = 10, graphs = 11, type = 20.
 			let name = "";
 			let holdsGraph = false;
-			for (const a of fieldsOf(f.bytes)) {
-				if (a.field === 1 && a.wire === WIRE_LENGTH_DELIMITED) name = text(a.bytes);
+			for (const a of fields(source, f.start, f.end)) {
+				if (a.field === 1 && a.wire === WIRE_LENGTH_DELIMITED) name = textOf(source, a);
 				else if ((a.field === 6 || a.field === 11) && a.wire === WIRE_LENGTH_DELIMITED) holdsGraph = true;
-				else if (a.field === 20 && (a.number === ATTRIBUTE_GRAPH || a.number === ATTRIBUTE_GRAPHS)) holdsGraph = true;
+				else if (a.field === 20 && a.wire === WIRE_VARINT && GRAPH_ATTRIBUTES.has(int64Of(source, a)))
+					holdsGraph = true;
 				else if ((a.field === 5 || a.field === 10) && a.wire === WIRE_LENGTH_DELIMITED) {
-					node.externalTensor ??= externalTensor(a.bytes);
+					node.externalTensor ??= externalTensor(source, a);
 				}
 			}
 			if (holdsGraph) node.graphAttribute = name;
@@ -194,19 +147,23 @@ export interface OnnxGraphReading {
 const ADVICE =
 	"RVC's synthesizer exports hold none: export it as RVC does (torch.onnx.export), or upload the RVC .pth it came from";
 
-/** Reads `model` (ONNX bytes) against the rules above; throws `UnreadableOnnx` when it is not readable protobuf. */
+/**
+ * Reads `model` (ONNX bytes) against the rules above; throws `UnreadableProtobuf` (`UnreadableOnnx` among them) when
+ * it is not a readable ONNX model.
+ */
 export function readOnnxGraph(model: Uint8Array): OnnxGraphReading {
-	let graph: Uint8Array | undefined;
+	const source = bytesSource(model);
+	let graph: Field | undefined;
 	const modelProblems: string[] = [];
-	for (const f of fieldsOf(model)) {
+	for (const f of fields(source)) {
 		// ModelProto: graph = 7, training_info = 20, functions = 25.
-		if (f.field === 7 && f.wire === WIRE_LENGTH_DELIMITED) graph = f.bytes;
+		if (f.field === 7 && f.wire === WIRE_LENGTH_DELIMITED) graph = f;
 		else if (f.field === 25 && modelProblems.length === 0) {
 			let name = "";
 			let domain = "";
-			for (const g of fieldsOf(f.bytes)) {
-				if (g.field === 1 && g.wire === WIRE_LENGTH_DELIMITED) name = text(g.bytes);
-				else if (g.field === 10 && g.wire === WIRE_LENGTH_DELIMITED) domain = text(g.bytes);
+			for (const g of fields(source, f.start, f.end)) {
+				if (g.field === 1 && g.wire === WIRE_LENGTH_DELIMITED) name = textOf(source, g);
+				else if (g.field === 10 && g.wire === WIRE_LENGTH_DELIMITED) domain = textOf(source, g);
 			}
 			modelProblems.push(
 				`the ONNX model defines its own function ${quote(domain ? `${domain}.${name}` : name)}: functions are graphs of their own, and ${ADVICE}`,
@@ -218,16 +175,16 @@ export function readOnnxGraph(model: Uint8Array): OnnxGraphReading {
 	if (graph === undefined) throw new UnreadableOnnx("the model has no graph");
 	const inputs: string[] = [];
 	let problem: string | undefined = modelProblems[0];
-	for (const f of fieldsOf(graph)) {
+	for (const f of fields(source, graph.start, graph.end)) {
 		// GraphProto: node = 1, input = 11 (ValueInfoProto: name = 1).
 		if (f.field === 11 && f.wire === WIRE_LENGTH_DELIMITED) {
-			for (const v of fieldsOf(f.bytes))
-				if (v.field === 1 && v.wire === WIRE_LENGTH_DELIMITED) inputs.push(text(v.bytes));
+			for (const v of fields(source, f.start, f.end))
+				if (v.field === 1 && v.wire === WIRE_LENGTH_DELIMITED) inputs.push(textOf(source, v));
 		} else if (f.field === 1 && f.wire === WIRE_LENGTH_DELIMITED && problem === undefined) {
-			problem = nodeProblem(readNode(f.bytes));
+			problem = nodeProblem(readNode(source, f));
 		} else if (f.field === 5 && f.wire === WIRE_LENGTH_DELIMITED && problem === undefined) {
 			// initializer = 5
-			const external = externalTensor(f.bytes);
+			const external = externalTensor(source, f);
 			if (external !== undefined) problem = externalProblem(external);
 		}
 	}
@@ -263,7 +220,7 @@ export function synthesizerGraphProblem(model: Uint8Array): string | undefined {
 	try {
 		return readOnnxGraph(model).problem;
 	} catch (error) {
-		if (!(error instanceof UnreadableOnnx)) throw error;
+		if (!(error instanceof UnreadableProtobuf)) throw error;
 		return `not a readable ONNX model: ${error.message}`;
 	}
 }
@@ -277,7 +234,7 @@ export function graphRefusal(model: Uint8Array): Record<string, unknown> | undef
 	try {
 		reading = readOnnxGraph(model);
 	} catch (error) {
-		if (!(error instanceof UnreadableOnnx)) throw error;
+		if (!(error instanceof UnreadableProtobuf)) throw error;
 		return { refused: { problem: "invalid_model", message: `not a loadable ONNX model: ${error.message}` } };
 	}
 	if (!reading.synthesizer || reading.problem === undefined) return undefined;

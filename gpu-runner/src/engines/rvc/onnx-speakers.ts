@@ -12,19 +12,21 @@
  * nothing about it is ambiguous (one graph, one initializer of that name). Otherwise undefined: nothing is refused
  * by it, and onnxruntime decides as before.
  */
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import {
+	type ByteSource,
+	type Field,
+	fields,
+	int64Of,
+	int64sOf,
+	textOf as protobufText,
+	UnreadableProtobuf,
+	WIRE_LENGTH_DELIMITED,
+	WIRE_VARINT,
+	withFileSource,
+} from "./onnx-protobuf.ts";
 
-/** Positional reads from a model's bytes: in memory, or in a file. */
-export interface ByteSource {
-	readonly size: number;
-	/** Up to `length` bytes from `at` (fewer at the end of the source). */
-	read(at: number, length: number): Uint8Array;
-}
+export { type ByteSource, bytesSource } from "./onnx-protobuf.ts";
 
-const WIRE_VARINT = 0;
-const WIRE_FIXED64 = 1;
-const WIRE_LENGTH_DELIMITED = 2;
-const WIRE_FIXED32 = 5;
 /** Names and op types are short; a longer one is not what this looks for. */
 const MAX_NAME_BYTES = 4096;
 /** The speaker id input of RVC's synthesizer exports. */
@@ -32,55 +34,9 @@ const SPEAKER_INPUT = "ds";
 
 class NotCertain extends Error {}
 
-interface FieldAt {
-	field: number;
-	wire: number;
-	/** Varint value (wire 0); for length-delimited fields, the value's start and end. */
-	value: number;
-	start: number;
-	end: number;
-}
-
-function varintAt(source: ByteSource, at: number): [number, number] {
-	const bytes = source.read(at, 10);
-	let value = 0;
-	let scale = 1;
-	for (let i = 0; i < bytes.length; i++) {
-		const byte = bytes[i] as number;
-		value += (byte & 0x7f) * scale;
-		if (byte < 0x80) return [value, at + i + 1];
-		scale *= 128;
-	}
-	throw new NotCertain("truncated or overlong varint");
-}
-
-/** The fields of the message in [start, end), one by one, without reading their values. */
-function* fieldsIn(source: ByteSource, start: number, end: number): Generator<FieldAt> {
-	let at = start;
-	while (at < end) {
-		const [tag, afterTag] = varintAt(source, at);
-		const field = Math.floor(tag / 8);
-		const wire = tag % 8;
-		let value = 0;
-		let valueStart = afterTag;
-		let valueEnd: number;
-		if (wire === WIRE_VARINT) [value, valueEnd] = varintAt(source, afterTag);
-		else if (wire === WIRE_LENGTH_DELIMITED) {
-			const [length, afterLength] = varintAt(source, afterTag);
-			valueStart = afterLength;
-			valueEnd = afterLength + length;
-		} else if (wire === WIRE_FIXED32) valueEnd = afterTag + 4;
-		else if (wire === WIRE_FIXED64) valueEnd = afterTag + 8;
-		else throw new NotCertain(`protobuf wire type ${wire}`);
-		if (valueEnd > end) throw new NotCertain("a field runs past its message");
-		yield { field, wire, value, start: valueStart, end: valueEnd };
-		at = valueEnd;
-	}
-}
-
-function textOf(source: ByteSource, f: FieldAt): string {
+function textOf(source: ByteSource, f: Field): string {
 	if (f.wire !== WIRE_LENGTH_DELIMITED || f.end - f.start > MAX_NAME_BYTES) throw new NotCertain("not a name");
-	return new TextDecoder().decode(source.read(f.start, f.end - f.start));
+	return protobufText(source, f);
 }
 
 interface Gather {
@@ -94,8 +50,8 @@ function readNode(source: ByteSource, start: number, end: number): Gather | unde
 	let opType = "";
 	let domain = "";
 	const inputs: string[] = [];
-	const attributes: FieldAt[] = [];
-	for (const f of fieldsIn(source, start, end)) {
+	const attributes: Field[] = [];
+	for (const f of fields(source, start, end)) {
 		if (f.field === 1) inputs.push(textOf(source, f));
 		else if (f.field === 4) opType = textOf(source, f);
 		else if (f.field === 7) domain = textOf(source, f);
@@ -106,11 +62,11 @@ function readNode(source: ByteSource, start: number, end: number): Gather | unde
 	for (const attribute of attributes) {
 		let name = "";
 		let value: number | undefined;
-		for (const f of fieldsIn(source, attribute.start, attribute.end)) {
+		for (const f of fields(source, attribute.start, attribute.end)) {
 			if (f.field === 1) name = textOf(source, f);
-			else if (f.field === 3 && f.wire === WIRE_VARINT) value = f.value;
+			else if (f.field === 3 && f.wire === WIRE_VARINT) value = int64Of(source, f);
 		}
-		// A negative axis is a 10-byte varint, read here as a number far from 0: not a lookup of rows.
+		// A negative axis counts from the last: not a lookup of rows (axis 0) as written.
 		if (name === "axis") axis = value ?? Number.NaN;
 	}
 	return { data: inputs[0] ?? "", indices: inputs[1] ?? "", axis };
@@ -120,33 +76,28 @@ function readNode(source: ByteSource, start: number, end: number): Gather | unde
 function readInitializer(source: ByteSource, start: number, end: number): { name: string; dims: number[] } {
 	let name = "";
 	const dims: number[] = [];
-	for (const f of fieldsIn(source, start, end)) {
+	for (const f of fields(source, start, end)) {
 		if (f.field === 8) name = textOf(source, f);
-		else if (f.field === 1 && f.wire === WIRE_VARINT) dims.push(f.value);
-		else if (f.field === 1 && f.wire === WIRE_LENGTH_DELIMITED) {
-			for (let at = f.start; at < f.end; ) {
-				const [dim, next] = varintAt(source, at);
-				dims.push(dim);
-				at = next;
-			}
+		else if (f.field === 1 && (f.wire === WIRE_VARINT || f.wire === WIRE_LENGTH_DELIMITED)) {
+			dims.push(...int64sOf(source, f));
 		}
 	}
 	return { name, dims };
 }
 
 function valueInfoName(source: ByteSource, start: number, end: number): string {
-	for (const f of fieldsIn(source, start, end)) if (f.field === 1) return textOf(source, f);
+	for (const f of fields(source, start, end)) if (f.field === 1) return textOf(source, f);
 	return "";
 }
 
 function speakersIn(source: ByteSource): number | undefined {
-	const graphs = [...fieldsIn(source, 0, source.size)].filter((f) => f.field === 7);
+	const graphs = [...fields(source, 0, source.size)].filter((f) => f.field === 7);
 	const graph = graphs[0];
 	if (graphs.length !== 1 || graph === undefined || graph.wire !== WIRE_LENGTH_DELIMITED) return undefined;
 	const inputs = new Set<string>();
 	const lookups: Gather[] = [];
 	const initializers = new Map<string, number[] | null>();
-	for (const f of fieldsIn(source, graph.start, graph.end)) {
+	for (const f of fields(source, graph.start, graph.end)) {
 		if (f.wire !== WIRE_LENGTH_DELIMITED) continue;
 		if (f.field === 11) inputs.add(valueInfoName(source, f.start, f.end));
 		else if (f.field === 1) {
@@ -173,41 +124,12 @@ export function onnxSpeakers(source: ByteSource): number | undefined {
 	try {
 		return speakersIn(source);
 	} catch (error) {
-		if (error instanceof NotCertain) return undefined;
+		if (error instanceof NotCertain || error instanceof UnreadableProtobuf) return undefined;
 		throw error;
 	}
 }
 
-export function bytesSource(bytes: Uint8Array): ByteSource {
-	return { size: bytes.length, read: (at, length) => bytes.subarray(at, Math.min(at + length, bytes.length)) };
-}
-
-/** Bytes read from the file a window at a time: the structure is thousands of small fields, mostly side by side. */
-const WINDOW_BYTES = 64 * 1024;
-
 /** `onnxSpeakers` of the ONNX file at `path`, read in place: the fields it needs, never the whole file. */
 export function onnxFileSpeakers(path: string): number | undefined {
-	const fd = openSync(path, "r");
-	try {
-		const size = fstatSync(fd).size;
-		const window = new Uint8Array(WINDOW_BYTES);
-		let windowAt = 0;
-		let windowLength = 0;
-		return onnxSpeakers({
-			size,
-			read(at, length) {
-				if (length > WINDOW_BYTES) {
-					const out = new Uint8Array(Math.max(0, Math.min(length, size - at)));
-					return out.subarray(0, readSync(fd, out, 0, out.length, at));
-				}
-				if (at < windowAt || at + length > windowAt + windowLength) {
-					windowAt = at;
-					windowLength = readSync(fd, window, 0, WINDOW_BYTES, at);
-				}
-				return window.slice(at - windowAt, Math.min(at - windowAt + length, windowLength));
-			},
-		});
-	} finally {
-		closeSync(fd);
-	}
+	return withFileSource(path, onnxSpeakers);
 }
