@@ -7,7 +7,7 @@ import { readFileSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeFaissIndexFile, describeFeatureIndex, readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
-import { IndexSearcher, MISSING_SCORE } from "../../src/engines/rvc/index-search.ts";
+import { IndexSearcher, type IvfScan, MISSING_SCORE } from "../../src/engines/rvc/index-search.ts";
 import { scratchDir } from "../helpers/scratch.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures", "index");
@@ -17,7 +17,8 @@ interface Reference {
 	dim: number;
 	k: number;
 	queries: number[][];
-	indexes: Record<string, { ntotal: number; distances: number[][]; ids: number[][] }>;
+	/** `queries`: the index's own queries, where it has them (else the shared ones). */
+	indexes: Record<string, { ntotal: number; distances: number[][]; ids: number[][]; queries?: number[][] }>;
 }
 const reference = JSON.parse(readFileSync(join(FIXTURES, "reference.json"), "utf8")) as Reference;
 const queries = Float32Array.from(reference.queries.flat());
@@ -118,12 +119,38 @@ describe("reading faiss indexes", () => {
 	});
 });
 
-describe("search matches faiss", () => {
+/** The queries faiss's results in reference.json answer for index `name`. */
+function queriesOf(name: string): { queries: Float32Array; count: number } {
+	const own = (reference.indexes[name] as Reference["indexes"][string]).queries;
+	return own === undefined
+		? { queries, count: reference.queries.length }
+		: { queries: Float32Array.from(own.flat()), count: own.length };
+}
+
+// "auto" is the searcher above (lists by the cost model: the unbalanced and nprobe = nlist fixtures go by matrix
+// product even at width 16); the others force every IVF list through one way of scanning.
+const scanning: Record<IvfScan, () => IndexSearcher> = {
+	auto: () => searcher,
+	exact: () => exactSearcher,
+	matrix: () => matrixSearcher,
+};
+let exactSearcher: IndexSearcher;
+let matrixSearcher: IndexSearcher;
+beforeAll(async () => {
+	exactSearcher = await IndexSearcher.create({ intraOpNumThreads: 1, ivfScan: "exact" });
+	matrixSearcher = await IndexSearcher.create({ intraOpNumThreads: 1, ivfScan: "matrix" });
+});
+afterAll(async () => {
+	await exactSearcher.release();
+	await matrixSearcher.release();
+});
+
+describe.each(["auto", "exact", "matrix"] as const)("search matches faiss (IVF lists scanned: %s)", (scan) => {
 	it.each(Object.keys(reference.indexes))("%s: same neighbours and distances for k = 8", async (name) => {
 		const expected = reference.indexes[name] as Reference["indexes"][string];
 		const index = await readFaissIndex(join(FIXTURES, name));
-		const count = reference.queries.length;
-		const found = await searcher.search(index, queries, count, reference.k);
+		const { queries, count } = queriesOf(name);
+		const found = await scanning[scan]().search(index, queries, count, reference.k);
 		for (let q = 0; q < count; q++) {
 			const ids = [...found.ids.subarray(q * 8, q * 8 + 8)];
 			const scores = [...found.scores.subarray(q * 8, q * 8 + 8)];
@@ -137,7 +164,43 @@ describe("search matches faiss", () => {
 			else expect([...ids].sort(), `query ${q}`).toEqual([...(expected.ids[q] as number[])].sort());
 		}
 	});
+});
 
+describe("search cost", () => {
+	it.each(["ivf-unbalanced-silence.index", "ivf-nprobe-equals-nlist.index"])(
+		"%s: the lists' vectors are scored by matrix product, only a few candidates a query one by one",
+		async (name) => {
+			const index = await readFaissIndex(join(FIXTURES, name));
+			const { queries, count } = queriesOf(name);
+			// The exact scan scores every (query, vector) pair the probes ask for one by one.
+			const before = exactSearcher.stats.exactScores;
+			await exactSearcher.search(index, queries, count, 8);
+			const asked = exactSearcher.stats.exactScores - before;
+			expect(asked).toBeGreaterThan(count * 300);
+			const auto = { ...searcher.stats };
+			await searcher.search(index, queries, count, 8);
+			expect(searcher.stats.matrixScores - auto.matrixScores).toBeGreaterThan(asked / 2);
+			expect(searcher.stats.fallbacks).toBe(auto.fallbacks);
+			expect(searcher.stats.exactScores - auto.exactScores).toBeLessThan(asked / 4);
+		},
+	);
+	it("near-ties closer than the product's rounding: the query's lists are scored exactly, the result the exact scan's", async () => {
+		// Every value moved by 100 000: distances stay small while |q| |x| grows, so ||x||² - 2 q·x in float32 cannot
+		// tell the neighbours apart (lists scanned together are not shifted by their mean).
+		const index = await readFaissIndex(join(FIXTURES, "ivf-nprobe-equals-nlist.index"));
+		const shift = (values: Float32Array) => values.map((v) => v + 100_000);
+		const moved = { ...index, vectors: shift(index.vectors), centroids: shift(index.centroids as Float32Array) };
+		const { queries, count } = queriesOf("ivf-nprobe-equals-nlist.index");
+		const movedQueries = shift(queries);
+		const want = await exactSearcher.search(moved, movedQueries, count, 8);
+		const before = matrixSearcher.stats.fallbacks;
+		const found = await matrixSearcher.search(moved, movedQueries, count, 8);
+		expect(matrixSearcher.stats.fallbacks - before).toBeGreaterThan(0);
+		expect(found).toEqual(want);
+	});
+});
+
+describe("search edge cases", () => {
 	it("finds stored vectors at distance 0", async () => {
 		const index = await readFaissIndex(join(FIXTURES, RVC_INDEX));
 		const row = 123;

@@ -64,8 +64,8 @@ export function describeFeatureIndex(index: FeatureIndex): IndexDescription {
 
 /**
  * What a loaded `index` holds: the vectors' whole buffer (an IVF index's also holds the room its ids took in
- * the file), its ids, centroids and list bounds, and the squared norms its L2 search computes on first use (of a flat
- * index's vectors, or of an IVF index's centroids).
+ * the file), its ids, centroids and list bounds, and the squared norms its search computes on first use (of a flat
+ * L2 index's vectors; of an IVF index's vectors, whose lists may be scanned by product, and its L2 centroids).
  */
 export function heldBytes(index: FeatureIndex): number {
 	const normed =
@@ -73,9 +73,7 @@ export function heldBytes(index: FeatureIndex): number {
 			? index.metric === "l2"
 				? index.ntotal
 				: 0
-			: index.centroidMetric === "l2"
-				? index.nlist
-				: 0;
+			: index.ntotal + (index.centroidMetric === "l2" ? index.nlist : 0);
 	return (
 		index.vectors.buffer.byteLength +
 		(index.ids?.byteLength ?? 0) +

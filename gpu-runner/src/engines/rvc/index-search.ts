@@ -13,7 +13,15 @@
  * DATABASE_BLOCK so the distance matrix stays at 64 MiB whatever the index size. The stored vectors are handed
  * to onnxruntime as views of the index's one Float32Array, never copied. Candidates from every block (a few more
  * than needed, so float32 rounding in the product cannot drop a true neighbour at the boundary) are then scored
- * exactly in double precision, which is also how IVF lists are scanned, and the best k kept.
+ * exactly in double precision, and the best k kept.
+ *
+ * IVF lists are scanned per block of queries, grouped by list (a list's vectors are contiguous): small lists that
+ * few queries probe are scored exactly one by one; a large list (silence frames: real lists are unbalanced), or a
+ * run of lists many queries probe (nprobe = nlist), goes through one matrix product with the queries probing it,
+ * then each query re-scores exactly its few best candidates among its own lists. Which rows a query may pick is
+ * decided with a bound on the product's float32 error, and where near-ties fall within it the query's lists there
+ * are scanned exactly, so the result is always the exact scan's: per query the k best by exact score, equal scores
+ * in probe order (the nearer list first), then list order, as faiss scans them.
  */
 import "./onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
@@ -25,8 +33,24 @@ import { OnnxGraphBuilder } from "./onnx-writer.ts";
 /** Queries and stored vectors per matrix product: 256 x 65536 float32 = 64 MiB of distances. */
 const QUERY_BLOCK = 256;
 const DATABASE_BLOCK = 65_536;
+/** Most bytes of an IVF list's vectors, shifted by its centroid, copied for one matrix product (see #scanSegment). */
+const CENTRED_BYTES = 64 * 2 ** 20;
 /** Extra candidates taken from the matrix product and re-scored exactly. */
 const CANDIDATE_MARGIN = 8;
+/**
+ * Cost model for IVF lists, in JavaScript multiply-adds (the exact scan's unit): a matrix product's multiply-add
+ * costs about 1/MATRIX_SPEEDUP of one, each onnxruntime call about CALL_COST, reading one product score while
+ * picking candidates SELECT_COST. Lists are scanned by product where that is cheaper. Runs of consecutive lists
+ * are scanned by one product when the (query, vector) pairs it computes are at most MAX_WASTE times those the
+ * probes ask for (a query multiplied with a list it does not probe is wasted work).
+ */
+const MATRIX_SPEEDUP = 16;
+const CALL_COST = 60_000;
+const SELECT_COST = 3;
+const MAX_WASTE = 4;
+
+/** How IVF lists are scanned: by the cost model, or (tests) always exactly / always by matrix product. */
+export type IvfScan = "auto" | "exact" | "matrix";
 /** faiss's score for a missing neighbour (its heaps start at float32's largest value). */
 export const MISSING_SCORE = 3.4028234663852886e38;
 
@@ -82,6 +106,69 @@ class BestK {
 	}
 }
 
+/**
+ * The k best (row, score) pairs of an IVF search for one query, where equal scores are ordered by (rank of the
+ * row's list among the query's probes, row): the order faiss-style scanning (probed lists best first, each list
+ * in order, the first of equal scores kept) would give, whatever order the rows are offered in. Empty slots have
+ * rank -1, so a score equal to the empty slots' never displaces them, as in `BestK`.
+ */
+class RankedBestK {
+	readonly rows: Int32Array;
+	readonly ranks: Int32Array;
+	readonly scores: Float64Array;
+	readonly #l2: boolean;
+	/** Whether rank a comes before rank b (ranks are non-negative); plain `a < b` when undefined. */
+	readonly rankBefore: ((a: number, b: number) => boolean) | undefined;
+
+	constructor(k: number, metric: IndexMetric, rankBefore?: (a: number, b: number) => boolean) {
+		this.rows = new Int32Array(k).fill(-1);
+		this.ranks = new Int32Array(k).fill(-1);
+		this.scores = new Float64Array(k).fill(metric === "l2" ? MISSING_SCORE : -MISSING_SCORE);
+		this.#l2 = metric === "l2";
+		this.rankBefore = rankBefore;
+	}
+
+	/** Whether (value, rank, row) goes before slot i. */
+	#before(value: number, rank: number, row: number, i: number): boolean {
+		const s = this.scores[i] as number;
+		if (value !== s) return this.#l2 ? value < s : value > s;
+		const r = this.ranks[i] as number;
+		if (r < 0) return false;
+		if (rank !== r) return this.rankBefore === undefined ? rank < r : this.rankBefore(rank, r);
+		return row < (this.rows[i] as number);
+	}
+
+	offer(row: number, value: number, rank: number): void {
+		const k = this.rows.length;
+		if (!this.#before(value, rank, row, k - 1)) return;
+		let i = k - 1;
+		while (i > 0 && this.#before(value, rank, row, i - 1)) {
+			this.scores[i] = this.scores[i - 1] as number;
+			this.ranks[i] = this.ranks[i - 1] as number;
+			this.rows[i] = this.rows[i - 1] as number;
+			i--;
+		}
+		this.scores[i] = value;
+		this.ranks[i] = rank;
+		this.rows[i] = row;
+	}
+}
+
+/** Per metric: `[queries, rows]` scores by one Gemm (no TopK), for IVF lists scanned by matrix product. */
+function blockScoresModel(metric: IndexMetric): Uint8Array {
+	const g = new OnnxGraphBuilder();
+	const queries = g.input("queries", "float32", ["q", "dim"]);
+	const vectors = g.input("vectors", "float32", ["n", "dim"]);
+	if (metric === "l2") {
+		const norms = g.input("norms", "float32", ["n"]);
+		g.node("Gemm", [queries, vectors, norms], { transB: 1, alpha: { float: -2 }, beta: { float: 1 } }, ["scores"]);
+	} else {
+		g.node("Gemm", [queries, vectors], { transB: 1 }, ["scores"]);
+	}
+	g.output("scores", "float32", ["q", "n"]);
+	return g.toModel();
+}
+
 /** Per metric: `[queries, rows]` scores by one Gemm, then TopK along the rows. */
 function blockTopKModel(metric: IndexMetric): Uint8Array {
 	const g = new OnnxGraphBuilder();
@@ -102,25 +189,49 @@ function blockTopKModel(metric: IndexMetric): Uint8Array {
 
 export class IndexSearcher {
 	readonly #sessions: Record<IndexMetric, ort.InferenceSession>;
+	readonly #scoreSessions: Record<IndexMetric, ort.InferenceSession>;
+	readonly #ivfScan: IvfScan;
 	/** Squared norms of the rows of large arrays searched by L2 matrix products (flat vectors, centroids). */
 	readonly #norms = new WeakMap<Float32Array, Float32Array>();
+	/**
+	 * Work done so far: stored vectors scored exactly (double precision), (query, vector) pairs scored by product,
+	 * and (query, IVF segment) pairs whose candidates could not be trusted, so were scanned exactly.
+	 */
+	readonly stats = { exactScores: 0, matrixScores: 0, fallbacks: 0 };
 
-	private constructor(sessions: Record<IndexMetric, ort.InferenceSession>) {
+	private constructor(
+		sessions: Record<IndexMetric, ort.InferenceSession>,
+		scoreSessions: Record<IndexMetric, ort.InferenceSession>,
+		ivfScan: IvfScan,
+	) {
 		this.#sessions = sessions;
+		this.#scoreSessions = scoreSessions;
+		this.#ivfScan = ivfScan;
 	}
 
 	/** Always on the CPU: the stored vectors stay in host memory and are passed without copying. */
-	static async create(options: { intraOpNumThreads?: number } = {}): Promise<IndexSearcher> {
-		const settings = sessionOptionsFor("cpu", options);
-		const [l2, innerProduct] = await Promise.all([
+	static async create(options: { intraOpNumThreads?: number; ivfScan?: IvfScan } = {}): Promise<IndexSearcher> {
+		const settings = sessionOptionsFor("cpu", { intraOpNumThreads: options.intraOpNumThreads });
+		const [l2, innerProduct, l2Scores, innerProductScores] = await Promise.all([
 			ort.InferenceSession.create(blockTopKModel("l2"), settings),
 			ort.InferenceSession.create(blockTopKModel("inner_product"), settings),
+			ort.InferenceSession.create(blockScoresModel("l2"), settings),
+			ort.InferenceSession.create(blockScoresModel("inner_product"), settings),
 		]);
-		return new IndexSearcher({ l2, inner_product: innerProduct });
+		return new IndexSearcher(
+			{ l2, inner_product: innerProduct },
+			{ l2: l2Scores, inner_product: innerProductScores },
+			options.ivfScan ?? "auto",
+		);
 	}
 
 	async release(): Promise<void> {
-		await Promise.all([this.#sessions.l2.release(), this.#sessions.inner_product.release()]);
+		await Promise.all([
+			this.#sessions.l2.release(),
+			this.#sessions.inner_product.release(),
+			this.#scoreSessions.l2.release(),
+			this.#scoreSessions.inner_product.release(),
+		]);
 	}
 
 	#normsOf(vectors: Float32Array, dim: number): Float32Array {
@@ -179,6 +290,307 @@ export class IndexSearcher {
 		return candidates;
 	}
 
+	/**
+	 * Scans the lists that the queries `q0`.. (one block) probe (`probes[i]`: query q0 + i's lists, best first)
+	 * into `ranked`. Lists are taken in storage order; a run of consecutive probed lists (its vectors are
+	 * contiguous) forms a segment, split where a single product would multiply too many queries with lists they
+	 * do not probe, or would pass DATABASE_BLOCK rows. A segment is scanned exactly, or by one matrix product of
+	 * the queries probing any of its lists with all its vectors, each query then picking `keep` candidates
+	 * among the rows of its own lists, re-scored exactly (as the flat path does), when the cost model says so.
+	 */
+	async #scanLists(
+		index: FeatureIndex,
+		queries: Float32Array,
+		q0: number,
+		probes: Int32Array[],
+		ranked: RankedBestK[],
+		keep: number,
+	): Promise<void> {
+		const { dim, metric } = index;
+		const listStarts = index.listStarts as Uint32Array;
+		const nq = probes.length;
+		// (query, rank) pairs grouped by list: pairs of list l are at byList[l] .. byList[l + 1].
+		const byList = new Int32Array(index.nlist + 1);
+		for (const lists of probes) for (const l of lists) (byList[l + 1] as number)++;
+		for (let l = 0; l < index.nlist; l++) byList[l + 1] = (byList[l + 1] as number) + (byList[l] as number);
+		const fill = byList.slice(0, index.nlist);
+		const pairQuery = new Int32Array(byList[index.nlist] as number);
+		const pairRank = new Int32Array(pairQuery.length);
+		probes.forEach((lists, i) => {
+			const byPosition = (ranked[q0 + i] as RankedBestK).rankBefore === undefined;
+			lists.forEach((l, rank) => {
+				const at = (fill[l] as number)++;
+				pairQuery[at] = i;
+				pairRank[at] = byPosition ? rank : l;
+			});
+		});
+
+		// A segment: rows start..end of lists first..last-1 (a list longer than `piece` rows is its own segments,
+		// one per piece, as an L2 list scanned alone is copied), the distinct queries probing them, and the pairs
+		// asked for.
+		const piece = Math.max(
+			1,
+			Math.min(DATABASE_BLOCK, metric === "l2" ? Math.floor(CENTRED_BYTES / (4 * dim)) : DATABASE_BLOCK),
+		);
+		const stamp = new Int32Array(nq).fill(-1);
+		let segment = 0;
+		let first = -1;
+		let last = -1;
+		let start = 0;
+		let end = 0;
+		let union = 0;
+		let useful = 0;
+		const flush = async (): Promise<void> => {
+			if (first >= 0 && useful > 0)
+				await this.#scanSegment(
+					index,
+					queries,
+					q0,
+					first,
+					last,
+					start,
+					end,
+					union,
+					useful,
+					{ byList, pairQuery, pairRank },
+					ranked,
+					keep,
+					nq,
+				);
+			first = -1;
+			segment++;
+			union = 0;
+			useful = 0;
+		};
+		for (let l = 0; l < index.nlist; l++) {
+			const m = (byList[l + 1] as number) - (byList[l] as number);
+			const ls = listStarts[l] as number;
+			const le = listStarts[l + 1] as number;
+			if (m === 0 || le === ls) {
+				// An unprobed list with vectors breaks the run; an empty one does not.
+				if (le > ls) await flush();
+				continue;
+			}
+			// A large list worth a product of its own is scanned alone, centred on its own vectors (see
+			// #scanSegment); small ones (RVC's average 39 vectors) go together, where the `keep` candidates a query
+			// re-scored per product cost less.
+			const alone = metric === "l2" && le - ls >= 16 * keep && matrixPays(m, le - ls, m * (le - ls), dim, keep);
+			if (le - ls > piece || alone) {
+				await flush();
+				for (let r = ls; r < le; r += piece) {
+					first = l;
+					last = l + 1;
+					start = r;
+					end = Math.min(le, r + piece);
+					union = m; // probes name a list once per query
+					useful = m * (end - start);
+					await flush();
+				}
+				continue;
+			}
+			let added = 0;
+			for (let p = byList[l] as number; p < (byList[l + 1] as number); p++)
+				if (stamp[pairQuery[p] as number] !== segment) added++;
+			const fits =
+				first >= 0 &&
+				le - start <= DATABASE_BLOCK &&
+				(useful + m * (le - ls)) * MAX_WASTE >= (union + added) * (le - start);
+			if (!fits) {
+				await flush();
+				first = l;
+				start = ls;
+				added = m;
+			}
+			for (let p = byList[l] as number; p < (byList[l + 1] as number); p++) stamp[pairQuery[p] as number] = segment;
+			last = l + 1;
+			end = le;
+			union += added;
+			useful += m * (le - ls);
+		}
+		await flush();
+	}
+
+	async #scanSegment(
+		index: FeatureIndex,
+		queries: Float32Array,
+		q0: number,
+		first: number,
+		last: number,
+		start: number,
+		end: number,
+		union: number,
+		useful: number,
+		pairs: { byList: Int32Array; pairQuery: Int32Array; pairRank: Int32Array },
+		ranked: RankedBestK[],
+		keep: number,
+		blockQueries: number,
+	): Promise<void> {
+		const { dim, metric, vectors } = index;
+		const listStarts = index.listStarts as Uint32Array;
+		const { byList, pairQuery, pairRank } = pairs;
+		const rows = end - start;
+		const byMatrix =
+			this.#ivfScan === "matrix" || (this.#ivfScan === "auto" && matrixPays(union, rows, useful, dim, keep));
+		if (!byMatrix) {
+			for (let l = first; l < last; l++) {
+				const from = Math.max(start, listStarts[l] as number);
+				const to = Math.min(end, listStarts[l + 1] as number);
+				for (let p = byList[l] as number; p < (byList[l + 1] as number); p++) {
+					const q = q0 + (pairQuery[p] as number);
+					const rank = pairRank[p] as number;
+					const top = ranked[q] as RankedBestK;
+					for (let row = from; row < to; row++) top.offer(row, score(metric, queries, q, vectors, row, dim), rank);
+				}
+			}
+			this.stats.exactScores += useful;
+			return;
+		}
+
+		// The queries of the segment, gathered; `slot[i]` is block query i's row among them.
+		const slot = new Int32Array(blockQueries).fill(-1);
+		const members: number[] = [];
+		for (let p = byList[first] as number; p < (byList[last] as number); p++) {
+			const i = pairQuery[p] as number;
+			if (slot[i] === -1) {
+				slot[i] = members.length;
+				members.push(i);
+			}
+		}
+		// L2 over one list (or a piece of one) is computed relative to the mean r of its vectors, on both sides:
+		// ||x - r||² - 2 (q - r)·(x - r) is ||q - x||² - ||q - r||², so it ranks the same, and its float32 rounding
+		// scales with |q - r| |x - r| instead of |q| |x|: small next to the gaps between near-identical vectors (a
+		// list of silence frames, and queries near them), which ||x||² - 2 q·x loses in cancellation. The shifted
+		// vectors are a copy, which is why such a segment holds at most CENTRED_BYTES of them.
+		const centred = metric === "l2" && last === first + 1;
+		const mean = new Float64Array(dim);
+		if (centred) {
+			for (let r = start; r < end; r++)
+				for (let d = 0; d < dim; d++) mean[d] = (mean[d] as number) + (vectors[r * dim + d] as number);
+			for (let d = 0; d < dim; d++) mean[d] = Math.fround((mean[d] as number) / rows);
+		}
+		const gathered = new Float32Array(members.length * dim);
+		members.forEach((i, s) => {
+			gathered.set(queries.subarray((q0 + i) * dim, (q0 + i + 1) * dim), s * dim);
+			if (centred)
+				for (let d = 0; d < dim; d++) gathered[s * dim + d] = (gathered[s * dim + d] as number) - (mean[d] as number);
+		});
+		let block = vectors.subarray(start * dim, end * dim);
+		let norms: Float32Array;
+		if (centred) {
+			block = new Float32Array(block);
+			norms = new Float32Array(rows);
+			for (let r = 0; r < rows; r++) {
+				let sum = 0;
+				for (let d = 0; d < dim; d++) {
+					const t = Math.fround((block[r * dim + d] as number) - (mean[d] as number));
+					block[r * dim + d] = t;
+					sum += t * t;
+				}
+				norms[r] = sum;
+			}
+		} else norms = this.#normsOf(vectors, dim).subarray(start, end);
+		// A bound on |product score - (exact score - |a|²)| (L2; inner product: - 0) for query row a (as multiplied)
+		// and stored row b: the float32 dot product's worst case n u |a| |b| (twice for L2), the rounding of
+		// ||b||² and of the sum, all doubled for room: alpha(a) |b| + beta ||b||².
+		const unit = 2 ** -24;
+		const gamma = (dim * unit) / (1 - dim * unit);
+		const l2 = metric === "l2";
+		const beta = l2 ? 8 * unit : 0;
+		const lengths = new Float32Array(rows);
+		for (let r = 0; r < rows; r++) lengths[r] = Math.sqrt(norms[r] as number) * (1 + 4 * unit);
+		const alphas = members.map((_, s) => {
+			let norm = 0;
+			for (let d = s * dim; d < (s + 1) * dim; d++) norm += (gathered[d] as number) ** 2;
+			return 2 * ((l2 ? 2 : 1) * gamma + 8 * unit) * Math.sqrt(norm) * (1 + 4 * unit);
+		});
+		const shifts = members.map((_, s) => {
+			if (!l2) return 0;
+			let norm = 0;
+			for (let d = s * dim; d < (s + 1) * dim; d++) norm += (gathered[d] as number) ** 2;
+			return norm;
+		});
+		const feeds: Record<string, ort.Tensor> = {
+			queries: new ort.Tensor("float32", gathered, [members.length, dim]),
+			vectors: new ort.Tensor("float32", block, [rows, dim]),
+		};
+		if (metric === "l2") feeds.norms = new ort.Tensor("float32", norms, [rows]);
+		const result = await this.#scoreSessions[metric].run(feeds);
+		const approx = result.scores?.data as Float32Array;
+		this.stats.matrixScores += members.length * rows;
+
+		// Per query, the `keep` best rows of its own lists by the best score the product allows them (its score
+		// less the bound; ties: lower rank, then row).
+		const picks = members.map((i) => new RankedBestK(keep, metric, (ranked[q0 + i] as RankedBestK).rankBefore));
+		for (let l = first; l < last; l++) {
+			const from = Math.max(start, listStarts[l] as number);
+			const to = Math.min(end, listStarts[l + 1] as number);
+			for (let p = byList[l] as number; p < (byList[l + 1] as number); p++) {
+				const s = slot[pairQuery[p] as number] as number;
+				const rank = pairRank[p] as number;
+				const pick = picks[s] as RankedBestK;
+				const base = s * rows - start;
+				const alpha = alphas[s] as number;
+				// Most rows lose to the current `keep`-th: they are passed over without a call.
+				let worst = pick.scores[keep - 1] as number;
+				if (l2) {
+					for (let row = from; row < to; row++) {
+						const r = row - start;
+						const value = (approx[base + row] as number) - alpha * (lengths[r] as number) - beta * (norms[r] as number);
+						if (value > worst) continue;
+						pick.offer(row, value, rank);
+						worst = pick.scores[keep - 1] as number;
+					}
+				} else {
+					for (let row = from; row < to; row++) {
+						const value = (approx[base + row] as number) + alpha * (lengths[row - start] as number);
+						if (value < worst) continue;
+						pick.offer(row, value, rank);
+						worst = pick.scores[keep - 1] as number;
+					}
+				}
+			}
+		}
+		// Each query's candidates are scored exactly. The rows it did not pick can score no better than its
+		// `keep`-th pick's bound; where that could still beat its k-th exact score here (near-ties closer than the
+		// bound), every row of its lists in the segment is scored exactly instead.
+		let rescored = 0;
+		members.forEach((i, s) => {
+			const q = q0 + i;
+			const pick = picks[s] as RankedBestK;
+			const top = ranked[q] as RankedBestK;
+			const exact: number[] = [];
+			for (let j = 0; j < keep; j++) {
+				const row = pick.rows[j] as number;
+				if (row < 0) break;
+				const value = score(metric, queries, q, vectors, row, dim);
+				top.offer(row, value, pick.ranks[j] as number);
+				exact.push(value);
+				rescored++;
+			}
+			if (exact.length < keep) return; // every row of its lists was picked
+			exact.sort(l2 ? (x, y) => x - y : (x, y) => y - x);
+			const kth = exact[top.rows.length - 1] as number;
+			const floor = (pick.scores[keep - 1] as number) + (shifts[s] as number);
+			if (l2 ? floor > kth : floor < kth) return;
+			this.stats.fallbacks++;
+			const picked = new Set(pick.rows);
+			for (let l = first; l < last; l++) {
+				const from = Math.max(start, listStarts[l] as number);
+				const to = Math.min(end, listStarts[l + 1] as number);
+				for (let p = byList[l] as number; p < (byList[l + 1] as number); p++) {
+					if (pairQuery[p] !== i) continue;
+					const rank = pairRank[p] as number;
+					for (let row = from; row < to; row++) {
+						if (picked.has(row)) continue;
+						top.offer(row, score(metric, queries, q, vectors, row, dim), rank);
+						rescored++;
+					}
+				}
+			}
+		});
+		this.stats.exactScores += rescored;
+	}
+
 	/** The `k` nearest stored vectors of each of `count` queries (`[count, index.dim]` row-major), as faiss finds them. */
 	async search(index: FeatureIndex, queries: Float32Array, count: number, k: number): Promise<Neighbours> {
 		const { dim, metric } = index;
@@ -196,23 +608,54 @@ export class IndexSearcher {
 				for (const row of candidates[q] as Int32Array)
 					if (row >= 0) top.offer(row, score(metric, queries, q, index.vectors, row, dim));
 			}
+			this.stats.exactScores += count * (k + CANDIDATE_MARGIN);
 		} else {
 			const centroids = index.centroids as Float32Array;
 			const centroidMetric = index.centroidMetric as IndexMetric;
-			const listStarts = index.listStarts as Uint32Array;
 			const nprobe = Math.min(index.nprobe, index.nlist);
-			const coarse = await this.#candidates(centroidMetric, queries, count, centroids, dim, nprobe + CANDIDATE_MARGIN);
+			// With every list probed (nprobe >= nlist, and every centroid distance finite, so none is left out),
+			// which lists are scanned is known without the coarse step; their order only decides between equal
+			// scores from different lists, so it is worked out (exactly, as below) only when two such meet.
+			const everyList = nprobe >= index.nlist && finite(queries) && finite(centroids);
+			const coarse = everyList
+				? undefined
+				: await this.#candidates(centroidMetric, queries, count, centroids, dim, nprobe + CANDIDATE_MARGIN);
+			const allLists = Int32Array.from({ length: index.nlist }, (_, l) => l);
+			const ranked = Array.from({ length: count }, (_, q) => {
+				if (!everyList) return new RankedBestK(k, metric);
+				const distances = new Map<number, number>();
+				const distance = (list: number): number => {
+					let value = distances.get(list);
+					if (value === undefined) {
+						value = score(centroidMetric, queries, q, centroids, list, dim);
+						distances.set(list, value);
+					}
+					return value;
+				};
+				// Lists as ranks: the nearer centroid first, then the lower list number (TopK's order among equals).
+				return new RankedBestK(k, metric, (a, b) => {
+					const da = distance(a);
+					const db = distance(b);
+					if (da !== db) return centroidMetric === "l2" ? da < db : da > db;
+					return a < b;
+				});
+			});
+			for (let q0 = 0; q0 < count; q0 += QUERY_BLOCK) {
+				const nq = Math.min(QUERY_BLOCK, count - q0);
+				const probes: Int32Array[] = [];
+				for (let q = q0; q < q0 + nq; q++)
+					probes.push(
+						coarse === undefined
+							? allLists
+							: probedLists(centroidMetric, queries, q, centroids, coarse[q] as Int32Array, dim, nprobe),
+					);
+				await this.#scanLists(index, queries, q0, probes, ranked, k + CANDIDATE_MARGIN);
+			}
 			for (let q = 0; q < count; q++) {
-				const probes = new BestK(nprobe, centroidMetric);
-				for (const list of coarse[q] as Int32Array)
-					if (list >= 0) probes.offer(list, score(centroidMetric, queries, q, centroids, list, dim));
-				const top = best[q] as BestK;
-				for (const list of probes.rows) {
-					if (list < 0) continue;
-					const end = listStarts[list + 1] as number;
-					for (let row = listStarts[list] as number; row < end; row++)
-						top.offer(row, score(metric, queries, q, index.vectors, row, dim));
-				}
+				const from = ranked[q] as RankedBestK;
+				const to = best[q] as BestK;
+				to.rows.set(from.rows);
+				to.scores.set(from.scores);
 			}
 		}
 		const scores = new Float32Array(count * k);
@@ -229,4 +672,53 @@ export class IndexSearcher {
 		}
 		return { k, scores, ids, rows };
 	}
+}
+
+/**
+ * Whether scoring `useful` (query, vector) pairs by one product of `union` queries with `rows` vectors, then
+ * `keep` candidates a query exactly, costs less than scoring the pairs exactly.
+ */
+function matrixPays(union: number, rows: number, useful: number, dim: number, keep: number): boolean {
+	const exactCost = useful * dim;
+	const matrixCost =
+		CALL_COST + (union * rows * dim) / MATRIX_SPEEDUP + useful * SELECT_COST + Math.min(useful, union * keep) * dim;
+	return matrixCost < exactCost;
+}
+
+/**
+ * The lists query `q` probes, best first: the `nprobe` best of its coarse candidates scored exactly, the first of
+ * equal scores first (as `BestK` keeps them).
+ */
+function probedLists(
+	metric: IndexMetric,
+	queries: Float32Array,
+	q: number,
+	centroids: Float32Array,
+	candidates: Int32Array,
+	dim: number,
+	nprobe: number,
+): Int32Array {
+	const missing = metric === "l2" ? MISSING_SCORE : -MISSING_SCORE;
+	const lists: number[] = [];
+	const values: number[] = [];
+	for (const list of candidates) {
+		if (list < 0) continue;
+		const value = score(metric, queries, q, centroids, list, dim);
+		if (!(metric === "l2" ? value < missing : value > missing)) continue;
+		lists.push(list);
+		values.push(value);
+	}
+	const order = lists.map((_, i) => i);
+	order.sort(
+		metric === "l2"
+			? (a, b) => (values[a] as number) - (values[b] as number)
+			: (a, b) => (values[b] as number) - (values[a] as number),
+	);
+	return Int32Array.from(order.slice(0, nprobe), (i) => lists[i] as number);
+}
+
+/** Whether every value is finite and small enough that no squared distance or product of two overflows. */
+function finite(values: Float32Array): boolean {
+	for (const v of values) if (!(Math.abs(v) < 1e15)) return false;
+	return true;
 }
