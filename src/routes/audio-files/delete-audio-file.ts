@@ -2,6 +2,7 @@ import { removeAudioFileObjects } from "../../audio-files/audio-file-removal.ts"
 import { deleteAudioFile } from "../../audio-files/audio-file-store.ts";
 import { DeletedAudioFile } from "../../contracts/audio-files.ts";
 import { envelope, IdParams } from "../../contracts/common.ts";
+import { cleanUpAfterDelete } from "../../http/cleanup-after-delete.ts";
 import { conflict, notFound } from "../../http/errors.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
@@ -29,15 +30,9 @@ export const deleteAudioFileRoute = defineRoute({
 		}
 		// The deletion is recorded: removing the bytes is clean-up, and a failure of it is logged and finished by the
 		// cron safety net, never answered as a failure (a retry would find nothing, and the bytes would stay).
-		await removeAudioFileObjects(env, result.deleted).catch((error: unknown) =>
-			console.error(
-				JSON.stringify({
-					level: "error",
-					msg: "audio file deleted, but its stored bytes were not removed; the safety net removes them",
-					audio_file_id: result.deleted.id,
-					error: error instanceof Error ? error.message : String(error),
-				}),
-			),
+		const subject = { kind: "audio file", idField: "audio_file_id", id: result.deleted.id };
+		await cleanUpAfterDelete(subject, "its stored bytes were not removed; the safety net removes them", () =>
+			removeAudioFileObjects(env, result.deleted),
 		);
 		return ok({ id: result.deleted.id, deleted: true });
 	},

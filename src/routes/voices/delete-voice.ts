@@ -2,6 +2,7 @@ import { z } from "zod";
 import { envelope, IdParams } from "../../contracts/common.ts";
 import { jobBroker } from "../../conversions/job-broker-client.ts";
 import { nowIso } from "../../db/client.ts";
+import { cleanUpAfterDelete } from "../../http/cleanup-after-delete.ts";
 import { notFound } from "../../http/errors.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
@@ -30,25 +31,13 @@ export const deleteVoiceRoute = defineRoute({
 		// The deletion is recorded: what follows is clean-up, and a failure of it is logged and finished later, never
 		// answered as a failure (a retry would find nothing). A validation still waiting or running has nothing left to
 		// decide: a job the broker kept is dropped when a runner is handed it. Files left are the cron safety net's.
+		const subject = { kind: "voice", idField: "voice_id", id: voice.id };
 		if (voice.status === "validating") {
-			await jobBroker(env)
-				.discard([voice.id])
-				.catch((error: unknown) => logCleanupFailure(voice.id, "its validation job was not dropped", error));
+			await cleanUpAfterDelete(subject, "its validation job was not dropped", () => jobBroker(env).discard([voice.id]));
 		}
-		await removeDeletedVoiceFiles(env, voice.id).catch((error: unknown) =>
-			logCleanupFailure(voice.id, "its files were not removed; the safety net removes them", error),
+		await cleanUpAfterDelete(subject, "its files were not removed; the safety net removes them", () =>
+			removeDeletedVoiceFiles(env, voice.id),
 		);
 		return ok({ id: voice.id, deleted: true });
 	},
 });
-
-function logCleanupFailure(voiceId: string, what: string, error: unknown): void {
-	console.error(
-		JSON.stringify({
-			level: "error",
-			msg: `voice deleted, but ${what}`,
-			voice_id: voiceId,
-			error: error instanceof Error ? error.message : String(error),
-		}),
-	);
-}
