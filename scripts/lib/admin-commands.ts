@@ -14,6 +14,7 @@ import {
 } from "../../gpu-runner/src/engines/rvc/feature-model-layout.ts";
 import { CPU_PARAM_DEFAULTS, parseRvcParams } from "../../gpu-runner/src/engines/rvc/params.ts";
 import { RVC_V1_FEATURE_DIM, RVC_V2_FEATURE_DIM, sharedModelsFor } from "../../src/contracts/runner.ts";
+import { RVC_SETTING_NEEDS } from "../../src/contracts/rvc-setting-needs.ts";
 import { VoiceSettings } from "../../src/contracts/voice-conversions.ts";
 import type { AdminBackend } from "./admin-backend.ts";
 import {
@@ -460,16 +461,13 @@ async function voiceFields(
 			const { speakers: _dropped, ...rest } = params;
 			params = rest;
 		}
-		if (f0 === false && params.f0_method !== undefined) {
-			throw new UsageError(
-				"--params f0_method does not apply: the model has no pitch input (f0 = 0), so it tracks no pitch",
-			);
-		}
-		// RVC protects unvoiced frames by the model's pitch input, as the API refuses protect for such a voice.
-		if (f0 === false && params.protect !== undefined) {
-			throw new UsageError(
-				"--params protect does not apply: the model has no pitch input (f0 = 0), so it tells no unvoiced frames apart",
-			);
+		// Settings a model without pitch input cannot honour, refused as the API refuses them for such a voice.
+		for (const [key, needs] of Object.entries(RVC_SETTING_NEEDS)) {
+			if (f0 === false && needs.pitch && params[key] !== undefined) {
+				throw new UsageError(
+					`--params ${key} does not apply: the model has no pitch input (f0 = 0), so ${needs.pitch}`,
+				);
+			}
 		}
 		checkRvcEngineParams(params);
 		if (params !== (fields.params ?? current?.params)) fields.params = params;

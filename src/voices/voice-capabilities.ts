@@ -9,6 +9,7 @@
  *   base model), and `formant_shift` 0 only (the synthesizer fixes the timbre).
  * `pitch_shift: "auto"` needs the voice's pitch range.
  */
+import { RVC_SETTING_NEEDS } from "../contracts/rvc-setting-needs.ts";
 import type { CreateConversionBody, VoiceSettings } from "../contracts/voice-conversions.ts";
 import { ApiError, type FieldProblem } from "../http/errors.ts";
 import { listBaseModels } from "./base-model-store.ts";
@@ -25,29 +26,27 @@ async function rvcProblem(
 	value: unknown,
 ): Promise<string | null> {
 	const carries = (name: string) => voice.artifacts.some((artifact) => artifact.name === name);
+	const needs = RVC_SETTING_NEEDS[setting] ?? {};
+	if (needs.index && !carries("index")) {
+		return `voice "${voice.name}" has no feature index, so there is no index blend to set`;
+	}
+	// Whether the model takes pitch is read from it: by validation for account voices, by the admin tool for service
+	// voices (those it created before it recorded f0 have none, and are not refused here).
+	if (needs.pitch && voice.engineParams.f0 === false) {
+		return `voice "${voice.name}" has a model without pitch input (f0 = 0): ${needs.pitch}, so ${setting} does not apply`;
+	}
 	switch (setting) {
-		case "index_rate":
-			return carries("index") ? null : `voice "${voice.name}" has no feature index, so there is no index blend to set`;
-		case "protect":
-			if (!carries("index")) return `voice "${voice.name}" has no feature index, so there is no index blend to set`;
-			// RVC protects unvoiced frames by the model's pitch input: a model without one has none to protect.
-			return voice.engineParams.f0 === false
-				? `voice "${voice.name}" has a model without pitch input (f0 = 0): it tells no unvoiced frames apart, so protect does not apply`
-				: null;
 		case "formant_shift":
 			return value === 0
 				? null
 				: `rvc voices cannot shift formants (the voice model fixes the timbre); only 0 is accepted`;
 		case "f0_method":
-			// Read from the model: by validation for account voices, by the admin tool for service voices (those
-			// it created before it recorded f0 have none, and are not refused here).
-			if (voice.engineParams.f0 === false) {
-				return `voice "${voice.name}" has a model without pitch input (f0 = 0): it tracks no pitch, so f0_method does not apply`;
-			}
 			if (value !== "rmvpe" || carries("rmvpe")) return null;
 			return (await listBaseModels(env)).some((base) => base.name === "rmvpe")
 				? null
 				: "this deployment has no RMVPE base model; use f0_method yin";
+		case "index_rate":
+		case "protect":
 		case "rms_mix_rate":
 			return null;
 	}

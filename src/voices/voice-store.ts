@@ -169,6 +169,12 @@ export async function insertAccountVoice(
 }
 
 /**
+ * How often a write guarded by a voice's `updated_at` (`updateVoiceFields`, the end of a validation) is decided
+ * again from a fresh read after another write landed in between, before giving up.
+ */
+export const VOICE_WRITE_ROUNDS = 5;
+
+/**
  * Changes the fields of `voice` as it was read: only while it is still that version (its `updated_at`) and not
  * deleted, since the new fields were decided from it (the engine parameters are written whole, and the checks a
  * change needs depend on the status). False when it changed meanwhile: nothing is written.

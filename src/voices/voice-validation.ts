@@ -11,7 +11,7 @@ import { publishEvent } from "../conversions/state-machine.ts";
 import { nowIso } from "../db/client.ts";
 import type { VoiceArtifact } from "../db/schema.ts";
 import { voiceSettingProblems } from "./voice-capabilities.ts";
-import { findVoiceById, findVoiceFiles, type VoiceRow, voiceSettingsOf } from "./voice-store.ts";
+import { findVoiceById, findVoiceFiles, VOICE_WRITE_ROUNDS, type VoiceRow, voiceSettingsOf } from "./voice-store.ts";
 
 export type VoiceEventType = "voice.ready" | "voice.failed";
 
@@ -49,9 +49,6 @@ export async function enqueueValidation(env: Env, voiceId: string): Promise<void
 	});
 }
 
-/** How often ending a validation reads the voice again after a change to it (a PATCH) made its write miss. */
-const FINISH_ROUNDS = 5;
-
 /**
  * Ends validation. `ready` turns the uploaded files into the voice's artifacts (the model as `synthesizer`, the
  * index as `index`), keeps the sample rate the runner read from the model, and the pitch range it measured.
@@ -67,7 +64,7 @@ export async function finishValidation(
 	report: VoiceValidationReport,
 	now = new Date(),
 ): Promise<boolean> {
-	for (let round = 0; round < FINISH_ROUNDS; round++) {
+	for (let round = 0; round < VOICE_WRITE_ROUNDS; round++) {
 		const voice = await findVoiceById(env, voiceId);
 		if (voice?.status !== "validating" || voice.deletedAt || !voice.accountId) return false;
 		if (await endValidationOf(env, voice, report, now)) return true;

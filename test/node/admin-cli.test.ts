@@ -44,6 +44,9 @@ afterAll(async () => {
 });
 
 const admin = (...argv: string[]) => runAdmin(argv, backend);
+/** A service voice's stored engine params, as `voice list` shows them. */
+const engineParams = async (name: string) =>
+	((await admin("voice", "list")) as Record<string, unknown>[]).find((v) => v.name === name)?.engine_params;
 
 /** Lists the keys under `prefix` in the same local bucket the admin commands write (a second proxy onto it). */
 async function bucketObjects(prefix: string) {
@@ -563,8 +566,6 @@ describe("admin CLI", () => {
 	});
 
 	it("records whether the model takes pitch and its feature width, so f0_method and a wrong --index are refused later", async () => {
-		const engineParams = async (name: string) =>
-			((await admin("voice", "list")) as Record<string, unknown>[]).find((v) => v.name === name)?.engine_params;
 		// What the 40 kHz v2 models record beside the defaults.
 		const recorded = (f0: boolean, defaults: Record<string, unknown> = {}) => ({
 			...defaults,
@@ -620,8 +621,6 @@ describe("admin CLI", () => {
 	});
 
 	it("records the model's speaker count and refuses a speaker_id past it, as a runner would fail every job", async () => {
-		const engineParams = async (name: string) =>
-			((await admin("voice", "list")) as Record<string, unknown>[]).find((v) => v.name === name)?.engine_params;
 		const threeSpeakers = path.join(FIXTURES, "v2-f0-40k-3-speakers.pth");
 		const create = (speakerId: number) =>
 			admin(
@@ -652,8 +651,6 @@ describe("admin CLI", () => {
 	});
 
 	it("records an ONNX export's speaker count from its graph and refuses a speaker_id past it", async () => {
-		const engineParams = async (name: string) =>
-			((await admin("voice", "list")) as Record<string, unknown>[]).find((v) => v.name === name)?.engine_params;
 		// torch.onnx.export of a 3-speaker synthesizer, as RVC exports one (make-torch-onnx.py): traced at 16 frames,
 		// so the inspection's 4-frame probe cannot measure its rate, and --params gives it.
 		const exported = path.join(FIXTURES, "torch-export-3-speakers.onnx");

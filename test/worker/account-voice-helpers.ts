@@ -77,19 +77,24 @@ export async function uploadedVoice(
 	return voice;
 }
 
-export async function validationLease(
-	voiceId: string,
-): Promise<{ lease: VoiceValidationLease; worker: Awaited<ReturnType<typeof runner>> }> {
+export type Runner = Awaited<ReturnType<typeof runner>>;
+
+/** One lease request of a runner that converts and validates with both engines: what it was granted. */
+export async function askForWork(worker: Runner, { capacity = 4, waitSeconds = 5 } = {}) {
+	const response = await worker.post("/internal/v1/leases", {
+		runner_id: worker.runnerId,
+		capacity,
+		wait_seconds: waitSeconds,
+		engines: ["dsp", "rvc"],
+		job_kinds: ["convert", "validate_voice"],
+	});
+	return LeaseResponse.parse((await json<{ data: unknown }>(response)).data);
+}
+
+export async function validationLease(voiceId: string): Promise<{ lease: VoiceValidationLease; worker: Runner }> {
 	const worker = await runner();
 	for (let round = 0; round < 5; round++) {
-		const response = await worker.post("/internal/v1/leases", {
-			runner_id: worker.runnerId,
-			capacity: 4,
-			wait_seconds: 5,
-			engines: ["dsp", "rvc"],
-			job_kinds: ["convert", "validate_voice"],
-		});
-		const { validations } = LeaseResponse.parse((await json<{ data: unknown }>(response)).data);
+		const { validations } = await askForWork(worker);
 		const lease = validations.find((granted) => granted.voice_id === voiceId);
 		if (lease) return { lease, worker };
 	}

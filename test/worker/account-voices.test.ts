@@ -12,6 +12,7 @@ import type { VoiceUpload } from "../../src/contracts/voices.ts";
 import { insertConversion } from "../../src/conversions/conversion-store.ts";
 import { runSafetyNet } from "../../src/cron/safety-net.ts";
 import {
+	askForWork,
 	bytesOf,
 	createVoice,
 	declare,
@@ -698,15 +699,7 @@ describe("account voices", () => {
 		expect((await alice.api(`/api/v1/voices/${voice.id}`, { method: "DELETE" })).status).toBe(404);
 		// Its files went all the same; the job still waiting is dropped when a runner asks, never handed out.
 		expect(await keysUnder(`account-voices/${voice.id}/`)).toEqual([]);
-		const worker = await runner();
-		const response = await worker.post("/internal/v1/leases", {
-			runner_id: worker.runnerId,
-			capacity: 4,
-			wait_seconds: 0,
-			engines: ["dsp", "rvc"],
-			job_kinds: ["convert", "validate_voice"],
-		});
-		expect(LeaseResponse.parse((await json<{ data: unknown }>(response)).data).validations).toEqual([]);
+		expect((await askForWork(await runner(), { waitSeconds: 0 })).validations).toEqual([]);
 		expect(await job()).toBe("done");
 	});
 
@@ -790,20 +783,7 @@ describe("account voices", () => {
 		});
 		await deliverJobs([preview.id]);
 		const worker = await runner();
-		const ask = async () =>
-			LeaseResponse.parse(
-				(
-					await json<{ data: unknown }>(
-						await worker.post("/internal/v1/leases", {
-							runner_id: worker.runnerId,
-							capacity: 1,
-							wait_seconds: 5,
-							engines: ["dsp", "rvc"],
-							job_kinds: ["convert", "validate_voice"],
-						}),
-					)
-				).data,
-			);
+		const ask = () => askForWork(worker, { capacity: 1 });
 		const first = await ask();
 		expect(first.leases.map((lease) => lease.conversion_id)).toEqual([preview.id]);
 		expect(first.validations).toEqual([]);

@@ -19,6 +19,7 @@ import {
 	type VoiceValidationLease,
 	type VoiceValidationReport,
 } from "../../../src/contracts/runner.ts";
+import { RVC_SETTING_NEEDS } from "../../../src/contracts/rvc-setting-needs.ts";
 import type { ArtifactCache } from "../artifacts/artifact-cache.ts";
 import { decodeSource } from "../audio/decode-source.ts";
 import type { AudioBlock, Engine } from "../engines/engine.ts";
@@ -104,20 +105,18 @@ async function checkIndex(path: string, model: ModelFacts): Promise<void> {
 }
 
 function checkSettings(settings: Record<string, unknown>, model: ModelFacts, hasIndex: boolean): void {
-	for (const key of ["index_rate", "protect"]) {
-		if (settings[key] !== undefined && !hasIndex) {
+	const given = Object.entries(RVC_SETTING_NEEDS).filter(([key]) => settings[key] !== undefined);
+	for (const [key, needs] of given) {
+		if (needs.index && !hasIndex)
 			refuse("settings", `voice_settings.${key} needs a feature index, and this voice has none`);
-		}
 	}
 	if (settings.formant_shift !== undefined && settings.formant_shift !== 0) {
 		refuse("settings", "voice_settings.formant_shift must be 0 for an RVC voice: the model fixes the timbre");
 	}
-	if (settings.f0_method !== undefined && !model.f0) {
-		refuse("settings", "voice_settings.f0_method does not apply: this model has no pitch input (f0 = 0)");
-	}
-	// RVC protects unvoiced frames by the model's pitch input: a model without one has none to tell apart.
-	if (settings.protect !== undefined && hasIndex && !model.f0) {
-		refuse("settings", "voice_settings.protect does not apply: this model has no pitch input (f0 = 0)");
+	for (const [key, needs] of given) {
+		if (needs.pitch && !model.f0) {
+			refuse("settings", `voice_settings.${key} does not apply: this model has no pitch input (f0 = 0)`);
+		}
 	}
 }
 

@@ -8,7 +8,13 @@ import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
 import { presentAccountVoice } from "../../voices/present-voice.ts";
 import { checkVoiceCanHonour } from "../../voices/voice-capabilities.ts";
-import { accountVoiceNameTaken, findOwnVoice, findVoiceFiles, updateVoiceFields } from "../../voices/voice-store.ts";
+import {
+	accountVoiceNameTaken,
+	findOwnVoice,
+	findVoiceFiles,
+	updateVoiceFields,
+	VOICE_WRITE_ROUNDS,
+} from "../../voices/voice-store.ts";
 import { voiceNameTaken } from "./create-voice.ts";
 
 export const updateVoiceRoute = defineRoute({
@@ -33,7 +39,7 @@ export const updateVoiceRoute = defineRoute({
 	},
 	async handler({ env, request, auth, params, body }) {
 		let voice = await changeVoice(env, auth.accountId, params.id, body);
-		for (let round = 1; !voice.changed && round < CHANGE_ROUNDS; round++) {
+		for (let round = 1; !voice.changed && round < VOICE_WRITE_ROUNDS; round++) {
 			voice = await changeVoice(env, auth.accountId, params.id, body);
 		}
 		if (!voice.changed)
@@ -44,9 +50,6 @@ export const updateVoiceRoute = defineRoute({
 		return ok(await presentAccountVoice(env, publicOrigin(env, request.url), updated, files));
 	},
 });
-
-/** How often a change is decided again from a fresh read when the voice changed under it (validation ended). */
-const CHANGE_ROUNDS = 5;
 
 /**
  * Decides the change from the voice as read and writes it only onto that version: a validation that ended between
