@@ -28,7 +28,6 @@ import {
 import { quantizeMatMuls } from "./int8-matmul.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
 import { once } from "./once.ts";
-import { synthesizerGraphProblem } from "./onnx-graph-rules.ts";
 import { RMVPE_PITCH_BINS } from "./pitch.ts";
 import { type ModelSession, SessionHost } from "./session-host.ts";
 import { DECODE_SPAN_MARGIN_FRAMES } from "./synthesizer-graph.ts";
@@ -82,13 +81,6 @@ class OnnxModel {
 	}
 
 	static async load(role: ModelRole, path: string, settings: SessionSettings, host: SessionHost): Promise<OnnxModel> {
-		if (role === "synthesizer") {
-			// Validation and the admin tool refuse such graphs before any run; this holds the rule for a voice that
-			// reached the runner without them (made ready before the rule, or stored by other means), as a graph
-			// that loops would hold the model thread, and every job of its slot, for as long as it loops.
-			const problem = synthesizerGraphProblem(new Uint8Array(await readFile(path)));
-			if (problem !== undefined) throw new RvcEngineError("invalid_model", `synthesizer model ${path}: ${problem}`);
-		}
 		try {
 			const options = sessionOptionsFor(settings.provider, {
 				...settings,

@@ -42,12 +42,14 @@ import {
 	selectExecutionProvider,
 } from "./execution-provider.ts";
 import { protectUnvoiced } from "./feature-retrieval.ts";
+import { readFileBytes } from "./file-bytes.ts";
 import { ButterworthHighPass } from "./high-pass.ts";
 import { IndexCache } from "./index-cache.ts";
 import type { IndexThread } from "./index-thread.ts";
 import { StreamingLoudnessMix } from "./loudness-mix.ts";
 import { LogMelSpectrogram, RMVPE_HOP, RMVPE_SAMPLE_RATE } from "./mel.ts";
 import { type LoadedModels, ModelCache, type ModelPaths, type SynthesizerModel } from "./models.ts";
+import { synthesizerGraphProblem } from "./onnx-graph-rules.ts";
 import { applyVoiceSettings, CPU_PARAM_DEFAULTS, parseRvcParams, type RvcParams, speakerProblem } from "./params.ts";
 import { decodeSalience, shiftAndQuantise } from "./pitch.ts";
 import { NormalNoise } from "./random.ts";
@@ -476,6 +478,8 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	let cachedIndexBytes: number = DEFAULT_INDEX_CACHE_BYTES.cpu;
 	/** The ONNX file built from each `.pth` synthesizer artifact used (`synthesizerOnnxPath`), for `forget`. */
 	const builtFrom = new Map<string, string>();
+	/** Uploaded ONNX synthesizers already read against the graph rules (`onnx-graph-rules.ts`). */
+	const graphsChecked = new Set<string>();
 	/** Whether idle model threads decode parts of a job's spans (`RvcEngineOptions.lendIdleThreads`), set by `init`. */
 	let lendThreads = false;
 	const mel = new LogMelSpectrogram();
@@ -508,6 +512,17 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	const modelFiles = async (files: VoiceFiles, params: RvcParams): Promise<ModelPaths> => {
 		const paths = modelPaths(files, params);
 		const synthesizer = await synthesizerOnnxPath(paths.synthesizer);
+		// A synthesizer uploaded as ONNX (not built here from a `.pth`) is the uploader's graph. Validation and the
+		// admin tool refuse graphs that loop or branch before any run; this holds the rule for a voice that reached
+		// the runner without them (made ready before the rule), as such a graph would hold the model thread, and every
+		// job of its slot, for as long as it loops. Read once per file and process.
+		if (synthesizer === paths.synthesizer && !graphsChecked.has(synthesizer)) {
+			const problem = synthesizerGraphProblem(await readFileBytes(synthesizer));
+			if (problem !== undefined) {
+				throw new RvcEngineError("invalid_model", `synthesizer model ${synthesizer}: ${problem}`);
+			}
+			graphsChecked.add(synthesizer);
+		}
 		// A speaker past the model's fails its embedding lookup (onnxruntime's words on the CPU, after the first
 		// window's features), so it is refused before anything runs: by the count the params record (parseRvcParams),
 		// else by the model file's own: a checkpoint's, or an ONNX export's where its graph says it (read once, and only
