@@ -6,7 +6,7 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { localBackend, ROOT } from "./lib/admin-backend.ts";
-import { ensureDevVars } from "./lib/dev-vars.ts";
+import { ensureDevVars, setDevVars } from "./lib/dev-vars.ts";
 import { keepLocalRunsLocal } from "./lib/local-only.ts";
 import { type Managed, start, stop, waitForHttp } from "./lib/processes.ts";
 import { seedDemo } from "./lib/seed.ts";
@@ -38,30 +38,23 @@ async function main(): Promise<void> {
 	process.on("SIGTERM", () => void shutdown(0));
 
 	keepLocalRunsLocal();
-	await ensureDevVars(path.join(ROOT, ".dev.vars"));
+	const devVars = path.join(ROOT, ".dev.vars");
+	await ensureDevVars(devVars);
 	await run("migrate", ["wrangler", "d1", "migrations", "apply", "DB", "--local"]);
 
 	process.env.WRANGLER_LOG ??= "error";
 	const backend = await localBackend();
 	const credentials = await seedDemo(backend, CREDENTIALS_FILE, BASE_URL).finally(() => backend.close());
+	// Prefills the playground; only ever set here, in local development.
+	await setDevVars(devVars, {
+		PLAYGROUND_CLIENT_ID: credentials.client_id,
+		PLAYGROUND_CLIENT_SECRET: credentials.client_secret,
+	});
 
 	const worker = start(
 		"worker",
 		"npx",
-		[
-			"wrangler",
-			"dev",
-			"--ip",
-			"127.0.0.1",
-			"--port",
-			String(PORT),
-			"--show-interactive-dev-session=false",
-			// Prefills the playground; only ever set here, in local development.
-			"--var",
-			`PLAYGROUND_CLIENT_ID:${credentials.client_id}`,
-			"--var",
-			`PLAYGROUND_CLIENT_SECRET:${credentials.client_secret}`,
-		],
+		["wrangler", "dev", "--ip", "127.0.0.1", "--port", String(PORT), "--show-interactive-dev-session=false"],
 		{
 			cwd: ROOT,
 		},
