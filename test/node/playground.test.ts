@@ -849,4 +849,32 @@ describe("API reference page in headless Chromium", () => {
 			await context.close();
 		}
 	});
+
+	it("has an icon the browser fetches from this origin, not a /favicon.ico that answers 404", async () => {
+		const context = await browser.newContext();
+		try {
+			const page = await context.newPage();
+			const answers = new Map<string, number>();
+			page.on("response", (response) => answers.set(new URL(response.url()).pathname, response.status()));
+			await page.goto(`${stack.url}/docs`);
+			await page.locator("#POST-api-v1-voice-conversions").waitFor();
+			const icon = await page.evaluate(async () => {
+				const link = document.querySelector<HTMLLinkElement>('link[rel="icon"]');
+				const response = await fetch(link?.href ?? "/favicon.ico");
+				return {
+					path: new URL(response.url).pathname,
+					status: response.status,
+					type: response.headers.get("content-type"),
+				};
+			});
+			expect(icon).toEqual({
+				path: "/playground/icon.svg",
+				status: 200,
+				type: expect.stringMatching(/^image\/svg\+xml/),
+			});
+			expect(answers.get("/favicon.ico")).toBeUndefined();
+		} finally {
+			await context.close();
+		}
+	});
 });

@@ -231,6 +231,11 @@ describe("API reference page", () => {
 		expect(html).toContain("/openapi.json");
 		expect(html).not.toMatch(/(src|href)="https?:\/\//);
 	});
+
+	it("names the playground's icon, so a browser asks for no /favicon.ico (test/node/playground.test.ts fetches it)", async () => {
+		const html = await (await call("/docs")).text();
+		expect(html.match(/<link rel="icon" href="([^"]+)"/)?.[1]).toBe("/playground/icon.svg");
+	});
 });
 
 describe("JSON request errors", () => {

@@ -10,6 +10,7 @@ const PAGE = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Voice Conversion API reference</title>
+<link rel="icon" href="/playground/icon.svg" type="image/svg+xml">
 <style>
   :root { color-scheme: light dark; --fg: #1b1f24; --muted: #5b6470; --bg: #fff; --card: #f5f7fa; --accent: #3b5bdb; }
   @media (prefers-color-scheme: dark) { :root { --fg: #e6e8eb; --muted: #9aa4b2; --bg: #14171b; --card: #1d2127; --accent: #8ea6ff; } }
