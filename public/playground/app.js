@@ -1,6 +1,6 @@
 // The playground talks to the public API exactly as any client would: token, voices, upload, conversion, polling.
 const $ = (id) => document.getElementById(id);
-const state = { token: null, voice: null, resultUrl: null, resumed: false };
+const state = { token: null, voice: null, resultUrl: null, resumed: false, waveform: null };
 
 /** What each conversion status means to someone watching (the spec's state machine). */
 const STATUS_TEXT = {
@@ -349,7 +349,19 @@ async function showResult(conversion, fileName) {
 	drawWaveform(audio.getChannelData(0));
 }
 
+// The waveform is drawn in device pixels at the canvas's displayed size, so it is drawn again when that changes (a
+// window resized or turned, a zoom) rather than stretched. One redraw per frame, however many changes arrive.
+let waveformRedraw = 0;
+new ResizeObserver(() => {
+	if (!state.waveform || waveformRedraw) return;
+	waveformRedraw = requestAnimationFrame(() => {
+		waveformRedraw = 0;
+		if (state.waveform) drawWaveform(state.waveform);
+	});
+}).observe($("waveform"));
+
 function drawWaveform(samples) {
+	state.waveform = samples;
 	const canvas = $("waveform");
 	// Draw at the canvas's displayed size in device pixels, so the waveform is sharp rather than stretched.
 	const scale = window.devicePixelRatio || 1;

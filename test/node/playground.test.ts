@@ -316,6 +316,18 @@ describe("playground in headless Chromium", () => {
 				return painted;
 			});
 			expect(paintedPixels).toBeGreaterThan(1000);
+			// A narrower window: the waveform is drawn again at the canvas's new size, not stretched.
+			const sizes = () =>
+				canvas.evaluate((c: HTMLCanvasElement) => ({
+					drawn: c.width,
+					shown: Math.round(c.clientWidth * (window.devicePixelRatio || 1)),
+				}));
+			const before = await sizes();
+			const viewport = page.viewportSize();
+			await page.setViewportSize({ width: 420, height: viewport?.height ?? 800 });
+			await expect.poll(async () => (await sizes()).drawn, { timeout: 5_000 }).toBe((await sizes()).shown);
+			expect((await sizes()).drawn).toBeLessThan(before.drawn);
+			if (viewport) await page.setViewportSize(viewport);
 
 			const [download] = await Promise.all([page.waitForEvent("download"), page.click("#download")]);
 			expect(download.suggestedFilename()).toBe(`take-1-Playground_${demoVoice?.name}-third_up.wav`);
