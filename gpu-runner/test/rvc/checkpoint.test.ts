@@ -149,6 +149,19 @@ describe("RVC checkpoints written by PyTorch", () => {
 				}
 			});
 
+			it("reads the same tensors from bytes held at an odd offset (its storages then unaligned)", () => {
+				// torch.save aligns each storage in the file, and the reader takes aligned ones as they lie; bytes that
+				// start at an odd address (a file held inside a larger buffer) are copied out first.
+				const file = bytesOf(fixture.file);
+				const shifted = new Uint8Array(file.length + 1).subarray(1);
+				shifted.set(file);
+				const moved = readRvcCheckpoint(shifted);
+				expect([...moved.weights.keys()]).toEqual([...checkpoint.weights.keys()]);
+				for (const [weight, tensor] of checkpoint.weights) {
+					expect(moved.weights.get(weight), weight).toEqual(tensor);
+				}
+			});
+
 			it(`builds a synthesizer whose output matches PyTorch's forward pass within ${OUTPUT_TOLERANCE}`, async () => {
 				const { bytes } = buildSynthesizerGraph(checkpoint, { sourceNoise: false });
 				const audio = await runSynthesizer(bytes, fixture, checkpoint.f0);

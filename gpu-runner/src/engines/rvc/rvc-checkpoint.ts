@@ -190,6 +190,20 @@ function halfToFloat(bits: Uint16Array): Float32Array {
 	return out;
 }
 
+/**
+ * A storage's bytes as its element type: a view of them where they start at a multiple of the element's size, as
+ * torch.save places every storage (at 64-byte boundaries of the file, which `readFile` gives at offset 0), and a copy
+ * only where they do not (a zip re-packed by another tool). A copy of each storage held an fp32 checkpoint's tensors
+ * twice while it was read. The view is only read from: `load` copies each tensor out of it.
+ */
+function storedValues<T extends Float32Array | Uint16Array>(
+	raw: Uint8Array,
+	type: { new (buffer: ArrayBufferLike, byteOffset: number, length: number): T; BYTES_PER_ELEMENT: number },
+): T {
+	const bytes = raw.byteOffset % type.BYTES_PER_ELEMENT === 0 ? raw : new Uint8Array(raw);
+	return new type(bytes.buffer, bytes.byteOffset, bytes.byteLength / type.BYTES_PER_ELEMENT);
+}
+
 class TensorLoader {
 	readonly #archive: ZipArchive;
 	readonly #prefix: string;
@@ -232,12 +246,11 @@ class TensorLoader {
 				`tensor storage ${name} holds ${raw.length} bytes, ${ref.numel} ${type.dtype} values need ${ref.numel * type.bytes}`,
 			);
 		}
-		const aligned = new Uint8Array(raw);
 		let values: Float32Array;
-		if (type.dtype === "float32") values = new Float32Array(aligned.buffer);
-		else if (type.dtype === "float16") values = halfToFloat(new Uint16Array(aligned.buffer));
+		if (type.dtype === "float32") values = storedValues(raw, Float32Array);
+		else if (type.dtype === "float16") values = halfToFloat(storedValues(raw, Uint16Array));
 		else {
-			const bits = new Uint16Array(aligned.buffer);
+			const bits = storedValues(raw, Uint16Array);
 			values = new Float32Array(bits.length);
 			const out = new Uint32Array(values.buffer);
 			for (let i = 0; i < bits.length; i++) out[i] = (bits[i] as number) << 16;
