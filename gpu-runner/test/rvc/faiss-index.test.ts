@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeFaissIndexFile, describeFeatureIndex, readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
 import { IndexSearcher, type IvfScan, MISSING_SCORE } from "../../src/engines/rvc/index-search.ts";
 import { scratchDir } from "../helpers/scratch.ts";
+import { writeSparseIvfFlat } from "./support/wide-ivf.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures", "index");
 const RVC_INDEX = "added_IVF20_Flat_nprobe_1_tiny_v2.index";
@@ -89,6 +90,24 @@ describe("reading faiss indexes", () => {
 		expect(process.memoryUsage.rss() - rssBefore).toBeLessThan(64 * 2 ** 20);
 		truncateSync(path, header.length + count * dim * 4 - 1);
 		await expect(describeFaissIndexFile(path)).rejects.toThrow(/truncated: IxF2 holds 1000000 vectors of 768/);
+	});
+
+	it("checks 20 million IVF list sizes a buffer at a time", async () => {
+		// 240 MB of IVF index of width 1 with 20 million lists, as faiss lays one out (a sparse file): read one wait
+		// per list size, its check took 4-7 s.
+		const path = join(scratchDir("wide-ivf"), "wide.index");
+		await writeSparseIvfFlat(path, 1, 20_000_000);
+		const started = performance.now();
+		expect(await describeFaissIndexFile(path)).toEqual({
+			kind: "ivf_flat",
+			fourcc: "IwFl",
+			metric: "l2",
+			dim: 1,
+			ntotal: 1,
+			nlist: 20_000_000,
+			nprobe: 1,
+		});
+		expect(performance.now() - started).toBeLessThan(2500);
 	});
 
 	it("keeps every IVF vector once, grouped by list, with its id", async () => {
