@@ -14,6 +14,7 @@ import { createRvcEngine, type RvcChunkStats } from "../../src/engines/rvc/index
 import { PermanentJobError } from "../../src/job-errors.ts";
 import { scratchDir } from "../helpers/scratch.ts";
 import { buildTinyContentVec, buildTinyRmvpe, buildTinySynthesizer, writeModels } from "./support/tiny-models.ts";
+import { writeSparseIvfFlat } from "./support/wide-ivf.ts";
 
 const IN_RATE = 16000;
 const OUT_RATE = 40000;
@@ -361,6 +362,33 @@ describe("rvc engine with tiny models", () => {
 				code: "invalid_index",
 				message: expect.stringMatching(/holds 16-wide vectors but the voice's models use 768-wide features/),
 			});
+		});
+
+		it("refuses an index of another width from its header, before reading its 20 million lists", async () => {
+			// 240 MB of IVF index of width 1 (a sparse file), as faiss lays one out: reading its lists took 4-7 s.
+			const path = join(scratchDir("rvc-index"), "wide.index");
+			await writeSparseIvfFlat(path, 1, 20_000_000);
+			const started = performance.now();
+			const paths = new Map(artifactPaths).set("index", path);
+			await expect(collect(run(speechLike(1), job({ artifactPaths: paths })))).rejects.toMatchObject({
+				code: "invalid_index",
+				message: expect.stringMatching(/holds 1-wide vectors but the voice's models use 768-wide features/),
+			});
+			expect(performance.now() - started).toBeLessThan(800);
+		});
+
+		it("removes a cached index whose width was damaged on disk, rather than refusing the voice for good", async () => {
+			const bytes = readFileSync(join(INDEXES, "constant-flat.index"));
+			const path = join(scratchDir("rvc-index"), `${createHash("sha256").update(bytes).digest("hex")}.bin`);
+			const damaged = Buffer.from(bytes);
+			damaged.writeInt32LE(17, 4); // the header's width: 17, where the voice's models use 16
+			writeFileSync(path, damaged);
+			const error = await collect(run(withPause(), job({ artifactPaths: new Map(echo).set("index", path) }))).catch(
+				(e: unknown) => e,
+			);
+			expect((error as Error).message).toMatch(/feature index .* \(damaged on disk\): removed, to be downloaded again/);
+			expect(error).not.toBeInstanceOf(PermanentJobError);
+			expect(existsSync(path)).toBe(false);
 		});
 
 		it("tracks f0 with YIN when f0_method is yin, with no rmvpe artifact", async () => {

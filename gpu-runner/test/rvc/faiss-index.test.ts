@@ -6,7 +6,12 @@
 import { readFileSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { describeFaissIndexFile, describeFeatureIndex, readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
+import {
+	describeFaissIndexFile,
+	describeFeatureIndex,
+	readFaissIndex,
+	readFaissIndexWidth,
+} from "../../src/engines/rvc/faiss-index.ts";
 import { IndexSearcher, type IvfScan, MISSING_SCORE } from "../../src/engines/rvc/index-search.ts";
 import { scratchDir } from "../helpers/scratch.ts";
 import { writeSparseIvfFlat } from "./support/wide-ivf.ts";
@@ -108,6 +113,28 @@ describe("reading faiss indexes", () => {
 			nprobe: 1,
 		});
 		expect(performance.now() - started).toBeLessThan(2500);
+	});
+
+	it("states an index's width from its header alone, whatever follows", async () => {
+		for (const [name, dim] of [
+			[RVC_INDEX, 16],
+			["flat-l2.index", 16],
+			["flat-ip.index", 16],
+			["voice-v2-768.index", 768],
+		] as const) {
+			expect(await readFaissIndexWidth(join(FIXTURES, name)), name).toBe(dim);
+		}
+		const path = join(scratchDir("wide-ivf"), "wide.index");
+		await writeSparseIvfFlat(path, 1, 20_000_000);
+		const started = performance.now();
+		expect(await readFaissIndexWidth(path)).toBe(1);
+		expect(performance.now() - started).toBeLessThan(100);
+		// Types the reader refuses, and what is not an index, state none: the reader names what they are.
+		for (const name of ["hnsw.index", "ivf-pq.index"]) {
+			expect(await readFaissIndexWidth(join(FIXTURES, name)), name).toBe(undefined);
+		}
+		expect(await readFaissIndexWidth(scratchFile("short.index", Buffer.from("IwFl")))).toBe(undefined);
+		expect(await readFaissIndexWidth(join(FIXTURES, "missing.index"))).toBe(undefined);
 	});
 
 	it("keeps every IVF vector once, grouped by list, with its id", async () => {

@@ -92,6 +92,33 @@ export async function describeFaissIndexFile(path: string): Promise<IndexDescrip
 	return (await parseIndexFile(path, false)).description;
 }
 
+/**
+ * The vector width `d` an index file states, from its first 8 bytes (its fourcc, then `d`, in each layout read here),
+ * without reading further; undefined for a file of another type, too short, or a width outside 1..`MAX_DIM`, which
+ * `readFaissIndex` and `describeFaissIndexFile` then refuse by name. A voice's models fix the width its index must have
+ * (and nothing else in the header), so a caller that knows it refuses a file of another width before the file is read
+ * through: a 240 MB IVF index of width 1 with 20 million lists took 4-7 s to check, list by list, before its width was
+ * compared.
+ */
+export async function readFaissIndexWidth(path: string): Promise<number | undefined> {
+	let handle: FileHandle;
+	try {
+		handle = await open(path, "r");
+	} catch {
+		return undefined; // the reader says why
+	}
+	try {
+		const head = new Uint8Array(8);
+		const { bytesRead } = await handle.read(head, 0, 8, 0);
+		const fourcc = String.fromCharCode(...head.subarray(0, 4));
+		if (bytesRead < 8 || (fourcc !== "IwFl" && fourcc !== "IxF2" && fourcc !== "IxFI")) return undefined;
+		const dim = new DataView(head.buffer).getInt32(4, true);
+		return dim >= 1 && dim <= MAX_DIM ? dim : undefined;
+	} finally {
+		await handle.close();
+	}
+}
+
 /** Index types faiss writes that this reader refuses, by fourcc, so the message can say what the file is. */
 const OTHER_INDEX_TYPES: Record<string, string> = {
 	IxFl: "a flat index with a metric other than L2 or inner product",

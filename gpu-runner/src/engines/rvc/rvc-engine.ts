@@ -27,6 +27,7 @@
 import { randomInt } from "node:crypto";
 import { availableParallelism } from "node:os";
 import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
+import { removeIfDamaged } from "../../artifacts/damaged-artifact.ts";
 import { PermanentJobError } from "../../job-errors.ts";
 import { AlignedPitchShifter } from "../dsp/signalsmith-stretch.ts";
 import { DspVoiceParams } from "../dsp/voice-params.ts";
@@ -41,6 +42,7 @@ import {
 	type ProviderSelection,
 	selectExecutionProvider,
 } from "./execution-provider.ts";
+import { readFaissIndexWidth } from "./faiss-index.ts";
 import { protectUnvoiced } from "./feature-retrieval.ts";
 import { readFileBytes } from "./file-bytes.ts";
 import { ButterworthHighPass } from "./high-pass.ts";
@@ -794,15 +796,22 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				);
 				let retrieval: IndexThread | undefined;
 				if (indexPath !== undefined && params.indexRate > 0) {
+					const width = models.synthesizer.declaredFeatureDim ?? models.contentvec.declaredFeatureDim;
+					const refuseWidth = (dim: number) =>
+						new RvcEngineError(
+							"invalid_index",
+							`feature index ${indexPath} holds ${dim}-wide vectors but the voice's models use ${width}-wide features (v1 voices 256, v2 768)`,
+						);
+					// From the file's header first, before it is read onto its thread (its lists may take seconds). A cached
+					// file damaged there is removed to be downloaded again, not refused for good.
+					const stated = width === undefined ? undefined : await readFaissIndexWidth(indexPath);
+					if (stated !== undefined && stated !== width) {
+						await removeIfDamaged(indexPath, "feature index");
+						throw refuseWidth(stated);
+					}
 					const loaded = await indexes.acquire(indexPath, { transient });
 					releaseIndex = loaded.release;
-					const width = models.synthesizer.declaredFeatureDim ?? models.contentvec.declaredFeatureDim;
-					if (width !== undefined && width !== loaded.index.facts.dim) {
-						throw new RvcEngineError(
-							"invalid_index",
-							`feature index ${indexPath} holds ${loaded.index.facts.dim}-wide vectors but the voice's models use ${width}-wide features (v1 voices 256, v2 768)`,
-						);
-					}
+					if (width !== undefined && width !== loaded.index.facts.dim) throw refuseWidth(loaded.index.facts.dim);
 					retrieval = loaded.index;
 				}
 				// A job of more than one window, where idle threads hold another voice: its synthesizer is loaded there
