@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { open } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -7,6 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ArtifactCache } from "../src/artifacts/artifact-cache.ts";
 import { loadEngines } from "../src/engines/registry.ts";
+import { readFaissIndex } from "../src/engines/rvc/faiss-index.ts";
 import { silentLogger } from "../src/logger.ts";
 import { VoiceAffinity } from "../src/loop/voice-affinity.ts";
 import { type RunnerState, startHealthServer } from "../src/observability/health-server.ts";
@@ -70,6 +72,63 @@ describe("artifact cache", () => {
 		const paths = await cache.hold().ensureAll([artifact()], signal);
 		expect(paths.get("file1")).toBe(a.get("file1"));
 		expect(downloads - before).toBe(1);
+	});
+
+	it("hashes a cached file again when it changed on disk since this process last used it, and downloads it again", async () => {
+		// A real voice index (faiss wrote it), served as an artifact.
+		const bytes = new Uint8Array(readFileSync(join(import.meta.dirname, "rvc/fixtures/index/voice-v2-768.index")));
+		let served = 0;
+		const indexServer = createServer((_request, response) => {
+			served++;
+			response.writeHead(200).end(bytes);
+		});
+		await new Promise<void>((resolve) => indexServer.listen(0, "127.0.0.1", resolve));
+		try {
+			const index = {
+				name: "index",
+				url: `http://127.0.0.1:${(indexServer.address() as AddressInfo).port}/index`,
+				sha256: createHash("sha256").update(bytes).digest("hex"),
+				size_bytes: bytes.length,
+			};
+			const job = async (cache: ArtifactCache) => {
+				const hold = cache.hold();
+				const path = (await hold.ensureAll([index], signal)).get("index") as string;
+				hold.release();
+				return path;
+			};
+			/** One byte of the file flipped in place (same inode, same size), as a fault on disk leaves it. */
+			const damage = async (path: string) => {
+				const file = await open(path, "r+");
+				const at = Math.floor(bytes.length / 2);
+				await file.write(Uint8Array.of((bytes[at] as number) ^ 0x40), 0, 1, at);
+				await file.close();
+			};
+			const folder = join(dir, "changed");
+			const cache = new ArtifactCache(folder);
+			const path = await job(cache);
+			const good = await readFaissIndex(path);
+			expect(served).toBe(1);
+			expect(await job(cache)).toBe(path);
+			expect(served).toBe(1);
+
+			// Between jobs the file changes on disk and still reads as an index, with other vectors.
+			await damage(path);
+			const damaged = await readFaissIndex(path);
+			expect(damaged.vectors).not.toEqual(good.vectors);
+			expect(await job(cache)).toBe(path);
+			expect(served).toBe(2);
+			expect(readFileSync(path).equals(bytes)).toBe(true);
+			expect(await job(cache)).toBe(path);
+			expect(served).toBe(2);
+
+			// A new process trusts none of what it finds: the file is hashed at its first use there.
+			await damage(path);
+			expect(await job(new ArtifactCache(folder))).toBe(path);
+			expect(served).toBe(3);
+			expect(readFileSync(path).equals(bytes)).toBe(true);
+		} finally {
+			indexServer.close();
+		}
 	});
 
 	it("rejects a download whose checksum does not match and leaves nothing behind", async () => {

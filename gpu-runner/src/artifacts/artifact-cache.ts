@@ -13,15 +13,22 @@
  *   sharing the folder may hold them, and its holds are not visible here.
  * The folder can go over the budget while that is all it holds; the next download tries again. The same pass
  * removes the temporaries of downloads and builds that a runner killed mid-way left (unwritten for as long).
+ *
+ * On reuse a file is trusted without reading it only while it is the very file this process last knew to have its
+ * checksum: same inode, size, mtime and ctime (with nanoseconds) as `stat` gave after that check or after its own
+ * last use. Anything else (its first use in this process, a write to it, another runner's use) hashes it again first,
+ * and a file that no longer has its checksum is downloaded again: an index or a checkpoint changed on disk in a way
+ * that still parses would otherwise be used as it is.
  */
 import { createHash, randomUUID } from "node:crypto";
-import { createWriteStream, rmSync } from "node:fs";
+import { type BigIntStats, createWriteStream, rmSync } from "node:fs";
 import { mkdir, readdir, rename, rm, stat, utimes } from "node:fs/promises";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ModelArtifact } from "../../../src/contracts/runner.ts";
 import { describeError, type Logger, silentLogger } from "../logger.ts";
+import { sha256Of } from "./damaged-artifact.ts";
 
 /** Artifacts used this recently are kept whatever the budget (see above). */
 const RECENT_USE_MS = 10 * 60 * 1000;
@@ -81,6 +88,8 @@ export class ArtifactCache {
 	 * use, sharing the folder, whose holds are not visible here.
 	 */
 	#usedAt = new Map<string, number>();
+	/** What `stat` gave of each artifact's file when this process last knew it to have its checksum (see above). */
+	#verified = new Map<string, string>();
 	#trimming: Promise<unknown> = Promise.resolve();
 
 	constructor(dir: string, options: ArtifactCacheOptions = {}) {
@@ -168,11 +177,20 @@ export class ArtifactCache {
 
 	async #ensure(artifact: ModelArtifact, signal: AbortSignal): Promise<string> {
 		const target = this.pathFor(artifact);
-		const existing = await stat(target).catch(() => undefined);
-		// The name is the verified checksum; the size check catches a file truncated behind our back.
-		if (existing?.isFile() && existing.size === artifact.size_bytes) {
-			this.#usedAt.set(artifact.sha256, await touch(target));
-			return target;
+		const existing = await stat(target, { bigint: true }).catch(() => undefined);
+		// The name is the checksum verified at download; the size check catches a file truncated behind our back, and
+		// a file this process did not leave as it is now is hashed again (see above).
+		if (existing?.isFile() && existing.size === BigInt(artifact.size_bytes)) {
+			if (this.#verified.get(artifact.sha256) === stamp(existing) || (await sha256Of(target)) === artifact.sha256) {
+				this.#usedAt.set(artifact.sha256, await touch(target));
+				await this.#remember(artifact.sha256, target);
+				return target;
+			}
+			this.#verified.delete(artifact.sha256);
+			this.#logger.warn("cached artifact no longer has its checksum (damaged on disk): downloading it again", {
+				name: artifact.name,
+				sha256: artifact.sha256,
+			});
 		}
 
 		await mkdir(this.dir, { recursive: true });
@@ -186,6 +204,7 @@ export class ArtifactCache {
 			}
 			await rename(temporary, target);
 			this.#usedAt.set(artifact.sha256, Date.now());
+			await this.#remember(artifact.sha256, target);
 			this.#trimLater();
 			return target;
 		} finally {
@@ -207,11 +226,19 @@ export class ArtifactCache {
 			pin(file.sha256); // before it is in place, so no trim can see it unheld
 			await rename(temporary, path);
 			this.#usedAt.set(file.sha256, Date.now());
+			await this.#remember(file.sha256, path);
 			this.#trimLater();
 			return { path, ...file };
 		} finally {
 			await rm(temporary, { force: true });
 		}
+	}
+
+	/** Notes the file at `path` as it is now as one with the checksum `sha256` (just verified, or just used as such). */
+	async #remember(sha256: string, path: string): Promise<void> {
+		const info = await stat(path, { bigint: true }).catch(() => undefined);
+		if (info === undefined) this.#verified.delete(sha256);
+		else this.#verified.set(sha256, stamp(info));
 	}
 
 	#trimLater(): void {
@@ -226,6 +253,7 @@ export class ArtifactCache {
 		for (const name of files) rmSync(join(this.dir, name), { force: true });
 		// Whatever is at that name from now on is another download's, ours or another runner's.
 		this.#usedAt.delete(sha256);
+		this.#verified.delete(sha256);
 		this.#onRemoved(sha256);
 	}
 
@@ -304,6 +332,9 @@ export class ArtifactCache {
 		return { sha256: hash.digest("hex"), sizeBytes: size };
 	}
 }
+
+/** A file's identity and last change as `stat` tells them: equal only while nothing wrote to it or touched it. */
+const stamp = (info: BigIntStats): string => `${info.dev}:${info.ino}:${info.size}:${info.mtimeNs}:${info.ctimeNs}`;
 
 /** Marks a file as used now (its mtime orders the least recently used); answers the time it set. */
 async function touch(path: string): Promise<number> {

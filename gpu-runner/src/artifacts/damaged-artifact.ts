@@ -1,7 +1,8 @@
 /**
- * The artifact cache names each file by the checksum it verified at download (`<sha256>.bin`), and on reuse checks
- * only its size. A file that fails to load is checked in full: one that no longer has the checksum it is named by was
- * damaged on disk, and is removed, so the next attempt downloads it again.
+ * The artifact cache names each file by the checksum it verified at download (`<sha256>.bin`), and on reuse hashes it
+ * again unless it is the very file (inode, size, mtime, ctime) this process last knew to have it. A file that fails to
+ * load is checked in full too (it may have changed after the job found it): one that no longer has the checksum it is
+ * named by was damaged on disk, and is removed, so the next attempt downloads it again.
  */
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
