@@ -149,6 +149,14 @@ describe("RVC checkpoints written by PyTorch", () => {
 				}
 			});
 
+			it("gives each tensor an array of its own, not one another tensor or the file's bytes hold", () => {
+				const file = bytesOf(fixture.file);
+				const arrays = [...readRvcCheckpoint(file).weights.values()].map((tensor) => tensor.data);
+				expect(new Set(arrays).size).toBe(arrays.length);
+				expect(new Set(arrays.map((data) => data.buffer)).size).toBe(arrays.length);
+				expect(arrays.some((data) => data.buffer === file.buffer)).toBe(false);
+			});
+
 			it("reads the same tensors from bytes held at an odd offset (its storages then unaligned)", () => {
 				// torch.save aligns each storage in the file, and the reader takes aligned ones as they lie; bytes that
 				// start at an odd address (a file held inside a larger buffer) are copied out first.

@@ -204,19 +204,38 @@ function storedValues<T extends Float32Array | Uint16Array>(
 	return new type(bytes.buffer, bytes.byteOffset, bytes.byteLength / type.BYTES_PER_ELEMENT);
 }
 
+/** Whether `ref` is its storage's every value in row-major order (a size-1 dimension's stride does not matter). */
+function wholeStorage(ref: TensorRef, storageLength: number, count: number): boolean {
+	if (ref.offset !== 0 || count !== storageLength) return false;
+	let stride = 1;
+	for (let d = ref.dims.length - 1; d >= 0; d--) {
+		const size = ref.dims[d] as number;
+		if (size !== 1 && ref.strides[d] !== stride) return false;
+		stride *= size;
+	}
+	return true;
+}
+
 class TensorLoader {
 	readonly #archive: ZipArchive;
 	readonly #prefix: string;
 	readonly #storages = new Map<string, Float32Array>();
+	/** Storages widened from fp16 / bf16 into arrays of their own (an fp32 one may be a view of the file). */
+	readonly #widened = new Set<string>();
+	/** How many tensors of the checkpoint view each storage and are not loaded yet (a storage goes once none is). */
+	readonly #views: Map<string, number>;
 	/** Values the storages read so far hold, and the most they may hold together. */
 	#held = 0;
 	readonly #budget: number;
 	readonly dtypes = new Set<StorageDtype>();
 
-	constructor(archive: ZipArchive, prefix: string, budget: number) {
+	constructor(archive: ZipArchive, prefix: string, budget: number, tensors: Iterable<TensorRef>) {
 		this.#archive = archive;
 		this.#prefix = prefix;
 		this.#budget = budget;
+		const views = new Map<string, number>();
+		for (const ref of tensors) views.set(ref.storage.key, (views.get(ref.storage.key) ?? 0) + 1);
+		this.#views = views;
 	}
 
 	#storage(ref: StorageRef): Float32Array {
@@ -257,6 +276,7 @@ class TensorLoader {
 		}
 		this.dtypes.add(type.dtype);
 		this.#storages.set(ref.key, values);
+		if (type.dtype !== "float32") this.#widened.add(ref.key);
 		return values;
 	}
 
@@ -270,6 +290,17 @@ class TensorLoader {
 				"misshapen_tensor",
 				`tensor ${name} [${ref.dims.join(", ")}] reaches past its storage of ${storage.length} values`,
 			);
+		}
+		const key = ref.storage.key;
+		const views = (this.#views.get(key) ?? 1) - 1;
+		this.#views.set(key, views);
+		// Kept for the tensors still to view it, then let go: held to the end, the storages were a second copy of
+		// every tensor (and of the weight-norm `v`s that folding replaces).
+		if (views <= 0) this.#storages.delete(key);
+		// A widened storage that only this tensor views, whole and in order, is the tensor (RVC's fp16 files: every
+		// tensor): copying it held an fp16 checkpoint's tensors twice while it was read.
+		if (this.#widened.has(key) && views <= 0 && wholeStorage(ref, storage.length, count)) {
+			return { dims: [...ref.dims], data: storage };
 		}
 		const data = new Float32Array(count);
 		const index = new Array<number>(ref.dims.length).fill(0);
@@ -521,7 +552,7 @@ export function readRvcCheckpoint(bytes: Uint8Array): RvcCheckpoint {
 			"checkpoint says f0 = 1 but has no pitch embedding (enc_p.emb_pitch.weight)",
 		);
 
-	const loader = new TensorLoader(archive, prefix, STORAGE_ALLOWANCE * tensorValues);
+	const loader = new TensorLoader(archive, prefix, STORAGE_ALLOWANCE * tensorValues, raw.values());
 	const weights = new Map<string, Tensor>();
 	let parameters = 0;
 	for (const [name, spec] of specs) {
