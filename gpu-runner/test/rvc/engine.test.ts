@@ -3,7 +3,7 @@
  * (see support/tiny-models.ts), and its error messages for wrong inputs, params and models.
  */
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
@@ -365,16 +365,16 @@ describe("rvc engine with tiny models", () => {
 		});
 
 		it("refuses an index of another width from its header, before reading its 20 million lists", async () => {
-			// 240 MB of IVF index of width 1 (a sparse file), as faiss lays one out: reading its lists took 4-7 s.
+			// 240 MB of IVF index of width 1, as faiss lays one out: reading its lists took 4-7 s. Cut after its
+			// quantizer's header, it is refused for its width, not as truncated: nothing past the header was read.
 			const path = join(scratchDir("rvc-index"), "wide.index");
 			await writeSparseIvfFlat(path, 1, 20_000_000);
-			const started = performance.now();
+			truncateSync(path, 4096);
 			const paths = new Map(artifactPaths).set("index", path);
 			await expect(collect(run(speechLike(1), job({ artifactPaths: paths })))).rejects.toMatchObject({
 				code: "invalid_index",
 				message: expect.stringMatching(/holds 1-wide vectors but the voice's models use 768-wide features/),
 			});
-			expect(performance.now() - started).toBeLessThan(800);
 		});
 
 		it("removes a cached index whose width was damaged on disk, rather than refusing the voice for good", async () => {
