@@ -126,6 +126,21 @@ describe("artifact cache", () => {
 			expect(await job(new ArtifactCache(folder))).toBe(path);
 			expect(served).toBe(3);
 			expect(readFileSync(path).equals(bytes)).toBe(true);
+
+			// A runner's start-up warms its last voices from files it checks there (`cached`, never a download), so the
+			// first job after it reuses that check rather than hashing hundreds of MB of models again; a damaged file
+			// is not offered to the warm-up.
+			const restarted = new ArtifactCache(folder);
+			expect(await restarted.cached(index)).toBe(path);
+			expect(restarted.checksumsComputed).toBe(1);
+			expect(await job(restarted)).toBe(path);
+			expect(restarted.checksumsComputed).toBe(1);
+			await damage(path);
+			const restartedOnDamage = new ArtifactCache(folder);
+			expect(await restartedOnDamage.cached(index)).toBeUndefined();
+			expect(served).toBe(3);
+			expect(await job(restartedOnDamage)).toBe(path);
+			expect(served).toBe(4);
 		} finally {
 			indexServer.close();
 		}

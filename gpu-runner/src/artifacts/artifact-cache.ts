@@ -91,6 +91,8 @@ export class ArtifactCache {
 	/** What `stat` gave of each artifact's file when this process last knew it to have its checksum (see above). */
 	#verified = new Map<string, string>();
 	#trimming: Promise<unknown> = Promise.resolve();
+	/** How many cached files were hashed again (see above): lets tests see when a check is reused. */
+	checksumsComputed = 0;
 
 	constructor(dir: string, options: ArtifactCacheOptions = {}) {
 		this.dir = dir;
@@ -175,22 +177,42 @@ export class ArtifactCache {
 		return pending;
 	}
 
-	async #ensure(artifact: ModelArtifact, signal: AbortSignal): Promise<string> {
+	/**
+	 * The artifact's file, where the folder holds it as it was downloaded (hashed again unless this process knows it
+	 * unchanged since, see above), else undefined. Neither downloads nor counts as a use: the runner's start-up warms
+	 * the voices of its last run with it, so a first job after a restart does not pay for the hashing.
+	 */
+	async cached(artifact: Pick<ModelArtifact, "name" | "sha256" | "size_bytes">): Promise<string | undefined> {
 		const target = this.pathFor(artifact);
+		return (await this.#intact(artifact, target)) ? target : undefined;
+	}
+
+	/** Whether the file at `target` has the artifact's size and checksum, remembered as such if it has. */
+	async #intact(artifact: Pick<ModelArtifact, "name" | "sha256" | "size_bytes">, target: string): Promise<boolean> {
 		const existing = await stat(target, { bigint: true }).catch(() => undefined);
 		// The name is the checksum verified at download; the size check catches a file truncated behind our back, and
 		// a file this process did not leave as it is now is hashed again (see above).
-		if (existing?.isFile() && existing.size === BigInt(artifact.size_bytes)) {
-			if (this.#verified.get(artifact.sha256) === stamp(existing) || (await sha256Of(target)) === artifact.sha256) {
-				this.#usedAt.set(artifact.sha256, await touch(target));
-				await this.#remember(artifact.sha256, target);
-				return target;
-			}
-			this.#verified.delete(artifact.sha256);
-			this.#logger.warn("cached artifact no longer has its checksum (damaged on disk): downloading it again", {
-				name: artifact.name,
-				sha256: artifact.sha256,
-			});
+		if (!existing?.isFile() || existing.size !== BigInt(artifact.size_bytes)) return false;
+		if (this.#verified.get(artifact.sha256) === stamp(existing)) return true;
+		this.checksumsComputed++;
+		if ((await sha256Of(target).catch(() => undefined)) === artifact.sha256) {
+			await this.#remember(artifact.sha256, target);
+			return true;
+		}
+		this.#verified.delete(artifact.sha256);
+		this.#logger.warn("cached artifact no longer has its checksum (damaged on disk): it will be downloaded again", {
+			name: artifact.name,
+			sha256: artifact.sha256,
+		});
+		return false;
+	}
+
+	async #ensure(artifact: ModelArtifact, signal: AbortSignal): Promise<string> {
+		const target = this.pathFor(artifact);
+		if (await this.#intact(artifact, target)) {
+			this.#usedAt.set(artifact.sha256, await touch(target));
+			await this.#remember(artifact.sha256, target);
+			return target;
 		}
 
 		await mkdir(this.dir, { recursive: true });

@@ -4,7 +4,7 @@
  * only for its conversion. Only voices with artifacts are kept (a `dsp` voice has nothing to warm), without
  * their signed download addresses, which expire.
  */
-import { readFile, rename, stat, writeFile } from "node:fs/promises";
+import { readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { VoiceDescriptor } from "../../../src/contracts/runner.ts";
@@ -70,26 +70,28 @@ export class RecentVoices {
 }
 
 /**
- * Prepares (loads and warms) recent voices whose engine is loaded and can prepare, and whose artifacts are all in
- * the local cache: for each engine the most recent as many as it keeps loaded (`details.cached_voices`, when it
- * says; the rvc engine keeps one per model thread on the CPU), the oldest of them first, so the most recent is
- * loaded last and kept. Failures are logged and skipped: warming is an optimisation, never a reason not to start.
+ * The paths of a voice's artifacts by name when the cache holds every one intact (`ArtifactCache.cached`: its size,
+ * and its checksum unless this process knows the file unchanged since it last checked); else the first missing.
  */
-/** The paths of a voice's artifacts by name when every one is in the cache at its size; else the first missing. */
 export async function cachedArtifactPaths(
 	voice: VoiceDescriptor,
 	artifacts: ArtifactCache,
 ): Promise<{ paths: Map<string, string> } | { missing: string }> {
 	const paths = new Map<string, string>();
 	for (const artifact of voice.artifacts) {
-		const path = artifacts.pathFor(artifact);
-		const file = await stat(path).catch(() => undefined);
-		if (file?.size !== artifact.size_bytes) return { missing: artifact.name };
+		const path = await artifacts.cached(artifact);
+		if (path === undefined) return { missing: artifact.name };
 		paths.set(artifact.name, path);
 	}
 	return { paths };
 }
 
+/**
+ * Prepares (loads and warms) recent voices whose engine is loaded and can prepare, and whose artifacts are all in
+ * the local cache: for each engine the most recent as many as it keeps loaded (`details.cached_voices`, when it
+ * says; the rvc engine keeps one per model thread on the CPU), the oldest of them first, so the most recent is
+ * loaded last and kept. Failures are logged and skipped: warming is an optimisation, never a reason not to start.
+ */
 export async function warmRecentVoices(
 	voices: readonly VoiceDescriptor[],
 	engines: ReadonlyMap<string, LoadedEngine>,
