@@ -2,7 +2,9 @@
  * The real runner process (src/main.ts) against the fake API: signals are delivered to a real child process,
  * as an orchestrator would send them.
  */
+
 import { type ChildProcess, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -149,8 +151,10 @@ describe("runner process and deleted voices", () => {
 		const cache = join(dir, "cache");
 		mkdirSync(join(cache, "artifacts"), { recursive: true });
 		const file = (name: string, byte: number) => {
-			const sha256 = byte.toString(16).padStart(2, "0").repeat(32);
-			writeFileSync(join(cache, "artifacts", `${sha256}.bin`), new Uint8Array(100).fill(byte));
+			// Named by its checksum, as a download leaves it: the start-up checks what it finds before offering it.
+			const bytes = new Uint8Array(100).fill(byte);
+			const sha256 = createHash("sha256").update(bytes).digest("hex");
+			writeFileSync(join(cache, "artifacts", `${sha256}.bin`), bytes);
 			// Last used before the runner stopped, over ten minutes ago: a use since then may be another runner's,
 			// sharing the folder, and keeps the files for ten minutes.
 			const used = new Date(Date.now() - 11 * 60_000);
