@@ -11,7 +11,14 @@ import { publishEvent } from "../conversions/state-machine.ts";
 import { nowIso } from "../db/client.ts";
 import type { VoiceArtifact } from "../db/schema.ts";
 import { voiceSettingProblems } from "./voice-capabilities.ts";
-import { findVoiceById, findVoiceFiles, VOICE_WRITE_ROUNDS, type VoiceRow, voiceSettingsOf } from "./voice-store.ts";
+import {
+	findVoiceById,
+	findVoiceFiles,
+	VOICE_WRITE_ROUNDS,
+	type VoiceFileRow,
+	type VoiceRow,
+	voiceSettingsOf,
+} from "./voice-store.ts";
 
 export type VoiceEventType = "voice.ready" | "voice.failed";
 
@@ -47,6 +54,37 @@ export async function enqueueValidation(env: Env, voiceId: string): Promise<void
 		engine: "rvc",
 		usePreview: false,
 	});
+}
+
+/** The files a conversion of a ready voice reads: its model (the synthesizer) and, where it has one, its index. */
+const FILES_A_CONVERSION_NEEDS = ["model", "index"] as const;
+
+/**
+ * What is wrong with a `ready` report against the files the voice holds, in words for the runner's log; null when
+ * nothing is. A ready voice's artifacts are made of what the report names (checksum and size of each file), so a
+ * report that leaves out the model (or the index the voice has), names a file the voice does not hold, names one
+ * twice, or gives a size other than the stored file's would make a voice that is ready without what a conversion
+ * needs, or with checksums no download can pass.
+ */
+export function readyReportProblem(
+	files: readonly Pick<VoiceFileRow, "role" | "uploadStatus" | "sizeBytes">[],
+	report: Extract<VoiceValidationReport, { outcome: "ready" }>,
+): string | null {
+	const held = new Map(files.filter((file) => file.uploadStatus === "uploaded").map((file) => [file.role, file]));
+	const seen = new Set<string>();
+	for (const file of report.files) {
+		if (seen.has(file.role)) return `files names the ${file.role} twice`;
+		seen.add(file.role);
+		const stored = held.get(file.role);
+		if (!stored) return `files names a ${file.role}, and the voice holds no ${file.role} file`;
+		if (stored.sizeBytes !== null && stored.sizeBytes !== file.size_bytes) {
+			return `files gives the ${file.role} ${file.size_bytes} bytes, and the stored file has ${stored.sizeBytes}`;
+		}
+	}
+	for (const role of FILES_A_CONVERSION_NEEDS) {
+		if (held.has(role) && !seen.has(role)) return `files leaves out the voice's ${role}, which conversions read`;
+	}
+	return null;
 }
 
 /**

@@ -20,6 +20,7 @@ import {
 	MODEL,
 	type Owner,
 	type Problem,
+	readyReport,
 	upload,
 	uploadedVoice as uploadedVoiceWith,
 	type Voice,
@@ -226,6 +227,47 @@ describe("account voices", () => {
 		expect(failed.status).toBe("failed");
 		expect(failed.error_message).toHaveLength(1000);
 		expect(failed.error_message).toBe(`${message.slice(0, 999)}…`);
+	});
+
+	it("refuses a ready report that leaves out the model or the index, or names files the voice does not hold", async () => {
+		const alice = await user();
+		const voice = await uploadedVoice(alice);
+		const { lease, worker } = await validationLease(voice.id);
+		const report = (files: unknown[]) =>
+			worker.post(`/internal/v1/leases/${lease.lease_id}/voice-validation`, { ...readyReport(true), files });
+		const model = { role: "model", sha256: "a".repeat(64), size_bytes: MODEL.byteLength };
+		const index = { role: "index", sha256: "b".repeat(64), size_bytes: INDEX.byteLength };
+		for (const [files, words] of [
+			[[index], "leaves out the voice's model"],
+			[[], "leaves out the voice's model"],
+			[[model], "leaves out the voice's index"],
+			[[model, index, { role: "image", sha256: "c".repeat(64), size_bytes: 10 }], "holds no image file"],
+			[[model, index, model], "names the model twice"],
+			[[{ ...model, size_bytes: 12 }, index], "the stored file has 150000"],
+		] as const) {
+			const refused = await report([...files]);
+			expect(refused.status).toBe(400);
+			const problem = await json<Problem>(refused);
+			expect(problem).toMatchObject({ success: false, code: "invalid_request" });
+			expect(problem.message).toContain(words);
+		}
+		// Nothing was applied: the voice still validates under the same lease, which the runner still holds.
+		const still = (await json<{ data: Voice }>(await alice.api(`/api/v1/voices/${voice.id}`))).data;
+		expect(still).toMatchObject({ status: "validating", error_message: null });
+		expect((await worker.heartbeat(lease.lease_id)).status).toBe(200);
+		const events = await env.DB.prepare("SELECT type FROM events WHERE subject_id = ?").bind(voice.id).all();
+		expect(events.results).toEqual([]);
+		// The report a runner makes of both files is taken.
+		const taken = await report([model, index]);
+		expect(taken.status).toBe(200);
+		expect((await json<{ data: unknown }>(taken)).data).toEqual({ voice_id: voice.id, status: "ready" });
+		const ready = await env.DB.prepare("SELECT artifacts FROM voices WHERE id = ?")
+			.bind(voice.id)
+			.first<{ artifacts: string }>();
+		expect(JSON.parse(ready?.artifacts ?? "[]").map((artifact: { name: string }) => artifact.name)).toEqual([
+			"synthesizer",
+			"index",
+		]);
 	});
 
 	it("keeps the upload it took when two go through one file's address at once, and nothing of the other", async () => {

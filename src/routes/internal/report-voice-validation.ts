@@ -5,8 +5,8 @@ import { jobBroker } from "../../conversions/job-broker-client.ts";
 import { ApiError } from "../../http/errors.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
-import { findVoiceById } from "../../voices/voice-store.ts";
-import { finishValidation } from "../../voices/voice-validation.ts";
+import { findVoiceById, findVoiceFiles } from "../../voices/voice-store.ts";
+import { finishValidation, readyReportProblem } from "../../voices/voice-validation.ts";
 import { LeaseParams, leaseLost, runnerResponses } from "./lease-params.ts";
 
 const ValidationOutcome = z.object({ voice_id: z.uuid(), status: z.string() });
@@ -22,6 +22,10 @@ export const reportVoiceValidationRoute = defineRoute({
 	body: VoiceValidationReport,
 	responses: {
 		200: { description: "The voice's status after the report", schema: envelope(ValidationOutcome) },
+		400: {
+			description:
+				"`invalid_request`: a malformed report, or a `ready` one whose `files` leave out the model (or the voice's index), name a file the voice does not hold, or give another size than the stored file's",
+		},
 		...runnerResponses,
 	},
 	async handler({ env, params, body }) {
@@ -37,6 +41,11 @@ export const reportVoiceValidationRoute = defineRoute({
 			throw new ApiError(400, "invalid_request", "This lease is a conversion; complete it with /complete");
 		}
 		const voiceId = check.lease.job.voiceId;
+		if (body.outcome === "ready") {
+			// Refused, not applied: the lease goes on, and the job's retries (or the wait limit) decide the voice.
+			const problem = readyReportProblem(await findVoiceFiles(env, [voiceId]), body);
+			if (problem) throw new ApiError(400, "invalid_request", `This ready report cannot make the voice: ${problem}`);
+		}
 		const applied = await finishValidation(env, voiceId, body);
 		if (!applied) {
 			// Deleted (or ended) meanwhile: the job is over either way.
