@@ -6,7 +6,8 @@
  *   `leased` (held by `lease_id`), `failing` (its conversion must be failed in D1; retried until that write
  *   succeeds) or `done` (kept for a day so a duplicate enqueue is a no-op). `attempts` counts leases granted.
  * - `leases`: every lease ever granted; `outcome` is null while it is active, then `completed`, `failed`,
- *   `released`, `expired` or `discarded`. Ended leases are kept for a day so a repeated complete is answered.
+ *   `released`, `expired` or `discarded`; `report_digest` is the runner's report for it (`recordReport`). Ended
+ *   leases are kept for a day so a repeated report is answered.
  * - `output_uploads`: the R2 multipart uploads of outputs that runners started and have not completed or abandoned
  *   yet. One whose lease has ended is aborted here (`#abortAbandonedUploads`): its runner died or lost the lease
  *   mid-upload, and nobody else would ever abort it (R2 keeps an incomplete upload's parts until its lifecycle rule,
@@ -181,6 +182,10 @@ export class JobBroker extends DurableObject<Env> {
 		if (!leaseColumns.some((column) => column.name === "use_preview")) {
 			this.#sql.exec("ALTER TABLE leases ADD COLUMN use_preview INTEGER");
 		}
+		// `report_digest` came with repeatable reports; a lease completed before it answers any repeat, as it did.
+		if (!leaseColumns.some((column) => column.name === "report_digest")) {
+			this.#sql.exec("ALTER TABLE leases ADD COLUMN report_digest TEXT");
+		}
 		// For each grant's account shares (`#shares`): a lookup per account, not a pass over its day of leases.
 		this.#sql.exec("CREATE INDEX IF NOT EXISTS leases_by_account_kind ON leases (account_id, use_preview, ended_at)");
 	}
@@ -313,6 +318,30 @@ export class JobBroker extends DurableObject<Env> {
 	/** The lease's upload was completed or abandoned by its runner: nothing is left to abort. */
 	untrackOutputUpload(leaseId: string, uploadId: string): void {
 		this.#sql.exec("DELETE FROM output_uploads WHERE upload_id = ? AND lease_id = ?", uploadId, leaseId);
+	}
+
+	/**
+	 * Records the digest of the report (a completion, a validation outcome) a runner makes for a lease, before the
+	 * Worker applies it: `first` for the first report, `same` for a repeat of it (a runner retrying after it lost the
+	 * answer, even while the first is still being applied), `different` for another report after it, which is not
+	 * taken. `lost` when the lease is unknown, or ended without a report (expired, released, failed, discarded).
+	 */
+	recordReport(leaseId: string, digest: string): "first" | "same" | "different" | "lost" {
+		return this.ctx.storage.transactionSync(() => {
+			const row = this.#sql
+				.exec<{ outcome: string | null; report_digest: string | null }>(
+					"SELECT outcome, report_digest FROM leases WHERE lease_id = ?",
+					leaseId,
+				)
+				.toArray()[0];
+			if (!row) return "lost";
+			if (row.report_digest !== null) return row.report_digest === digest ? "same" : "different";
+			// Completed before digests were recorded: a repeat is answered as one, as it was then.
+			if (row.outcome === "completed") return "same";
+			if (row.outcome !== null) return "lost";
+			this.#sql.exec("UPDATE leases SET report_digest = ? WHERE lease_id = ?", digest, leaseId);
+			return "first";
+		});
 	}
 
 	/** Ends an active lease as completed (the conversion is already `completed` in D1). Repeats are answered true. */

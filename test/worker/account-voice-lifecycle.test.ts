@@ -76,6 +76,31 @@ describe("an account voice changed while it is validated", () => {
 	});
 });
 
+describe("a validation report sent twice", () => {
+	it("answers two identical reports sent at once (a retry after a lost answer) alike, and refuses a different one", async () => {
+		const alice = await user();
+		for (let round = 0; round < 4; round++) {
+			const voice = await uploadedVoice(alice, { model: MODEL, index: INDEX });
+			const { lease, worker } = await validationLease(voice.id);
+			const report = (body: unknown) => worker.post(`/internal/v1/leases/${lease.lease_id}/voice-validation`, body);
+			const answers = await Promise.all([report(readyReport(true)), report(readyReport(true))]);
+			for (const answer of answers) {
+				expect(answer.status).toBe(200);
+				expect((await json<{ data: unknown }>(answer)).data).toEqual({ voice_id: voice.id, status: "ready" });
+			}
+			expect((await getVoice(alice, voice.id)).status).toBe("ready");
+			const events = await env.DB.prepare("SELECT type FROM events WHERE subject_id = ?").bind(voice.id).all();
+			expect(events.results).toEqual([{ type: "voice.ready" }]);
+			// The same report once more is answered alike; another outcome for the same lease is not taken.
+			expect((await report(readyReport(true))).status).toBe(200);
+			const other = await report({ outcome: "failed", problem: "self_test", message: "The model failed its test" });
+			expect(other.status).toBe(409);
+			expect(await json(other)).toMatchObject({ code: "lease_lost" });
+			expect(await getVoice(alice, voice.id)).toMatchObject({ status: "ready", error_message: null });
+		}
+	});
+});
+
 describe("an account voice changed as its validation ends", () => {
 	it("keeps both the change and the model's facts when a PATCH and the report land together", async () => {
 		const alice = await user();

@@ -579,6 +579,30 @@ describe("duplicates and reordering", () => {
 		expect((await alice.get(created.id)).status).toBe("completed");
 	});
 
+	it("answers two identical completes sent at once (a retry after a lost answer) alike, and refuses a different one", async () => {
+		for (let round = 0; round < 4; round++) {
+			const { alice, worker, created } = await deliveredConversion();
+			const lease = await worker.leaseOne();
+			expect((await worker.uploadOutput(lease, makeWav(1))).status).toBe(200);
+			const answers = await Promise.all([worker.complete(lease.lease_id), worker.complete(lease.lease_id)]);
+			for (const answer of answers) {
+				expect(answer.status).toBe(200);
+				expect((await json<{ data: unknown }>(answer)).data).toEqual({
+					conversion_id: created.id,
+					status: "completed",
+				});
+			}
+			expect((await alice.get(created.id)).status).toBe("completed");
+			expect(await eventsFor(created.id)).toHaveLength(1);
+			// Repeated once more, it is still the same report; one that says something else is not taken.
+			expect((await worker.complete(lease.lease_id)).status).toBe(200);
+			const other = await worker.complete(lease.lease_id, 2);
+			expect(other.status).toBe(409);
+			expect(await json(other)).toMatchObject({ code: "lease_lost" });
+			expect((await alice.get(created.id)).status).toBe("completed");
+		}
+	});
+
 	it("ignores duplicate, late and reordered job messages and promotions", async () => {
 		const alice = await user();
 		const worker = await runner();

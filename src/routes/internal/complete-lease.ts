@@ -8,7 +8,7 @@ import { completeConversion } from "../../conversions/state-machine.ts";
 import { ApiError } from "../../http/errors.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
-import { LeaseParams, leaseLost, runnerResponses } from "./lease-params.ts";
+import { claimReport, LeaseParams, leaseLost, runnerResponses } from "./lease-params.ts";
 
 const LeaseOutcome = z.object({ conversion_id: z.uuid(), status: z.string() });
 
@@ -28,21 +28,26 @@ export const completeLeaseRoute = defineRoute({
 	async handler({ env, params, body }) {
 		const broker = jobBroker(env);
 		const check = await broker.checkLease(params.lease_id);
-		if (check.status === "ended" && check.outcome === "completed") {
-			// A repeated complete (the runner retried after losing our answer): same answer, nothing changes.
-			return ok({ conversion_id: check.conversionId, status: "completed" });
-		}
-		if (check.status !== "active") throw leaseLost();
-		const { conversionId, accountId } = check.lease.job;
-		const key = outputObjectKey(accountId, conversionId, params.lease_id);
-		const output = await env.BUCKET.head(key);
-		if (!output) {
+		const key =
+			check.status === "active"
+				? outputObjectKey(check.lease.job.accountId, check.lease.job.conversionId, params.lease_id)
+				: null;
+		const output = key === null ? null : await env.BUCKET.head(key);
+		if (key !== null && !output) {
 			throw new ApiError(
 				409,
 				"output_missing",
 				"No output was uploaded for this lease: PUT the WAV to the lease's output.url, then complete",
 			);
 		}
+		// The first complete is recorded; a repeat of it (the runner retried after losing our answer, perhaps while
+		// the first is still being applied) gets the same answer, and a different one is refused.
+		await claimReport(broker, params.lease_id, body);
+		if (check.status === "ended" && check.outcome === "completed") {
+			return ok({ conversion_id: check.conversionId, status: "completed" });
+		}
+		if (check.status !== "active" || key === null || !output) throw leaseLost();
+		const { conversionId } = check.lease.job;
 		const result = await completeConversion(env, conversionId, {
 			key,
 			sizeBytes: output.size,

@@ -7,9 +7,14 @@ import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { findVoiceById, findVoiceFiles } from "../../voices/voice-store.ts";
 import { finishValidation, readyReportProblem } from "../../voices/voice-validation.ts";
-import { LeaseParams, leaseLost, runnerResponses } from "./lease-params.ts";
+import { claimReport, LeaseParams, leaseLost, runnerResponses } from "./lease-params.ts";
 
 const ValidationOutcome = z.object({ voice_id: z.uuid(), status: z.string() });
+
+/** How a voice's validation ended, as a repeated report is answered. */
+async function endedStatus(env: Env, voiceId: string): Promise<string> {
+	return (await findVoiceById(env, voiceId))?.status ?? "failed";
+}
 
 export const reportVoiceValidationRoute = defineRoute({
 	method: "POST",
@@ -31,30 +36,40 @@ export const reportVoiceValidationRoute = defineRoute({
 	async handler({ env, params, body }) {
 		const broker = jobBroker(env);
 		const check = await broker.checkLease(params.lease_id);
+		if (check.status === "active") {
+			if (check.lease.job.kind !== "validate_voice") {
+				throw new ApiError(400, "invalid_request", "This lease is a conversion; complete it with /complete");
+			}
+			if (body.outcome === "ready") {
+				// Refused, not applied: the lease goes on, and the job's retries (or the wait limit) decide the voice.
+				const problem = readyReportProblem(await findVoiceFiles(env, [check.lease.job.voiceId]), body);
+				if (problem) throw new ApiError(400, "invalid_request", `This ready report cannot make the voice: ${problem}`);
+			}
+		}
+		// The first report is recorded; a repeat of it (the runner retried after losing our answer, perhaps while the
+		// first is still being applied) gets the same answer, and a different one is refused.
+		await claimReport(broker, params.lease_id, body);
 		if (check.status === "ended" && check.outcome === "completed") {
-			// A repeated report (the runner lost our answer): the voice already says how it ended.
-			const voice = await findVoiceById(env, check.conversionId);
-			return ok({ voice_id: check.conversionId, status: voice?.status ?? "failed" });
+			return ok({ voice_id: check.conversionId, status: await endedStatus(env, check.conversionId) });
 		}
 		if (check.status !== "active") throw leaseLost();
-		if (check.lease.job.kind !== "validate_voice") {
-			throw new ApiError(400, "invalid_request", "This lease is a conversion; complete it with /complete");
-		}
 		const voiceId = check.lease.job.voiceId;
-		if (body.outcome === "ready") {
-			// Refused, not applied: the lease goes on, and the job's retries (or the wait limit) decide the voice.
-			const problem = readyReportProblem(await findVoiceFiles(env, [voiceId]), body);
-			if (problem) throw new ApiError(400, "invalid_request", `This ready report cannot make the voice: ${problem}`);
+		if (await finishValidation(env, voiceId, body)) {
+			await broker.complete(params.lease_id);
+			// Not always the report's outcome: a model good in itself fails with defaults changed since the lease.
+			return ok({ voice_id: voiceId, status: await endedStatus(env, voiceId) });
 		}
-		const applied = await finishValidation(env, voiceId, body);
-		if (!applied) {
-			// Deleted (or ended) meanwhile: the job is over either way.
-			await broker.discard([voiceId]);
-			throw leaseLost("the voice no longer waits for validation");
-		}
-		await broker.complete(params.lease_id);
-		// Not always the report's outcome: a model good in itself fails with defaults changed since the lease.
+		// Not applied: the voice no longer validates. Its twin (this same report, sent twice at once) ended it while
+		// this lease still holds, since nothing else ends a validation under a live lease but deletion.
 		const voice = await findVoiceById(env, voiceId);
-		return ok({ voice_id: voiceId, status: voice?.status ?? body.outcome });
+		const lease = await broker.checkLease(params.lease_id);
+		const heldByThisLease = lease.status === "active" || (lease.status === "ended" && lease.outcome === "completed");
+		if (voice && !voice.deletedAt && (voice.status === "ready" || voice.status === "failed") && heldByThisLease) {
+			await broker.complete(params.lease_id);
+			return ok({ voice_id: voiceId, status: voice.status });
+		}
+		// Deleted (or ended) meanwhile: the job is over either way.
+		await broker.discard([voiceId]);
+		throw leaseLost("the voice no longer waits for validation");
 	},
 });
