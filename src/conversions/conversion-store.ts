@@ -89,7 +89,12 @@ export type SourcePreprocessing = Pick<
 export async function insertConversion(
 	env: Pick<Env, "DB">,
 	accountId: string,
-	input: CreateConversionBody & { audioFileName: string; voiceModelName: string },
+	input: CreateConversionBody & {
+		audioFileName: string;
+		voiceModelName: string;
+		/** The voice's params this conversion runs with (`acceptedVoiceParams` of the voice its settings were checked against). */
+		voiceParams?: Record<string, unknown> | null;
+	},
 	now = new Date(),
 ): Promise<{ conversion: Conversion; source: SourcePreprocessing | undefined } | null> {
 	const at = now.toISOString();
@@ -103,6 +108,7 @@ export async function insertConversion(
 		usePreview: input.use_preview,
 		// An empty object asks for nothing: stored as no settings, so the conversion reads as the spec's.
 		voiceSettings: input.voice_settings && Object.keys(input.voice_settings).length > 0 ? input.voice_settings : null,
+		voiceParams: input.voiceParams ?? null,
 		status: "pending_preprocessing",
 		errorCode: null,
 		errorMessage: null,
@@ -192,6 +198,7 @@ export async function findLeaseSources(env: Pick<Env, "DB">, ids: string[]) {
 			id: voiceConversions.id,
 			pitchShift: voiceConversions.pitchShift,
 			voiceSettings: voiceConversions.voiceSettings,
+			voiceParams: voiceConversions.voiceParams,
 			file: {
 				objectKey: audioFiles.objectKey,
 				mimeType: audioFiles.mimeType,

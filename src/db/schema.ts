@@ -212,6 +212,13 @@ export const voiceConversions = sqliteTable(
 		pitchShiftApplied: text("pitch_shift_applied", { enum: PITCH_SHIFTS }),
 		usePreview: integer("use_preview", { mode: "boolean" }).notNull(),
 		voiceSettings: text("voice_settings", { mode: "json" }).$type<VoiceSettings>(),
+		/**
+		 * The voice's own params as they were when the conversion was accepted (its defaults, which `voice_settings`
+		 * was checked against), less the facts of its model: every lease hands the runner these, so a change of the
+		 * voice afterwards does not change the conversion. Null for conversions accepted before it was recorded (their
+		 * leases carry the voice's params as they are).
+		 */
+		voiceParams: text("voice_params", { mode: "json" }).$type<Record<string, unknown>>(),
 		status: text("status", { enum: CONVERSION_STATUSES }).notNull(),
 		errorCode: text("error_code"),
 		errorMessage: text("error_message"),

@@ -105,6 +105,35 @@ export function voiceSettingsOf(voice: Pick<VoiceRow, "engineParams">): VoiceSet
 	return settings as VoiceSettings;
 }
 
+/**
+ * The params that state facts of the voice's model, read from the model file (by validation, or by the admin tool):
+ * they belong to the model a lease carries, so they always come from the voice as it is.
+ */
+export const MODEL_FACT_PARAMS: readonly string[] = ["sample_rate", "f0", "feature_dim", "speakers"];
+
+/**
+ * The voice's params less its model's facts: its default settings (`index_rate`, `protect`, `rms_mix_rate`,
+ * `f0_method`, `formant_shift`, `transpose_semitones`, ...) as a conversion accepted now was checked against, and
+ * is run with whatever the voice's owner changes later.
+ */
+export function acceptedVoiceParams(voice: Pick<VoiceRow, "engineParams">): Record<string, unknown> {
+	return Object.fromEntries(Object.entries(voice.engineParams).filter(([key]) => !MODEL_FACT_PARAMS.includes(key)));
+}
+
+/**
+ * What a lease of a conversion hands the runner as the voice's params: those it was accepted with, and the facts of
+ * the voice's model as it is now (the model the lease carries). A conversion accepted before its params were
+ * recorded (`accepted` null) gets the voice's params as they are.
+ */
+export function leaseVoiceParams(
+	voice: Pick<VoiceRow, "engineParams">,
+	accepted: Record<string, unknown> | null,
+): Record<string, unknown> {
+	if (accepted === null) return voice.engineParams;
+	const facts = Object.entries(voice.engineParams).filter(([key]) => MODEL_FACT_PARAMS.includes(key));
+	return { ...accepted, ...Object.fromEntries(facts) };
+}
+
 export interface NewAccountVoice {
 	id: string;
 	accountId: string;

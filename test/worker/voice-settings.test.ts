@@ -8,6 +8,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { type Lease, LeaseResponse } from "../../src/contracts/runner.ts";
 import { VoiceConversion } from "../../src/contracts/voice-conversions.ts";
 import { utf8 } from "../../src/lib/encoding.ts";
+import { INDEX, MODEL, patchVoice, readyReport, uploadedVoice, validationLease } from "./account-voice-helpers.ts";
 import {
 	clearBaseModels,
 	eventsFor,
@@ -183,6 +184,53 @@ describe("voice_settings on POST /api/v1/voice-conversions", () => {
 		expect((await completeWith(lease, {})).status).toBe(200);
 		const [event] = await eventsFor(created.id);
 		expect(event?.payload.conversion).toMatchObject({ voice_settings: settings, pitch_shift_applied: "same_octave" });
+	});
+
+	it("runs a conversion with the account voice's defaults it was accepted with, though the owner changed them before its lease", async () => {
+		const alice = await user();
+		const voice = await uploadedVoice(alice, { model: MODEL, index: INDEX }, { index_rate: 0.5, rms_mix_rate: 0.3 });
+		const { lease: validation, worker } = await validationLease(voice.id);
+		const report = await worker.post(`/internal/v1/leases/${validation.lease_id}/voice-validation`, readyReport(true));
+		expect(report.status).toBe(200);
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const accepted = await alice.convert({
+			audio_file_id: file.id,
+			voice_model_id: voice.id,
+			voice_settings: { protect: 0.2 },
+		});
+		// The owner changes the defaults while the conversion waits for a runner.
+		const patched = await patchVoice(alice, voice.id, {
+			voice_settings: { index_rate: 0.9, rms_mix_rate: 1, f0_method: "yin" },
+		});
+		expect(patched.status).toBe(200);
+		const model = { sample_rate: 40_000, f0: true, feature_dim: 768 };
+		const first = await leaseFor(accepted.id);
+		expect(first.voice.params).toEqual({ index_rate: 0.5, rms_mix_rate: 0.3, ...model });
+		expect(first.voice_settings).toEqual({ protect: 0.2 });
+		// A retried job (a later lease of the same conversion) still gets what it was accepted with.
+		expect((await (await runner()).release(first.lease_id)).status).toBe(200);
+		expect((await leaseFor(accepted.id)).voice.params).toEqual({ index_rate: 0.5, rms_mix_rate: 0.3, ...model });
+		// A conversion accepted after the change runs with the new defaults.
+		const after = await alice.convert({ audio_file_id: file.id, voice_model_id: voice.id });
+		const second = await leaseFor(after.id);
+		expect(second.voice.params).toEqual({ index_rate: 0.9, rms_mix_rate: 1, f0_method: "yin", ...model });
+	});
+
+	it("keeps a service voice's settings as accepted through an operator's update, and takes the model's facts as they are", async () => {
+		const alice = await user();
+		const voiceId = await insertVoice({
+			engine: "rvc",
+			params: { sample_rate: 40_000, f0: true, index_rate: 0.6, transpose_semitones: 12 },
+			artifacts: ["synthesizer", "index"],
+		});
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const created = await alice.convert({ audio_file_id: file.id, voice_model_id: voiceId });
+		// `voice update --model ... --params ...` between acceptance and lease: a new model, other defaults.
+		await env.DB.prepare("UPDATE voices SET engine_params = ? WHERE id = ?")
+			.bind(JSON.stringify({ sample_rate: 48_000, f0: true, index_rate: 0.1, transpose_semitones: -12 }), voiceId)
+			.run();
+		const lease = await leaseFor(created.id);
+		expect(lease.voice.params).toEqual({ index_rate: 0.6, transpose_semitones: 12, sample_rate: 48_000, f0: true });
 	});
 
 	it("treats an empty object as no settings", async () => {

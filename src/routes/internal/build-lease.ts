@@ -7,6 +7,7 @@ import { MAX_OUTPUT_BYTES, OUTPUT_CONTENT_TYPE, outputObjectKey, outputPartBytes
 import type { VoiceArtifact } from "../../db/schema.ts";
 import { signStorageUrl } from "../../storage/signed-url.ts";
 import type { BaseModelRow } from "../../voices/base-model-store.ts";
+import { leaseVoiceParams } from "../../voices/voice-store.ts";
 
 /** Addresses in a lease outlive it comfortably: a long conversion heartbeats for hours before it uploads. */
 export const LEASE_URL_SECONDS = 6 * 3600;
@@ -48,7 +49,8 @@ export async function buildLease(
 			id: voice.id,
 			name: voice.name,
 			engine: voice.engine,
-			params: voice.engineParams,
+			// The settings the conversion was accepted with, whatever its voice's owner changed since.
+			params: leaseVoiceParams(voice, source.voiceParams),
 			pitch_range_hz:
 				voice.pitchRangeLowHz !== null && voice.pitchRangeHighHz !== null
 					? { low: voice.pitchRangeLowHz, high: voice.pitchRangeHighHz }

@@ -12,7 +12,7 @@ import { created } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
 import { publicOrigin } from "../../storage/signed-url.ts";
 import { checkVoiceCanHonour } from "../../voices/voice-capabilities.ts";
-import { findVisibleVoice, type VoiceRow } from "../../voices/voice-store.ts";
+import { acceptedVoiceParams, findVisibleVoice, type VoiceRow } from "../../voices/voice-store.ts";
 
 const voiceNotReady = (voice: VoiceRow) =>
 	new ApiError(
@@ -64,6 +64,9 @@ export const createConversionRoute = defineRoute({
 			...body,
 			audioFileName: file.fileName,
 			voiceModelName: voice.name,
+			// The defaults `voice_settings` was checked against are the ones it runs with: a later change of the voice
+			// (PATCH, or an operator's update) applies to conversions accepted after it.
+			voiceParams: acceptedVoiceParams(voice),
 		});
 		// Deleted since they were found above (the insert checks both in its own statement).
 		if (!inserted) throw notFound((await findAudioFile(env, auth.accountId, file.id)) ? "Voice model" : "Audio file");

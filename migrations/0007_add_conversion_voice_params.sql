@@ -1,0 +1,1 @@
+ALTER TABLE `voice_conversions` ADD `voice_params` text;
