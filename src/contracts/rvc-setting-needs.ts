@@ -15,3 +15,22 @@ export const RVC_SETTING_NEEDS: Readonly<Record<string, RvcSettingNeeds>> = {
 	f0_method: { pitch: "it tracks no pitch" },
 	protect: { index: true, pitch: "it tells no unvoiced frames apart" },
 };
+
+/**
+ * An rvc voice's params with the pitch tracker its conversions use where neither the conversion's settings nor the
+ * voice's defaults name one: RMVPE where its model comes with the job (the voice's own `rmvpe` or the deployment's
+ * base model), else the built-in YIN, so that a model with pitch input runs in a deployment without RMVPE instead
+ * of failing each conversion at the runner for a file nobody asked for. A model without pitch input (`f0` false)
+ * tracks no pitch and is left as it is. The Worker applies it to every conversion's lease, the runner's validation
+ * to its self-test, so a voice is tested as it will run.
+ */
+export function withPitchTracker(
+	params: Record<string, unknown>,
+	settings: { f0_method?: unknown } | null | undefined,
+	carriesRmvpe: boolean,
+): Record<string, unknown> {
+	if (carriesRmvpe || params.f0 === false || params.f0_method !== undefined || settings?.f0_method !== undefined) {
+		return params;
+	}
+	return { ...params, f0_method: "yin" };
+}

@@ -109,4 +109,45 @@ describe("an RVC .pth + .index voice end to end", () => {
 		expect(wav.samples.some((sample) => sample !== 0)).toBe(true);
 		expect(runner.log()).toMatch(/"engine":"rvc"/);
 	});
+
+	it("converts with the voice's pitch model in a deployment without RMVPE, tracking pitch with yin", async () => {
+		// As where the operator never set one (runs after the test above, which needs it).
+		await stack.admin.execute(["DELETE FROM base_models WHERE name = 'rmvpe'"]);
+		const sampleRate = 44_100;
+		const source = makeWav({ sampleRate, channels: 1, frames: sampleRate * SOURCE_SECONDS, encoding: "pcm", bits: 16 });
+		const file = await api<{ id: string; upload_url: string }>("/api/v1/audio-files", {
+			method: "POST",
+			body: { file_name: "take.wav", mime_type: "audio/wav" },
+		});
+		const put = await fetch(file.upload_url, {
+			method: "PUT",
+			headers: { "Content-Type": "audio/wav" },
+			body: Buffer.from(source),
+		});
+		expect(put.status).toBe(200);
+		const refused = await fetch(`${stack.url}/api/v1/voice-conversions`, {
+			method: "POST",
+			headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+			body: JSON.stringify({ audio_file_id: file.id, voice_model_id: voiceId, voice_settings: { f0_method: "rmvpe" } }),
+		});
+		expect(refused.status).toBe(400);
+		const created = await api<{ id: string }>("/api/v1/voice-conversions", {
+			method: "POST",
+			body: { audio_file_id: file.id, voice_model_id: voiceId, pitch_shift: "third_up" },
+		});
+		let conversion: Record<string, unknown> = {};
+		for (let waited = 0; waited < 120_000; waited += 500) {
+			conversion = await api(`/api/v1/voice-conversions/${created.id}`);
+			if (conversion.status === "completed" || conversion.status === "failed") break;
+			await new Promise((r) => setTimeout(r, 500));
+		}
+		expect(conversion, `runner log:\n${runner.log().slice(-3000)}`).toMatchObject({
+			status: "completed",
+			error_message: null,
+		});
+		const download = await fetch(String(conversion.output_url));
+		const wav = readWav(new Uint8Array(await download.arrayBuffer()));
+		expect(Math.abs(wav.durationSeconds - SOURCE_SECONDS)).toBeLessThan(0.02);
+		expect(wav.samples.some((sample) => sample !== 0)).toBe(true);
+	});
 });

@@ -188,6 +188,7 @@ describe("voice_settings on POST /api/v1/voice-conversions", () => {
 
 	it("runs a conversion with the account voice's defaults it was accepted with, though the owner changed them before its lease", async () => {
 		const alice = await user();
+		await setBaseModel("rmvpe", utf8("rmvpe onnx bytes"));
 		const voice = await uploadedVoice(alice, { model: MODEL, index: INDEX }, { index_rate: 0.5, rms_mix_rate: 0.3 });
 		const { lease: validation, worker } = await validationLease(voice.id);
 		const report = await worker.post(`/internal/v1/leases/${validation.lease_id}/voice-validation`, readyReport(true));
@@ -218,6 +219,7 @@ describe("voice_settings on POST /api/v1/voice-conversions", () => {
 
 	it("keeps a service voice's settings as accepted through an operator's update, and takes the model's facts as they are", async () => {
 		const alice = await user();
+		await setBaseModel("rmvpe", utf8("rmvpe onnx bytes"));
 		const voiceId = await insertVoice({
 			engine: "rvc",
 			params: { sample_rate: 40_000, f0: true, index_rate: 0.6, transpose_semitones: 12 },
@@ -325,6 +327,57 @@ describe("base models in leases", () => {
 		expect(byName.get("rmvpe")?.sha256).toBe(rmvpeSha);
 		const download = await call(byName.get("contentvec")?.url ?? "missing");
 		expect(new Uint8Array(await download.arrayBuffer())).toEqual(contentvec);
+	});
+
+	it("has a model with pitch track it with yin where no RMVPE model comes with the voice, unless a method is named", async () => {
+		const alice = await user();
+		const file = await insertAudioFile(alice.accountId, "ready");
+		const pitchVoice = await insertVoice({
+			engine: "rvc",
+			params: { sample_rate: 40_000, f0: true },
+			artifacts: ["synthesizer"],
+		});
+		const leased = async (voiceId: string, settings?: Record<string, unknown>) => {
+			const created = await alice.convert({
+				audio_file_id: file.id,
+				voice_model_id: voiceId,
+				voice_settings: settings,
+			});
+			return (await leaseFor(created.id)).voice;
+		};
+		// No RMVPE in the deployment: the lease says yin, which the runner has built in (before, every conversion of
+		// the voice failed at the runner for want of an rmvpe file).
+		const lease = await leased(pitchVoice);
+		expect(lease.params).toEqual({ sample_rate: 40_000, f0: true, f0_method: "yin" });
+		expect(lease.artifacts.map((artifact) => artifact.name)).not.toContain("rmvpe");
+		// Asking for rmvpe is still refused at once; a named yin is the conversion's own.
+		const refused = await alice.create({
+			audio_file_id: file.id,
+			voice_model_id: pitchVoice,
+			voice_settings: { f0_method: "rmvpe" },
+		});
+		expect(refused.status).toBe(400);
+		expect(await json(refused)).toMatchObject({ code: "unsupported_voice_setting" });
+		const named = await leased(pitchVoice, { f0_method: "yin" });
+		expect(named.params).toEqual({ sample_rate: 40_000, f0: true });
+		// A model without pitch input tracks none; a voice's own rmvpe file is used as RVC would.
+		const noPitch = await insertVoice({
+			engine: "rvc",
+			params: { sample_rate: 40_000, f0: false },
+			artifacts: ["synthesizer"],
+		});
+		expect((await leased(noPitch)).params).toEqual({ sample_rate: 40_000, f0: false });
+		const ownRmvpe = await insertVoice({
+			engine: "rvc",
+			params: { sample_rate: 40_000, f0: true },
+			artifacts: ["synthesizer", "rmvpe"],
+		});
+		expect((await leased(ownRmvpe)).params).toEqual({ sample_rate: 40_000, f0: true });
+		// Once the deployment has RMVPE, the voice's conversions track pitch with it (RVC's default).
+		await setBaseModel("rmvpe", utf8("rmvpe onnx bytes"));
+		const withBase = await leased(pitchVoice);
+		expect(withBase.params).toEqual({ sample_rate: 40_000, f0: true });
+		expect(withBase.artifacts.map((artifact) => artifact.name)).toContain("rmvpe");
 	});
 
 	it("gives a v1 voice the deployment's contentvec_v1 as its ContentVec, and v2 voices the 768-wide one", async () => {

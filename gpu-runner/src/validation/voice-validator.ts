@@ -19,7 +19,7 @@ import {
 	type VoiceValidationLease,
 	type VoiceValidationReport,
 } from "../../../src/contracts/runner.ts";
-import { RVC_SETTING_NEEDS } from "../../../src/contracts/rvc-setting-needs.ts";
+import { RVC_SETTING_NEEDS, withPitchTracker } from "../../../src/contracts/rvc-setting-needs.ts";
 import type { ArtifactCache } from "../artifacts/artifact-cache.ts";
 import { decodeSource } from "../audio/decode-source.ts";
 import type { AudioBlock, Engine } from "../engines/engine.ts";
@@ -217,11 +217,23 @@ export function createVoiceValidator(options: { artifacts: ArtifactCache; engine
 			const paths = await held.ensureAll(bases, signal);
 			paths.set("synthesizer", await synthesizerOnnxPath(model.path));
 			if (index) paths.set("index", index.path);
+			// Tested as its conversions will run: with YIN where neither its defaults nor the deployment give RMVPE.
+			const carriesRmvpe = bases.some((base) => base.name === "rmvpe");
+			if (facts.f0 && !carriesRmvpe && lease.voice_settings.f0_method === "rmvpe") {
+				refuse(
+					"settings",
+					'voice_settings.f0_method is "rmvpe", and this service has no RMVPE model to track pitch with: use f0_method "yin", or leave it out',
+				);
+			}
 			const voice: VoiceDescriptor = {
 				id: lease.voice_id,
 				name: lease.voice_name,
 				engine: "rvc",
-				params: { ...lease.voice_settings, sample_rate: facts.sampleRate },
+				params: withPitchTracker(
+					{ ...lease.voice_settings, sample_rate: facts.sampleRate, f0: facts.f0 },
+					null,
+					carriesRmvpe,
+				),
 				artifacts: [],
 			};
 			await selfTest(options.engine, voice, paths, signal);

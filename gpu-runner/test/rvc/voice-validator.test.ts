@@ -259,6 +259,28 @@ describe("voice validation", () => {
 		await expect(validate(broken, signal())).rejects.toThrow(/source download answered HTTP 404/);
 	});
 
+	it("validates a pitch model with yin where the deployment has no RMVPE model, as its conversions run", async () => {
+		const withoutRmvpe = bases.filter((base) => base.name !== "rmvpe");
+		selfTestJobs.length = 0;
+		const report = await validate(
+			{ ...lease({ model: fixture("v2-f0-40k.pth") }), base_models: withoutRmvpe },
+			signal(),
+		);
+		expect(report).toMatchObject({ outcome: "ready", model: { f0: true } });
+		expect(selfTestJobs.map((job) => job.voice.params.f0_method)).toEqual(["yin"]);
+		// With RMVPE in the deployment, the self-test tracks pitch with it, as conversions do.
+		selfTestJobs.length = 0;
+		expect(await validate(lease({ model: fixture("v2-f0-40k.pth") }), signal())).toMatchObject({ outcome: "ready" });
+		expect(selfTestJobs.map((job) => job.voice.params.f0_method)).toEqual([undefined]);
+		// A default that names rmvpe where there is none fails, saying what to use instead.
+		const named = await validate(
+			{ ...lease({ model: fixture("v2-f0-40k.pth") }, { f0_method: "rmvpe" }), base_models: withoutRmvpe },
+			signal(),
+		);
+		expect(named).toMatchObject({ outcome: "failed", problem: "settings" });
+		if (named.outcome === "failed") expect(named.message).toContain('use f0_method "yin"');
+	});
+
 	it("fails settings the model cannot honour, and a sample that does not decode", async () => {
 		const noIndex = await validate(lease({ model: fixture("v2-f0-40k.pth") }, { index_rate: 0.5 }), signal());
 		expect(noIndex).toMatchObject({

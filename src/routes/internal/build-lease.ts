@@ -1,6 +1,7 @@
 /** Turns a broker grant into the runner contract's `Lease`: everything a runner needs, with fresh signed addresses. */
 import { type GrantedLease, HEARTBEAT_INTERVAL_SECONDS } from "../../contracts/broker.ts";
 import { type Lease, sharedModelsFor } from "../../contracts/runner.ts";
+import { withPitchTracker } from "../../contracts/rvc-setting-needs.ts";
 import { PITCH_SHIFT_SEMITONES, PREVIEW_SECONDS } from "../../contracts/voice-conversions.ts";
 import type { LeaseSource } from "../../conversions/conversion-store.ts";
 import { MAX_OUTPUT_BYTES, OUTPUT_CONTENT_TYPE, outputObjectKey, outputPartBytes } from "../../conversions/outputs.ts";
@@ -39,6 +40,9 @@ export async function buildLease(
 	const { format, sampleRate, channels, durationSeconds, sizeBytes } = file;
 	if (!format || !sampleRate || !channels || durationSeconds === null || sizeBytes === null) return null;
 	const expiresAt = new Date(now.getTime() + LEASE_URL_SECONDS * 1000);
+	const artifacts = voiceArtifacts(voice, bases);
+	// The settings the conversion was accepted with, whatever its voice's owner changed since.
+	const params = leaseVoiceParams(voice, source.voiceParams);
 	return {
 		lease_id: grant.leaseId,
 		conversion_id: grant.job.conversionId,
@@ -49,14 +53,20 @@ export async function buildLease(
 			id: voice.id,
 			name: voice.name,
 			engine: voice.engine,
-			// The settings the conversion was accepted with, whatever its voice's owner changed since.
-			params: leaseVoiceParams(voice, source.voiceParams),
+			params:
+				voice.engine === "rvc"
+					? withPitchTracker(
+							params,
+							source.voiceSettings,
+							artifacts.some((artifact) => artifact.name === "rmvpe"),
+						)
+					: params,
 			pitch_range_hz:
 				voice.pitchRangeLowHz !== null && voice.pitchRangeHighHz !== null
 					? { low: voice.pitchRangeLowHz, high: voice.pitchRangeHighHz }
 					: null,
 			artifacts: await Promise.all(
-				voiceArtifacts(voice, bases).map(async (artifact) => ({
+				artifacts.map(async (artifact) => ({
 					name: artifact.name,
 					url: await signStorageUrl(env, origin, { method: "GET", key: artifact.key, expiresAt }),
 					sha256: artifact.sha256,
