@@ -469,6 +469,20 @@ async function voiceFields(
 				);
 			}
 		}
+		// A default of rmvpe on a model with pitch loads the RMVPE model in every conversion: the voice's own, or the
+		// deployment's. Without either each conversion would fail at the runner; the API refuses a conversion's
+		// rmvpe so, and an account voice's default. Checked where defaults are given (or the voice is new).
+		if (
+			(fields.params !== undefined || current === undefined) &&
+			f0 !== false &&
+			params.f0_method === "rmvpe" &&
+			!names.has("rmvpe") &&
+			(await backend.query<{ name: string }>("SELECT name FROM base_models WHERE name = 'rmvpe'")).length === 0
+		) {
+			throw new UsageError(
+				"--params f0_method rmvpe needs an RMVPE model, and this deployment has none: set it first (base-model set rmvpe FILE.onnx), give the voice its own (--artifact rmvpe=FILE.onnx), or use f0_method yin",
+			);
+		}
 		checkRvcEngineParams(params);
 		if (params !== (fields.params ?? current?.params)) fields.params = params;
 		await checkContentVecWidth(backend, {

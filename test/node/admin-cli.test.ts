@@ -620,6 +620,39 @@ describe("admin CLI", () => {
 		).rejects.toThrow(/f0_method does not apply/);
 	});
 
+	it("refuses a default of f0_method rmvpe where neither the deployment nor the voice has an RMVPE model", async () => {
+		await backend.execute(["DELETE FROM base_models WHERE name = 'rmvpe'"]);
+		const create = (name: string, ...more: string[]) =>
+			admin(
+				"voice",
+				"create",
+				"--name",
+				name,
+				"--engine",
+				"rvc",
+				"--model",
+				path.join(FIXTURES, "v2-f0-40k.pth"),
+				...more,
+			);
+		await expect(create("Rmvpe default", "--params", '{"f0_method":"rmvpe"}')).rejects.toThrow(
+			/f0_method rmvpe needs an RMVPE model, and this deployment has none/,
+		);
+		expect(await engineParams("Rmvpe default")).toBeUndefined();
+		// Without a method named, conversions track pitch with yin; a named rmvpe is refused on update too.
+		await create("Rmvpe default");
+		await expect(
+			admin("voice", "update", "--name", "Rmvpe default", "--params", '{"sample_rate":40000,"f0_method":"rmvpe"}'),
+		).rejects.toThrow(/needs an RMVPE model/);
+		// With the voice's own RMVPE, or once the deployment has one, it is taken.
+		const rmvpe = path.join(dir, "own-rmvpe.onnx");
+		await writeFile(rmvpe, buildTinyRmvpe({ pitchBin: 168 }));
+		await create("Own rmvpe", "--artifact", `rmvpe=${rmvpe}`, "--params", '{"f0_method":"rmvpe"}');
+		expect(await engineParams("Own rmvpe")).toMatchObject({ f0_method: "rmvpe" });
+		await admin("base-model", "set", "rmvpe", rmvpe);
+		await admin("voice", "update", "--name", "Rmvpe default", "--params", '{"sample_rate":40000,"f0_method":"rmvpe"}');
+		expect(await engineParams("Rmvpe default")).toMatchObject({ f0_method: "rmvpe" });
+	});
+
 	it("records the model's speaker count and refuses a speaker_id past it, as a runner would fail every job", async () => {
 		const threeSpeakers = path.join(FIXTURES, "v2-f0-40k-3-speakers.pth");
 		const create = (speakerId: number) =>
