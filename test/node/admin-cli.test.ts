@@ -714,6 +714,17 @@ describe("admin CLI", () => {
 		await expect(rename).rejects.toThrow('A voice named "First name" already exists');
 	});
 
+	it("refuses an ONNX synthesizer whose cost grows faster with the input than RVC's, and writes nothing", async () => {
+		// Standard operators only (make-hostile-onnx.py), nothing on the probe's 4 frames: an Expand to [frames, frames,
+		// 640] floats, measured at 125 and 500 frames and carried out to the engine's longest window, as validation does.
+		// (This is the file's first ONNX synthesizer: it also measures the reference, the runner's own graph.)
+		const argv = ["voice", "create", "--name", "Costly", "--engine", "rvc", "--params", '{"sample_rate":40000}'];
+		await expect(admin(...argv, "--model", path.join(FIXTURES, "onnx/quadratic-expand.onnx"))).rejects.toThrow(
+			/--model .*quadratic-expand.onnx cannot be used: the synthesizer's memory grows faster with the input than an RVC synthesizer's: .* times RVC's published 40 kHz synthesizer \(at most 8 times\)$/,
+		);
+		expect(await backend.query("SELECT id FROM voices WHERE name = 'Costly'")).toEqual([]);
+	});
+
 	it("refuses rvc voice files and params it cannot use, and writes nothing", async () => {
 		const model = path.join(dir, "refused.onnx");
 		await writeFile(model, buildTinySynthesizer({ sampleRate: 40_000 }));

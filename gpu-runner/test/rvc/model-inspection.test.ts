@@ -9,6 +9,7 @@ import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
 import { inspectModelFile } from "../../src/engines/rvc/model-inspection.ts";
+import { COST_LIMITS } from "../../src/engines/rvc/onnx-cost.ts";
 import { readOnnxGraph, synthesizerGraphProblem } from "../../src/engines/rvc/onnx-graph-rules.ts";
 import { readRvcCheckpoint } from "../../src/engines/rvc/rvc-checkpoint.ts";
 import { buildSynthesizerGraph } from "../../src/engines/rvc/synthesizer-graph.ts";
@@ -54,6 +55,58 @@ describe("ONNX model inspection", () => {
 		expect(result).toMatchObject({ kind: "onnx", role: "synthesizer", f0: 1, feature_dim: 768, sample_rate: 40_000 });
 		expect(result.refused).toBeUndefined();
 		expect(ticks).toBeGreaterThan(ms / 50 / 2);
+	});
+});
+
+describe("ONNX synthesizer cost at the engine's longest windows", () => {
+	const onnx = (name: string) => join(FIXTURES, "onnx", name);
+
+	it("refuses graphs of standard operators whose cost grows faster than RVC's, in bounded time", async () => {
+		// make-hostile-onnx.py: nothing on the probe's 4 frames. A product of (10 x frames)^2 matrices, and an Expand
+		// to [frames, frames, 640] floats: carried out to 6 998 (CPU) and 18 400 (CUDA) frames, hours and hundreds of GB.
+		for (const [name, measure] of [
+			[
+				"quadratic-matmul.onnx",
+				/the synthesizer's (run time|memory) grows faster with the input than an RVC synthesizer's/,
+			],
+			["quadratic-expand.onnx", /the synthesizer's memory grows faster with the input than an RVC synthesizer's/],
+		] as const) {
+			const { result, ticks, ms } = await ticksDuring(() => inspectModelFile(onnx(name)));
+			expect(result, name).toMatchObject({ kind: "onnx", role: "synthesizer", sample_rate: 40_000 });
+			expect(result.refused?.problem, name).toBe("too_large");
+			expect(result.refused?.message, name).toMatch(measure);
+			expect(result.refused?.message, name).toMatch(/longest (CPU|CUDA) window \((6998|18400) frames\)/);
+			expect(ms, name).toBeLessThan(60_000);
+			expect(ticks, name).toBeGreaterThan(ms / 50 / 2);
+		}
+	});
+
+	it("kills the child of a graph whose cost runs outlast the limit, and refuses it", async () => {
+		// (40 x frames)^2 matrices: 4 frames in milliseconds, 125 in seconds, 500 in minutes.
+		const { result, ms } = await ticksDuring(() =>
+			inspectModelFile(onnx("quadratic-matmul-40.onnx"), { onnxSeconds: 8 }),
+		);
+		expect(result.refused).toEqual({
+			problem: "too_large",
+			message: "the ONNX synthesizer did not run 125 and 500 frames within 8 s (RVC's synthesizer: a few seconds)",
+		});
+		expect(ms).toBeLessThan(10_000);
+	});
+
+	it("passes RVC's own export, within a fraction of the limits", async () => {
+		const result = await inspectModelFile(onnx("rvc-export-v2-f0-40k.onnx"));
+		expect(result.refused).toBeUndefined();
+		const ratios = result.cost_vs_reference as Record<string, number>;
+		expect(Object.keys(ratios).sort()).toEqual([
+			"cpuSeconds_CPU",
+			"cpuSeconds_CUDA",
+			"peakBytes_CPU",
+			"peakBytes_CUDA",
+		]);
+		// Measured: at most 0.1 of the reference's time and 2.9 times its memory (the export's attention is wider).
+		for (const [key, ratio] of Object.entries(ratios)) {
+			expect(ratio, key).toBeLessThan(COST_LIMITS[key.startsWith("cpu") ? "cpuSeconds" : "peakBytes"] / 2);
+		}
 	});
 });
 

@@ -222,6 +222,20 @@ describe("voice validation", () => {
 		expect(selfTestJobs.length).toBe(before);
 	});
 
+	it("fails a synthesizer whose cost grows faster with the input than RVC's, before any self-test", async () => {
+		const before = selfTestJobs.length;
+		// Standard operators only, nothing on the probe's 4 frames: a product of (10 x frames)^2 matrices, and an Expand
+		// to [frames, frames, 640] floats, whose cost at a conversion's window would be hours or hundreds of GB.
+		for (const name of ["quadratic-matmul.onnx", "quadratic-expand.onnx"]) {
+			const report = await validate(lease({ model: fixture(`onnx/${name}`) }), signal());
+			expect(report, name).toMatchObject({ outcome: "failed", problem: "too_large" });
+			expect(report.outcome === "failed" && report.message, name).toMatch(
+				/^The model file cannot be used: the synthesizer's (run time|memory) grows faster with the input than an RVC synthesizer's: carried out to the engine's longest (CPU|CUDA) window/,
+			);
+		}
+		expect(selfTestJobs.length).toBe(before);
+	});
+
 	it("fails a truncated checkpoint, a pickle that would call something, and bytes that are no model", async () => {
 		const truncated = await validate(lease({ model: fixture("refused-truncated.pth") }), signal());
 		expect(truncated).toMatchObject({ outcome: "failed", problem: "truncated_archive" });

@@ -18,8 +18,18 @@ import { RvcEngineError } from "./errors.ts";
 import { describeFaissIndexFile } from "./faiss-index.ts";
 import { wOkadaExportProblem } from "./feature-model-layout.ts";
 import { readFileBytes } from "./file-bytes.ts";
+import {
+	COST_FRAMES,
+	type CostPoint,
+	costVerdict,
+	MEASURING_SESSION,
+	measureCost,
+	referenceSynthesizer,
+	synthesizerFeeds,
+} from "./onnx-cost.ts";
 import { graphRefusal } from "./onnx-graph-rules.ts";
 import { type RvcCheckpoint, RvcCheckpointError, readRvcCheckpoint } from "./rvc-checkpoint.ts";
+import { longestSynthesizerFrames } from "./windows.ts";
 
 export interface Inspection {
 	file: string;
@@ -88,14 +98,24 @@ async function inspectFeatureIndex(path: string): Promise<Record<string, unknown
 
 const PROBE_FRAMES = 4;
 
-/** What `inspectOnnx` learns of an ONNX model; run in a child process by `inspectModelFile` (see below). */
-export async function inspectOnnx(bytes: Uint8Array): Promise<Record<string, unknown>> {
+/** A message from the inspection child: its progress before the facts, so a kill can say what was running. */
+export type InspectionMessage = { stage: "cost" } | { facts: Record<string, unknown> };
+
+/**
+ * What `inspectOnnx` learns of an ONNX model; run in a child process by `inspectModelFile` (see below). A synthesizer
+ * whose 4-frame probe runs is then run at `COST_FRAMES` (`onnx-cost.ts`), its costs in `facts.cost`; `onStage`
+ * hears when that begins.
+ */
+export async function inspectOnnx(
+	bytes: Uint8Array,
+	onStage: (stage: "cost") => void = () => {},
+): Promise<Record<string, unknown>> {
 	// A synthesizer's graph is read against `onnx-graph-rules.ts` before onnxruntime loads (and so runs) any of it.
 	const refusedGraph = graphRefusal(bytes);
 	if (refusedGraph !== undefined) return refusedGraph;
 	let session: ort.InferenceSession;
 	try {
-		session = await ort.InferenceSession.create(bytes);
+		session = await ort.InferenceSession.create(bytes, MEASURING_SESSION);
 	} catch (error) {
 		const reason = error instanceof Error ? (error.message.split("\n")[0] ?? "") : String(error);
 		return { refused: { problem: "invalid_model", message: `not a loadable ONNX model: ${reason}` } };
@@ -121,25 +141,28 @@ export async function inspectOnnx(bytes: Uint8Array): Promise<Record<string, unk
 				noise_channels: typeof noiseChannels === "number" ? noiseChannels : null,
 			});
 			if (typeof featureDim === "number" && typeof noiseChannels === "number") {
+				const shape = { featureDim, noiseChannels, f0 };
 				const frames = PROBE_FRAMES;
-				const feeds: Record<string, ort.Tensor> = {
-					phone: new ort.Tensor("float32", new Float32Array(frames * featureDim), [1, frames, featureDim]),
-					phone_lengths: new ort.Tensor("int64", BigInt64Array.of(BigInt(frames)), [1]),
-					ds: new ort.Tensor("int64", BigInt64Array.of(0n), [1]),
-					rnd: new ort.Tensor("float32", new Float32Array(frames * noiseChannels), [1, noiseChannels, frames]),
-				};
-				if (f0) {
-					feeds.pitch = new ort.Tensor("int64", new BigInt64Array(frames).fill(100n), [1, frames]);
-					feeds.pitchf = new ort.Tensor("float32", new Float32Array(frames).fill(200), [1, frames]);
-				}
 				try {
-					const result = await session.run(feeds);
+					const result = await session.run(synthesizerFeeds(shape, frames));
 					const audio = result[session.outputNames[0] as string];
 					// 100 frames per second: samples per frame x 100 is the output rate.
 					if (audio !== undefined) facts.sample_rate = (audio.size / frames) * 100;
 				} catch (error) {
 					facts.sample_rate = null;
 					facts.probe_error = error instanceof Error ? error.message.split("\n")[0] : String(error);
+				}
+				if (typeof facts.sample_rate === "number") {
+					onStage("cost");
+					try {
+						facts.cost = await measureCost(session, shape);
+					} catch (error) {
+						const reason = error instanceof Error ? (error.message.split("\n")[0] ?? "") : String(error);
+						facts.refused = {
+							problem: "invalid_model",
+							message: `the synthesizer failed on ${COST_FRAMES.join(" or ")} frames: ${reason}`,
+						};
+					}
 				}
 			}
 		} else {
@@ -153,19 +176,43 @@ export async function inspectOnnx(bytes: Uint8Array): Promise<Record<string, unk
 	}
 }
 
-/** How long loading an ONNX model and its probe run may take (a published RVC export: about a second). */
+/**
+ * The reference for `inspectOnnx`'s costs, in a child process of its own: the engine's graph of RVC's published
+ * config with this width and pitch input (`referenceSynthesizer`), probed and measured as a candidate is.
+ */
+export async function measureReference(featureDim: number, f0: boolean): Promise<CostPoint[]> {
+	const session = await ort.InferenceSession.create(referenceSynthesizer({ featureDim, f0 }), MEASURING_SESSION);
+	try {
+		const noiseChannels = session.inputMetadata.find(
+			(m) => m.name === "rnd",
+		) as ort.InferenceSession.TensorValueMetadata;
+		const shape = { featureDim, f0, noiseChannels: noiseChannels.shape[1] as number };
+		await session.run(synthesizerFeeds(shape, PROBE_FRAMES));
+		return await measureCost(session, shape);
+	} finally {
+		await session.release();
+	}
+}
+
+/**
+ * How long loading an ONNX model and its probe runs may take: a published RVC export takes about a second to load
+ * and run 4 frames, and 10 to 20 s of one thread for `COST_FRAMES` (rvc README).
+ */
 export const ONNX_INSPECTION_SECONDS = 60;
 
 /**
- * `inspectOnnx` in a child process (`onnx-inspection-process.ts`), killed after `seconds`: the graph is the
- * uploader's, and onnxruntime runs it on the thread that calls it, so a model that computes for ever (or allocates
- * what the machine lacks) would stop the runner's event loop, heartbeats and jobs with it. A model that does not
- * finish in time, or whose process dies, is refused; a process that cannot be started is the runner's trouble.
+ * `onnx-inspection-process.ts` with `args`, killed after `seconds`: the graph is the uploader's, and onnxruntime runs
+ * it on the thread that calls it, so a model that computes for ever (or allocates what the machine lacks) would stop
+ * the runner's event loop, heartbeats and jobs with it. A model that does not finish in time, or whose process dies,
+ * is refused; a process that cannot be started is the runner's trouble.
  */
-async function inspectOnnxApart(path: string, seconds: number): Promise<Record<string, unknown>> {
-	const child = fork(new URL("./onnx-inspection-process.ts", import.meta.url), [path], {
+function inspectionChild(args: string[], seconds: number, what: string): Promise<Record<string, unknown>> {
+	const child = fork(new URL("./onnx-inspection-process.ts", import.meta.url), args, {
 		stdio: ["ignore", "ignore", "pipe", "ipc"],
 		serialization: "advanced",
+		// Every block of 128 KiB or more is mapped and unmapped by itself (glibc otherwise raises this threshold as
+		// blocks are freed and keeps them), so the resident memory a run leaves is what it holds: `measureCost`.
+		env: { ...process.env, MALLOC_MMAP_THRESHOLD_: String(128 * 1024) },
 	});
 	let stderr = "";
 	child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
@@ -173,13 +220,15 @@ async function inspectOnnxApart(path: string, seconds: number): Promise<Record<s
 	});
 	return new Promise((resolve, reject) => {
 		let facts: Record<string, unknown> | undefined;
+		let stage: "probe" | "cost" = "probe";
 		let timedOut = false;
 		const timer = setTimeout(() => {
 			timedOut = true;
 			child.kill("SIGKILL");
 		}, seconds * 1000);
-		child.on("message", (message) => {
-			facts = message as Record<string, unknown>;
+		child.on("message", (message: InspectionMessage) => {
+			if ("facts" in message) facts = message.facts;
+			else stage = message.stage;
 		});
 		child.on("error", (error) => {
 			clearTimeout(timer);
@@ -188,12 +237,56 @@ async function inspectOnnxApart(path: string, seconds: number): Promise<Record<s
 		child.on("exit", (code, signal) => {
 			clearTimeout(timer);
 			if (facts !== undefined) return resolve(facts);
+			const cost = stage === "cost";
 			const message = timedOut
-				? `the ONNX model did not load and run ${PROBE_FRAMES} frames within ${seconds} s`
-				: `the ONNX model's probe stopped (${signal ?? `exit code ${code}`})${stderr ? `: ${stderr.trim().split("\n").at(-1)}` : ""}`;
-			resolve({ refused: { problem: "invalid_model", message } });
+				? cost
+					? `the ${what} did not run ${COST_FRAMES.join(" and ")} frames within ${seconds} s (RVC's synthesizer: a few seconds)`
+					: `the ONNX model did not load and run ${PROBE_FRAMES} frames within ${seconds} s`
+				: `the ${what}'s ${cost ? `run of ${COST_FRAMES.join(" and ")} frames` : "probe"} stopped (${signal ?? `exit code ${code}`})${stderr ? `: ${stderr.trim().split("\n").at(-1)}` : ""}`;
+			resolve({ refused: { problem: cost ? "too_large" : "invalid_model", message } });
 		});
 	});
+}
+
+/** References measured in this process, by shape: the engine's graph costs the same until the machine changes. */
+const references = new Map<string, Promise<CostPoint[]>>();
+
+function referenceCost(featureDim: number, f0: boolean, seconds: number): Promise<CostPoint[]> {
+	const key = `${featureDim}/${f0 ? 1 : 0}`;
+	let measured = references.get(key);
+	if (measured === undefined) {
+		measured = inspectionChild(["--reference", String(featureDim), f0 ? "1" : "0"], seconds, "reference").then(
+			(facts) => {
+				if (!Array.isArray(facts.cost))
+					throw new Error(`the reference synthesizer could not be measured: ${JSON.stringify(facts.refused)}`);
+				return facts.cost as CostPoint[];
+			},
+		);
+		references.set(key, measured);
+		measured.catch(() => references.delete(key));
+	}
+	return measured;
+}
+
+/**
+ * `inspectOnnx` in a child process (`inspectionChild`); a synthesizer's costs are then weighed against the
+ * reference's at the engine's longest windows (`costVerdict`), and one that grows too fast is refused.
+ */
+async function inspectOnnxApart(path: string, seconds: number): Promise<Record<string, unknown>> {
+	const facts = await inspectionChild([path], seconds, "ONNX synthesizer");
+	const cost = facts.cost as CostPoint[] | undefined;
+	if (cost === undefined || facts.refused !== undefined || typeof facts.feature_dim !== "number") return facts;
+	const reference = await referenceCost(facts.feature_dim, facts.f0 === 1, ONNX_INSPECTION_SECONDS);
+	const verdict = costVerdict(cost, reference, {
+		CPU: longestSynthesizerFrames("cpu"),
+		CUDA: longestSynthesizerFrames("cuda"),
+	});
+	const { cost: _points, ...rest } = facts;
+	return {
+		...rest,
+		cost_vs_reference: verdict.ratios,
+		...(verdict.refused !== undefined ? { refused: verdict.refused } : {}),
+	};
 }
 
 /** The file's first bytes (enough to tell a zip, a faiss index and anything else apart) and its size. */

@@ -136,6 +136,11 @@ function formantShiftProblem(raw: unknown): string | undefined {
  * 1.18 / 1536 at 6 s, 1.27 / 1482 at 5 s, 1.36 / 1385 at 4 s. The search bounds the longest window, which the
  * arena grows to: over a minute at 5 s chunks, peak RSS 1510 MiB with 1.25 s, 1416 with 0.75 s, 1396 with 0.5 s.
  */
+/** The largest value a voice's params may give `name`. */
+export function paramMaximum(name: NumericParam): number {
+	return RULES[name].max;
+}
+
 export const CPU_PARAM_DEFAULTS: Partial<RvcParams> = { chunkSeconds: 5, chunkSearchSeconds: 0.75 };
 
 /** Validates `params`; `defaults` replaces built-in defaults (the engine shortens chunks on the CPU). */

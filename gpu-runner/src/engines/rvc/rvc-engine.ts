@@ -58,6 +58,10 @@ import { NormalNoise } from "./random.ts";
 import { SlotPool } from "./slot-pool.ts";
 import { synthesizerOnnxPath, synthesizerSpeakers } from "./synthesizer-file.ts";
 import { DECODE_SPAN_MARGIN_FRAMES } from "./synthesizer-graph.ts";
+import { CONTENTVEC_STRIDE, CPU_MAX_CHUNK_SECONDS, GPU_WINDOW_MULTIPLE_SECONDS } from "./windows.ts";
+
+export { CPU_MAX_CHUNK_SECONDS, GPU_WINDOW_MULTIPLE_SECONDS, longestSynthesizerFrames } from "./windows.ts";
+
 import { trackPitchYin } from "./yin-pitch.ts";
 
 /** Artifact names an `rvc` voice may carry: `rmvpe` is needed only for f0_method rmvpe, `index` is optional. */
@@ -165,25 +169,6 @@ export interface RvcEngineOptions {
  * training writes; on a GPU, whose host's memory is larger, two.
  */
 export const DEFAULT_INDEX_CACHE_BYTES = { cpu: 1_100_000_000, gpu: 2_200_000_000 } as const;
-
-/** Input samples per ContentVec frame at 16 kHz (HuBERT's feature encoder stride). */
-const CONTENTVEC_STRIDE = 320;
-
-/**
- * The longest chunk a voice's `chunk_seconds` gets on the CPU provider. The runner's thread stays free while a
- * model runs (`session-host.ts`), but a 120 s window would grow the synthesizer's arena to several GB and an
- * abort, checked between chunks, would wait minutes for the chunk in progress. At most 20 s keeps each run to
- * about 20 s on a slow 2-core machine.
- */
-export const CPU_MAX_CHUNK_SECONDS = 20;
-
-/**
- * On CUDA every window is lengthened (with more real audio on its right) to a multiple of this many seconds.
- * onnxruntime-node cannot set the CUDA provider's options, so cuDNN searches exhaustively for the fastest
- * algorithm of every convolution at every new input shape; a handful of window lengths keeps that search to
- * the first window of each length (the one most windows have is searched in `prepare`).
- */
-export const GPU_WINDOW_MULTIPLE_SECONDS = 4;
 
 const INPUT_FORMAT: PcmFormat = { sampleRate: RMVPE_SAMPLE_RATE, channels: 1 };
 
