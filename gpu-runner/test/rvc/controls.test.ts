@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Lease } from "../../../src/contracts/runner.ts";
+import { makeChunkPlan } from "../../src/engines/rvc/chunker.ts";
 import { readFaissIndex } from "../../src/engines/rvc/faiss-index.ts";
 import { protectUnvoiced, retrieveFeatures } from "../../src/engines/rvc/feature-retrieval.ts";
 import { IndexSearcher } from "../../src/engines/rvc/index-search.ts";
@@ -256,6 +257,30 @@ describe("voice settings", () => {
 		expect(() => parseRvcParams({ sample_rate: 40_000, rms_mix_rate: -1, f0_method: 3 })).toThrow(
 			/rms_mix_rate must be a number in 0..1, got -1; f0_method must be one of rmvpe, yin, got 3/,
 		);
+	});
+
+	it("refuses a cut search that leaves the chunk less than one cut step, which the engine's chunk plan cannot cut", () => {
+		const plan = (chunk: number, search: number) =>
+			makeChunkPlan({
+				inputRate: 16_000,
+				outputRate: 40_000,
+				hop: 160,
+				cutStep: 320,
+				chunkSeconds: chunk,
+				searchSeconds: search,
+				contextSeconds: 1,
+				crossfadeSeconds: 0.04,
+			});
+		// Shorter than the chunk, as the rule before asked, but by under 20 ms: every job of the voice threw here.
+		expect(() => plan(5, 4.99)).toThrow(/chunks must be at least one cut step long/);
+		expect(() => parseRvcParams({ sample_rate: 40_000, chunk_seconds: 5, chunk_search_seconds: 4.99 })).toThrow(
+			/invalid rvc voice params: chunk_search_seconds must be at least 0.02 s \(one cut step\) shorter than chunk_seconds, got 4.99 and 5/,
+		);
+		// One cut step under the chunk is the longest search both take.
+		expect(parseRvcParams({ sample_rate: 40_000, chunk_seconds: 5, chunk_search_seconds: 4.98 })).toMatchObject({
+			chunkSearchSeconds: 4.98,
+		});
+		expect(plan(5, 4.98).targetSamples - plan(5, 4.98).searchSamples).toBe(320);
 	});
 
 	it("reaches the runner in a lease's voice_settings", () => {

@@ -190,6 +190,15 @@ export function parseRvcParams(params: Record<string, unknown>, defaults: Partia
 		out.chunkSearchSeconds >= out.chunkSeconds
 	) {
 		problems.push("chunk_search_seconds must be shorter than chunk_seconds");
+	} else if (
+		out.chunkSearchSeconds !== undefined &&
+		out.chunkSeconds !== undefined &&
+		// The chunk plan counts both in 10 ms frames, and cuts on ContentVec's 20 ms grid (`makeChunkPlan`).
+		Math.round(out.chunkSeconds * 100) - Math.round(out.chunkSearchSeconds * 100) < 2
+	) {
+		problems.push(
+			`chunk_search_seconds must be at least 0.02 s (one cut step) shorter than chunk_seconds, got ${out.chunkSearchSeconds} and ${out.chunkSeconds}`,
+		);
 	}
 	if (
 		out.crossfadeSeconds !== undefined &&
