@@ -90,7 +90,8 @@ describe("ONNX synthesizer cost at the engine's longest windows", () => {
 			problem: "too_large",
 			message: "the ONNX synthesizer did not run 125 and 500 frames within 8 s (RVC's synthesizer: a few seconds)",
 		});
-		expect(ms).toBeLessThan(10_000);
+		// Ended by the kill, not by the runs: those take minutes. Wide of 8 s, for a busy machine's start of the child.
+		expect(ms).toBeLessThan(45_000);
 	});
 
 	it("passes RVC's own export, within a fraction of the limits", async () => {
