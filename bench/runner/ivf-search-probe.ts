@@ -8,6 +8,9 @@
  *   - `ivf-nprobe-nlist`: balanced lists, nprobe = nlist (every list scanned: a Flat search, ordered by lists).
  *   - `ivf-balanced-nprobe1`: RVC's own case, for comparison.
  *   - `flat`: the same vectors as a Flat L2 index.
+ *   - `flat-silence`: a Flat L2 index of near-identical vectors far from the origin (silence frames: one point
+ *     plus 0.01 noise a value, |x| about 83), queries near them.
+ *   - `flat-mixed`: a Flat L2 index of the unbalanced case's vectors (60% silence), its queries.
  *
  *   node --import ./gpu-runner/src/resolve-fallback.ts bench/runner/ivf-search-probe.ts --vectors 100000 --queries 250
  *
@@ -151,8 +154,18 @@ for (const name of (values.cases as string).split(",")) {
 	} else if (name === "ivf-balanced-nprobe1") {
 		index = ivfIndex(balancedSizes(), 1, () => 1);
 		queries = makeQueries(0);
-	} else if (name === "flat") {
-		const ivf = ivfIndex(balancedSizes(), 1, () => 1);
+	} else if (name.startsWith("flat")) {
+		const ivf =
+			name === "flat-silence"
+				? ivfIndex(
+						Array.from({ length: NLIST }, (_, l) => (l === 0 ? N : 0)),
+						1,
+						() => 0.01,
+					)
+				: name === "flat-mixed"
+					? ivfIndex(unbalancedSizes(), 1, (l) => (l === 0 ? 0.01 : 1))
+					: ivfIndex(balancedSizes(), 1, () => 1);
+		if (name !== "flat" && name !== "flat-silence" && name !== "flat-mixed") throw new Error(`unknown case ${name}`);
 		index = {
 			...ivf,
 			kind: "flat",
@@ -164,7 +177,7 @@ for (const name of (values.cases as string).split(",")) {
 			centroids: undefined,
 			centroidMetric: undefined,
 		};
-		queries = makeQueries(0);
+		queries = makeQueries(name === "flat-silence" ? 1 : name === "flat-mixed" ? 0.5 : 0);
 	} else throw new Error(`unknown case ${name}`);
 	await searcher.search(index, queries.subarray(0, DIM), 1, K); // warm-up (norms)
 	const start = performance.now();

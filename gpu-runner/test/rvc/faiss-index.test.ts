@@ -245,6 +245,35 @@ describe("search cost", () => {
 	});
 });
 
+describe("flat search precision", () => {
+	it("vectors far from the origin: neighbours closer than the product's rounding are found as an exact scan finds them", async () => {
+		// Every value moved by 100 000: distances stay as they were while |q| |x| grows, so a float32 ||x||² - 2 q·x
+		// cannot tell the neighbours apart; relative to the vectors' mean it can, and where even that is not clear
+		// the query is searched again with more candidates.
+		const index = await readFaissIndex(join(FIXTURES, "flat-l2.index"));
+		const shift = (values: Float32Array) => values.map((v) => v + 100_000);
+		const moved = { ...index, vectors: shift(index.vectors) };
+		const movedQueries = shift(queries);
+		const count = reference.queries.length;
+		const before = searcher.stats.fallbacks;
+		const found = await searcher.search(moved, movedQueries, count, 8);
+		expect(searcher.stats.fallbacks).toBeGreaterThan(before);
+		for (let q = 0; q < count; q++) {
+			const scored = Array.from({ length: index.ntotal }, (_, row) => {
+				let sum = 0;
+				for (let d = 0; d < 16; d++)
+					sum += ((movedQueries[q * 16 + d] as number) - (moved.vectors[row * 16 + d] as number)) ** 2;
+				return { row, score: Math.fround(sum) };
+			});
+			scored.sort((a, b) => a.score - b.score || a.row - b.row);
+			expect([...found.rows.subarray(q * 8, q * 8 + 8)], `query ${q}`).toEqual(scored.slice(0, 8).map((s) => s.row));
+			expect([...found.scores.subarray(q * 8, q * 8 + 8)], `query ${q}`).toEqual(
+				scored.slice(0, 8).map((s) => s.score),
+			);
+		}
+	});
+});
+
 describe("search edge cases", () => {
 	it("finds stored vectors at distance 0", async () => {
 		const index = await readFaissIndex(join(FIXTURES, RVC_INDEX));

@@ -11,9 +11,10 @@
  * per block: `||x||² - 2 q·x` (the query's own norm does not change the order) or `q·x` for inner product,
  * followed by TopK, run by onnxruntime (MLAS sgemm) on the CPU over blocks of at most QUERY_BLOCK x
  * DATABASE_BLOCK so the distance matrix stays at 64 MiB whatever the index size. The stored vectors are handed
- * to onnxruntime as views of the index's one Float32Array, never copied. Candidates from every block (a few more
- * than needed, so float32 rounding in the product cannot drop a true neighbour at the boundary) are then scored
- * exactly in double precision, and the best k kept.
+ * to onnxruntime as views of the index's one Float32Array, never copied (L2 relative to their mean, on the query
+ * side). Candidates from every block (a few more than needed) are then scored exactly in double precision, and
+ * the best k kept; a bound on the product's float32 error tells whether a row left out could still be among
+ * them, and where it could the query is searched again (see #nearest), so none is lost to rounding.
  *
  * IVF lists are scanned per block of queries, grouped by list (a list's vectors are contiguous): small lists that
  * few queries probe are scored exactly one by one; a large list (silence frames: real lists are unbalanced), or a
@@ -37,6 +38,8 @@ const DATABASE_BLOCK = 65_536;
 const CENTRED_BYTES = 64 * 2 ** 20;
 /** Extra candidates taken from the matrix product and re-scored exactly. */
 const CANDIDATE_MARGIN = 8;
+/** Most candidates a query takes per block from a wide product (see #nearest); beyond, every row is scored exactly. */
+const EXHAUSTIVE_KEEP = 4096;
 /**
  * Cost model for IVF lists, in JavaScript multiply-adds (the exact scan's unit): a matrix product's multiply-add
  * costs about 1/MATRIX_SPEEDUP of one, each onnxruntime call about CALL_COST, reading one product score while
@@ -183,6 +186,7 @@ function blockTopKModel(metric: IndexMetric): Uint8Array {
 		scores = g.node("Gemm", [queries, vectors], { transB: 1 });
 	}
 	g.nodeOutputs("TopK", [scores, k], { axis: 1, largest: metric === "l2" ? 0 : 1, sorted: 1 }, ["values", "rows"]);
+	g.output("values", "float32", ["q", "k"]);
 	g.output("rows", "int64", ["q", "k"]);
 	return g.toModel();
 }
@@ -191,8 +195,10 @@ export class IndexSearcher {
 	readonly #sessions: Record<IndexMetric, ort.InferenceSession>;
 	readonly #scoreSessions: Record<IndexMetric, ort.InferenceSession>;
 	readonly #ivfScan: IvfScan;
-	/** Squared norms of the rows of large arrays searched by L2 matrix products (flat vectors, centroids). */
+	/** Squared norms of an IVF index's vectors, for L2 lists scanned together by matrix product. */
 	readonly #norms = new WeakMap<Float32Array, Float32Array>();
+	/** What the wide products over a flat index's vectors or the centroids need (see #wideOf). */
+	readonly #wide = new WeakMap<Float32Array, Wide>();
 	/**
 	 * Work done so far: stored vectors scored exactly (double precision), (query, vector) pairs scored by product,
 	 * and (query, IVF segment) pairs whose candidates could not be trusted, so were scanned exactly.
@@ -249,45 +255,213 @@ export class IndexSearcher {
 		return norms;
 	}
 
+	/** `wideAround` the mean of `vectors`' rows (L2; inner product: the origin), kept for the array's lifetime. */
+	#wideOf(metric: IndexMetric, vectors: Float32Array, dim: number): Wide {
+		let wide = this.#wide.get(vectors);
+		if (wide === undefined || wide.metric !== metric) {
+			const rows = vectors.length / dim;
+			const centre = new Float32Array(dim);
+			if (metric === "l2" && rows > 0) {
+				const sum = new Float64Array(dim);
+				for (let r = 0; r < rows; r++)
+					for (let d = 0; d < dim; d++) sum[d] = (sum[d] as number) + (vectors[r * dim + d] as number);
+				for (let d = 0; d < dim; d++) centre[d] = (sum[d] as number) / rows;
+			}
+			wide = wideAround(metric, vectors, dim, centre);
+			this.#wide.set(vectors, wide);
+		}
+		return wide;
+	}
+
 	/**
-	 * For each query, about `keep` candidate rows of `vectors` (`[rows, dim]`) ranked by one float32 matrix product
-	 * per block; `candidates[q]` lists them (block by block, so up to blocks x keep of them).
+	 * For each of `count` queries, the `k` best rows of `vectors` (`[rows, dim]`) by exact score, the lower row
+	 * first among equal scores (as faiss's scan keeps the first it meets). Candidates come from one float32 matrix
+	 * product and TopK per block, L2 relative to the rows' mean c: ||x - c||² - 2 (q - c)·x ranks as ||q - x||²
+	 * does, with a float32 error that scales with |q - c| |x| instead of |q| |x| (a query among near-identical
+	 * vectors far from the origin, silence frames, is near c; from the origin, the gaps between its neighbours are
+	 * lost in cancellation). They are scored exactly, and a bound on the product's error decides whether a row
+	 * TopK left out could still beat the k-th. Queries where one could (near-ties closer than the bound) are
+	 * searched again against copies of the rows shifted by those queries' mean, then with eight times the
+	 * candidates each round, and past EXHAUSTIVE_KEEP every row is scored exactly.
 	 */
-	async #candidates(
+	async #nearest(
 		metric: IndexMetric,
 		queries: Float32Array,
 		count: number,
 		vectors: Float32Array,
 		dim: number,
-		keep: number,
-	): Promise<Int32Array[]> {
+		k: number,
+	): Promise<BestK[]> {
 		const rows = vectors.length / dim;
-		const norms = metric === "l2" ? this.#normsOf(vectors, dim) : undefined;
-		const perBlock = Math.min(keep, rows);
-		const blocks = Math.ceil(rows / DATABASE_BLOCK);
-		const candidates = Array.from({ length: count }, () => new Int32Array(blocks * perBlock).fill(-1));
-		for (let q0 = 0; q0 < count; q0 += QUERY_BLOCK) {
-			const nq = Math.min(QUERY_BLOCK, count - q0);
-			const queryTensor = new ort.Tensor("float32", queries.subarray(q0 * dim, (q0 + nq) * dim), [nq, dim]);
-			for (let b = 0; b < blocks; b++) {
-				const r0 = b * DATABASE_BLOCK;
-				const n = Math.min(DATABASE_BLOCK, rows - r0);
-				const k = Math.min(perBlock, n);
+		const l2 = metric === "l2";
+		const best: BestK[] = new Array(count);
+		let pending: Int32Array = Int32Array.from({ length: count }, (_, q) => q);
+		const wide = this.#wideOf(metric, vectors, dim);
+		let copyAround: Float32Array | undefined;
+		for (let keep = k + CANDIDATE_MARGIN; pending.length > 0; ) {
+			if (keep > EXHAUSTIVE_KEEP) {
+				for (const q of pending) {
+					const top = new BestK(k, metric);
+					for (let row = 0; row < rows; row++) top.offer(row, score(metric, queries, q, vectors, row, dim));
+					best[q] = top;
+				}
+				this.stats.exactScores += pending.length * rows;
+				break;
+			}
+			pending = await this.#nearestRound(metric, queries, pending, vectors, dim, k, keep, wide, copyAround, best);
+			this.stats.fallbacks += pending.length;
+			if (pending.length === 0) break;
+			if (l2 && copyAround === undefined) {
+				// Still unclear: the stored vectors' own size |x| is in the bound. Once per search, the rows are
+				// taken again shifted by the unclear queries' mean c, in copies of at most CENTRED_BYTES (one pass
+				// over the rows, against one a query for scoring every row exactly): the bound then scales with
+				// |q - c| |x - c|, small for near-identical vectors and the queries among them.
+				copyAround = new Float32Array(dim);
+				const sum = new Float64Array(dim);
+				for (const q of pending)
+					for (let d = 0; d < dim; d++) sum[d] = (sum[d] as number) + (queries[q * dim + d] as number);
+				for (let d = 0; d < dim; d++) copyAround[d] = (sum[d] as number) / pending.length;
+			} else keep *= 8;
+		}
+		return best;
+	}
+
+	/**
+	 * One round of #nearest for the queries `pending` with `keep` candidates per piece of the rows: fills `best`
+	 * for the queries whose result is clear, and returns the others. Products are taken relative to `wide`'s centre
+	 * (the vectors as they are), or with `copyAround` relative to that point on both sides (the vectors copied).
+	 */
+	async #nearestRound(
+		metric: IndexMetric,
+		queries: Float32Array,
+		pending: Int32Array,
+		vectors: Float32Array,
+		dim: number,
+		k: number,
+		keep: number,
+		wide: Wide,
+		copyAround: Float32Array | undefined,
+		best: BestK[],
+	): Promise<Int32Array> {
+		const rows = vectors.length / dim;
+		const l2 = metric === "l2";
+		const copied = l2 && copyAround !== undefined;
+		const centre = copied ? (copyAround as Float32Array) : wide.centre;
+		const pieceRows = copied
+			? Math.max(1, Math.min(DATABASE_BLOCK, Math.floor(CENTRED_BYTES / (4 * dim))))
+			: DATABASE_BLOCK;
+		const unit = 2 ** -24;
+		const gamma = ((dim + 2) * unit) / (1 - (dim + 2) * unit);
+		const rho = (gamma + unit) / (1 - gamma - unit);
+		const sigma = (4 * gamma + 2 * unit) / (1 - gamma - unit);
+		let centreLength = 0;
+		for (const v of centre) centreLength += v * v;
+		centreLength = Math.sqrt(centreLength);
+		// The queries as multiplied, a = q - c in float32, and per query |a| and the shift S (exact score = product
+		// score + S, up to the bound): ||a||² + 2 a·c for the vectors as they are, ||a||² for a copy shifted by c.
+		const nq = pending.length;
+		const shifted = new Float32Array(nq * dim);
+		const lengths = new Float64Array(nq);
+		const shifts = new Float64Array(nq);
+		for (let i = 0; i < nq; i++) {
+			const q = pending[i] as number;
+			let length = 0;
+			let cross = 0;
+			for (let d = 0; d < dim; d++) {
+				const a = l2
+					? Math.fround((queries[q * dim + d] as number) - (centre[d] as number))
+					: (queries[q * dim + d] as number);
+				shifted[i * dim + d] = a;
+				length += a * a;
+				cross += a * (centre[d] as number);
+			}
+			lengths[i] = Math.sqrt(length);
+			shifts[i] = l2 ? length + (copied ? 0 : 2 * cross) : 0;
+		}
+		const found: number[][] = Array.from({ length: nq }, () => []);
+		// Per query, the best score a row TopK left out may have (L2: at least; inner product: at most).
+		const floors = new Float64Array(nq).fill(l2 ? Number.POSITIVE_INFINITY : Number.NEGATIVE_INFINITY);
+		for (let r0 = 0; r0 < rows; r0 += pieceRows) {
+			const n = Math.min(pieceRows, rows - r0);
+			const kk = Math.min(keep, n);
+			let piece = vectors.subarray(r0 * dim, (r0 + n) * dim);
+			let norms = wide.norms?.subarray(r0, r0 + n);
+			if (copied) {
+				piece = new Float32Array(piece);
+				norms = new Float32Array(n);
+				for (let r = 0; r < n; r++) {
+					let sum = 0;
+					for (let d = 0; d < dim; d++) {
+						const t = Math.fround((piece[r * dim + d] as number) - (centre[d] as number));
+						piece[r * dim + d] = t;
+						sum += t * t;
+					}
+					norms[r] = sum;
+				}
+				this.stats.exactScores += n;
+			}
+			const length = copied ? 0 : (wide.maxLength[Math.floor(r0 / DATABASE_BLOCK)] as number);
+			for (let p0 = 0; p0 < nq; p0 += QUERY_BLOCK) {
+				const bq = Math.min(QUERY_BLOCK, nq - p0);
 				const feeds: Record<string, ort.Tensor> = {
-					queries: queryTensor,
-					vectors: new ort.Tensor("float32", vectors.subarray(r0 * dim, (r0 + n) * dim), [n, dim]),
-					k: new ort.Tensor("int64", BigInt64Array.of(BigInt(k)), [1]),
+					queries: new ort.Tensor("float32", shifted.subarray(p0 * dim, (p0 + bq) * dim), [bq, dim]),
+					vectors: new ort.Tensor("float32", piece, [n, dim]),
+					k: new ort.Tensor("int64", BigInt64Array.of(BigInt(kk)), [1]),
 				};
-				if (norms !== undefined) feeds.norms = new ort.Tensor("float32", norms.subarray(r0, r0 + n), [n]);
+				if (norms !== undefined) feeds.norms = new ort.Tensor("float32", norms, [n]);
 				const result = await this.#sessions[metric].run(feeds);
 				const top = result.rows?.data as BigInt64Array;
-				for (let q = 0; q < nq; q++) {
-					const list = candidates[q0 + q] as Int32Array;
-					for (let j = 0; j < k; j++) list[b * perBlock + j] = r0 + Number(top[q * k + j]);
+				const values = result.values?.data as Float32Array;
+				this.stats.matrixScores += bq * n;
+				for (let b = 0; b < bq; b++) {
+					const i = p0 + b;
+					const list = found[i] as number[];
+					for (let j = 0; j < kk; j++) list.push(r0 + Number(top[b * kk + j]));
+					if (kk === n) continue; // every row of the piece is a candidate
+					// A row x left out has product score P >= the kk-th's (TopK), and its exact score is at least
+					// P - E - R + S, where E, the product's float32 error (dim + 1 terms, the norm one of them,
+					// each rounded), is at most rho |P| + sigma |a| |y| (y the row as multiplied), and R, from the
+					// rounding of a = q - c (and of y = x - c), at most 2 u |a| (|a| + |x| + |c|) + u² |a|² (3 u (|a| +
+					// |y|)²). For the vectors as they are |y| = |x| is at most the block's largest; for a copy, ||y||²
+					// <= 2 |P| + 3 |a| |y| bounds it by P. Either way the lower bound grows with P, so the kk-th's
+					// P gives it for every row left out. Doubled for room. Inner product: P = q·x within gamma |q| |x|.
+					const a = lengths[i] as number;
+					const last = values[b * kk + kk - 1] as number;
+					let floor: number;
+					if (!l2) floor = last + 2 * gamma * a * length;
+					else if (copied) {
+						const y = (3 * a + Math.sqrt(9 * a * a + 8 * Math.abs(last))) / 2;
+						const rest = rho * Math.abs(last) + sigma * a * y + 3 * unit * (a + y) ** 2;
+						floor = last - 2 * rest + (shifts[i] as number);
+					} else {
+						const rest =
+							rho * Math.abs(last) +
+							sigma * a * length +
+							2 * unit * a * (a + length + centreLength) +
+							unit * unit * a * a;
+						floor = last - 2 * rest + (shifts[i] as number);
+					}
+					const held = floors[i] as number;
+					if (!Number.isNaN(held) && (Number.isNaN(floor) || (l2 ? floor < held : floor > held))) floors[i] = floor;
 				}
 			}
 		}
-		return candidates;
+		const failed: number[] = [];
+		for (let i = 0; i < nq; i++) {
+			const q = pending[i] as number;
+			const list = (found[i] as number[]).sort((x, y) => x - y);
+			const top = new BestK(k, metric);
+			for (const row of list) top.offer(row, score(metric, queries, q, vectors, row, dim));
+			this.stats.exactScores += list.length;
+			// Clear when every row left out scores worse than the k-th by more than its float32 rounding (so none
+			// can even tie it).
+			const kth = top.scores[k - 1] as number;
+			const floor = floors[i] as number;
+			const clear = l2 ? floor > kth + 4 * unit * Math.abs(kth) : floor < kth - 4 * unit * Math.abs(kth);
+			if (clear) best[q] = top;
+			else failed.push(q);
+		}
+		return Int32Array.from(failed);
 	}
 
 	/**
@@ -600,15 +774,9 @@ export class IndexSearcher {
 				`index search got ${queries.length} values for ${count} queries of width ${dim}`,
 			);
 		}
-		const best = Array.from({ length: count }, () => new BestK(k, metric));
+		let best: BestK[];
 		if (index.kind === "flat") {
-			const candidates = await this.#candidates(metric, queries, count, index.vectors, dim, k + CANDIDATE_MARGIN);
-			for (let q = 0; q < count; q++) {
-				const top = best[q] as BestK;
-				for (const row of candidates[q] as Int32Array)
-					if (row >= 0) top.offer(row, score(metric, queries, q, index.vectors, row, dim));
-			}
-			this.stats.exactScores += count * (k + CANDIDATE_MARGIN);
+			best = await this.#nearest(metric, queries, count, index.vectors, dim, k);
 		} else {
 			const centroids = index.centroids as Float32Array;
 			const centroidMetric = index.centroidMetric as IndexMetric;
@@ -617,9 +785,11 @@ export class IndexSearcher {
 			// which lists are scanned is known without the coarse step; their order only decides between equal
 			// scores from different lists, so it is worked out (exactly, as below) only when two such meet.
 			const everyList = nprobe >= index.nlist && finite(queries) && finite(centroids);
+			// The lists each query probes, best first (the first of equal centroid scores first, as faiss's
+			// quantizer keeps them); lists whose centroid score is not finite are not probed.
 			const coarse = everyList
 				? undefined
-				: await this.#candidates(centroidMetric, queries, count, centroids, dim, nprobe + CANDIDATE_MARGIN);
+				: await this.#nearest(centroidMetric, queries, count, centroids, dim, nprobe);
 			const allLists = Int32Array.from({ length: index.nlist }, (_, l) => l);
 			const ranked = Array.from({ length: count }, (_, q) => {
 				if (!everyList) return new RankedBestK(k, metric);
@@ -644,19 +814,15 @@ export class IndexSearcher {
 				const nq = Math.min(QUERY_BLOCK, count - q0);
 				const probes: Int32Array[] = [];
 				for (let q = q0; q < q0 + nq; q++)
-					probes.push(
-						coarse === undefined
-							? allLists
-							: probedLists(centroidMetric, queries, q, centroids, coarse[q] as Int32Array, dim, nprobe),
-					);
+					probes.push(coarse === undefined ? allLists : (coarse[q] as BestK).rows.filter((list) => list >= 0));
 				await this.#scanLists(index, queries, q0, probes, ranked, k + CANDIDATE_MARGIN);
 			}
-			for (let q = 0; q < count; q++) {
-				const from = ranked[q] as RankedBestK;
-				const to = best[q] as BestK;
+			best = ranked.map((from) => {
+				const to = new BestK(k, metric);
 				to.rows.set(from.rows);
 				to.scores.set(from.scores);
-			}
+				return to;
+			});
 		}
 		const scores = new Float32Array(count * k);
 		const ids = new Float64Array(count * k);
@@ -686,35 +852,42 @@ function matrixPays(union: number, rows: number, useful: number, dim: number, ke
 }
 
 /**
- * The lists query `q` probes, best first: the `nprobe` best of its coarse candidates scored exactly, the first of
- * equal scores first (as `BestK` keeps them).
+ * What the wide products over `vectors` (`[rows, dim]`: a flat index's vectors, or centroids) relative to `centre`
+ * need: for L2 each row's ||x - c||² (float32, 4 bytes a row, as the norms of ||x||² - 2 q·x would be), and per
+ * DATABASE_BLOCK rows the largest |x| for the error bound.
  */
-function probedLists(
-	metric: IndexMetric,
-	queries: Float32Array,
-	q: number,
-	centroids: Float32Array,
-	candidates: Int32Array,
-	dim: number,
-	nprobe: number,
-): Int32Array {
-	const missing = metric === "l2" ? MISSING_SCORE : -MISSING_SCORE;
-	const lists: number[] = [];
-	const values: number[] = [];
-	for (const list of candidates) {
-		if (list < 0) continue;
-		const value = score(metric, queries, q, centroids, list, dim);
-		if (!(metric === "l2" ? value < missing : value > missing)) continue;
-		lists.push(list);
-		values.push(value);
+function wideAround(metric: IndexMetric, vectors: Float32Array, dim: number, centre: Float32Array): Wide {
+	const rows = vectors.length / dim;
+	const blocks = Math.ceil(rows / DATABASE_BLOCK);
+	const norms = metric === "l2" ? new Float32Array(rows) : undefined;
+	const maxLength = new Float64Array(blocks);
+	for (let r = 0; r < rows; r++) {
+		let length = 0;
+		let centred = 0;
+		for (let d = r * dim, i = 0; i < dim; d++, i++) {
+			const v = vectors[d] as number;
+			length += v * v;
+			const t = v - (centre[i] as number);
+			centred += t * t;
+		}
+		if (norms !== undefined) norms[r] = centred;
+		const b = Math.floor(r / DATABASE_BLOCK);
+		// NaN or infinite values make the bound NaN or infinite: such blocks are always searched exactly.
+		if (!(length < Number.POSITIVE_INFINITY && centred < Number.POSITIVE_INFINITY)) maxLength[b] = Number.NaN;
+		else if (!Number.isNaN(maxLength[b])) maxLength[b] = Math.max(maxLength[b] as number, Math.sqrt(length));
 	}
-	const order = lists.map((_, i) => i);
-	order.sort(
-		metric === "l2"
-			? (a, b) => (values[a] as number) - (values[b] as number)
-			: (a, b) => (values[b] as number) - (values[a] as number),
-	);
-	return Int32Array.from(order.slice(0, nprobe), (i) => lists[i] as number);
+	return { metric, centre, norms, maxLength };
+}
+
+/** What `IndexSearcher.#nearest` keeps per searched array (see `#wideOf`). */
+interface Wide {
+	metric: IndexMetric;
+	/** L2: the mean of the rows (float32), the point products are taken relative to; inner product: zeros. */
+	centre: Float32Array;
+	/** L2: ||x - centre||² per row. */
+	norms: Float32Array | undefined;
+	/** Per DATABASE_BLOCK rows: the largest |x| (NaN where a value is not finite). */
+	maxLength: Float64Array;
 }
 
 /** Whether every value is finite and small enough that no squared distance or product of two overflows. */
