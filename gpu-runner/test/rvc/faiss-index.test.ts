@@ -229,6 +229,27 @@ describe("search cost", () => {
 			expect(searcher.stats.exactScores - auto.exactScores).toBeLessThan(asked / 4);
 		},
 	);
+	it("a large list is copied, shifted by its mean, once a search however many blocks of queries probe it", async () => {
+		const name = "ivf-unbalanced-silence.index";
+		const index = await readFaissIndex(join(FIXTURES, name));
+		const { queries, count } = queriesOf(name);
+		// 20 copies of the queries: 480, two blocks of 256.
+		const many = new Float32Array(queries.length * 20);
+		for (let i = 0; i < 20; i++) many.set(queries, i * queries.length);
+		const starts = index.listStarts as Uint32Array;
+		let largest = 0;
+		for (let l = 0; l < index.nlist; l++)
+			largest = Math.max(largest, (starts[l + 1] as number) - (starts[l] as number));
+		const before = searcher.stats.copiedRows;
+		const found = await searcher.search(index, many, count * 20, 8);
+		expect(searcher.stats.copiedRows - before).toBeGreaterThanOrEqual(largest);
+		expect(searcher.stats.copiedRows - before).toBeLessThan(2 * largest);
+		const once = await exactSearcher.search(index, queries, count, 8);
+		for (let i = 0; i < 20; i++) {
+			expect(found.rows.subarray(i * count * 8, (i + 1) * count * 8)).toEqual(once.rows);
+			expect(found.scores.subarray(i * count * 8, (i + 1) * count * 8)).toEqual(once.scores);
+		}
+	});
 	it("near-ties closer than the product's rounding: the query's lists are scored exactly, the result the exact scan's", async () => {
 		// Every value moved by 100 000: distances stay small while |q| |x| grows, so ||x||² - 2 q·x in float32 cannot
 		// tell the neighbours apart (lists scanned together are not shifted by their mean).

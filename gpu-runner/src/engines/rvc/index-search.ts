@@ -201,9 +201,10 @@ export class IndexSearcher {
 	readonly #wide = new WeakMap<Float32Array, Wide>();
 	/**
 	 * Work done so far: stored vectors scored exactly (double precision), (query, vector) pairs scored by product,
-	 * and (query, IVF segment) pairs whose candidates could not be trusted, so were scanned exactly.
+	 * (query, IVF segment) pairs whose candidates could not be trusted, so were scanned exactly (flat and coarse
+	 * step: queries searched again), and stored vectors copied shifted by a mean for a product.
 	 */
-	readonly stats = { exactScores: 0, matrixScores: 0, fallbacks: 0 };
+	readonly stats = { exactScores: 0, matrixScores: 0, fallbacks: 0, copiedRows: 0 };
 
 	private constructor(
 		sessions: Record<IndexMetric, ort.InferenceSession>,
@@ -398,7 +399,7 @@ export class IndexSearcher {
 					}
 					norms[r] = sum;
 				}
-				this.stats.exactScores += n;
+				this.stats.copiedRows += n;
 			}
 			const length = copied ? 0 : (wide.maxLength[Math.floor(r0 / DATABASE_BLOCK)] as number);
 			for (let p0 = 0; p0 < nq; p0 += QUERY_BLOCK) {
@@ -479,6 +480,7 @@ export class IndexSearcher {
 		probes: Int32Array[],
 		ranked: RankedBestK[],
 		keep: number,
+		pass: ListPass,
 	): Promise<void> {
 		const { dim, metric } = index;
 		const listStarts = index.listStarts as Uint32Array;
@@ -502,10 +504,7 @@ export class IndexSearcher {
 		// A segment: rows start..end of lists first..last-1 (a list longer than `piece` rows is its own segments,
 		// one per piece, as an L2 list scanned alone is copied), the distinct queries probing them, and the pairs
 		// asked for.
-		const piece = Math.max(
-			1,
-			Math.min(DATABASE_BLOCK, metric === "l2" ? Math.floor(CENTRED_BYTES / (4 * dim)) : DATABASE_BLOCK),
-		);
+		const piece = listPiece(metric, dim);
 		const stamp = new Int32Array(nq).fill(-1);
 		let segment = 0;
 		let first = -1;
@@ -530,6 +529,7 @@ export class IndexSearcher {
 					ranked,
 					keep,
 					nq,
+					pass.copy,
 				);
 			first = -1;
 			segment++;
@@ -540,18 +540,20 @@ export class IndexSearcher {
 			const m = (byList[l + 1] as number) - (byList[l] as number);
 			const ls = listStarts[l] as number;
 			const le = listStarts[l + 1] as number;
-			if (m === 0 || le === ls) {
-				// An unprobed list with vectors breaks the run; an empty one does not.
+			if (m === 0 || le === ls || (pass.only !== undefined && l !== pass.only.list) || pass.skip?.[l] === 1) {
+				// An unprobed list with vectors breaks the run; an empty one does not. (So does one this pass leaves
+				// to another.)
 				if (le > ls) await flush();
 				continue;
 			}
 			// A large list worth a product of its own is scanned alone, centred on its own vectors (see
 			// #scanSegment); small ones (RVC's average 39 vectors) go together, where the `keep` candidates a query
 			// re-scored per product cost less.
-			const alone = metric === "l2" && le - ls >= 16 * keep && matrixPays(m, le - ls, m * (le - ls), dim, keep);
+			const alone = pass.only !== undefined || scannedAlone(metric, m, le - ls, dim, keep);
 			if (le - ls > piece || alone) {
 				await flush();
 				for (let r = ls; r < le; r += piece) {
+					if (pass.only !== undefined && r !== pass.only.start) continue;
 					first = l;
 					last = l + 1;
 					start = r;
@@ -598,6 +600,7 @@ export class IndexSearcher {
 		ranked: RankedBestK[],
 		keep: number,
 		blockQueries: number,
+		copy: CentredCopy,
 	): Promise<void> {
 		const { dim, metric, vectors } = index;
 		const listStarts = index.listStarts as Uint32Array;
@@ -636,33 +639,36 @@ export class IndexSearcher {
 		// list of silence frames, and queries near them), which ||x||² - 2 q·x loses in cancellation. The shifted
 		// vectors are a copy, which is why such a segment holds at most CENTRED_BYTES of them.
 		const centred = metric === "l2" && last === first + 1;
-		const mean = new Float64Array(dim);
-		if (centred) {
+		// The shifted copy is kept for the next block of queries scanning the same rows (the pass over a large
+		// list's pieces goes piece by piece, every block of queries for each): one copy at a time.
+		if (centred && (copy.start !== start || copy.end !== end || copy.vectors !== vectors)) {
+			const mean = new Float64Array(dim);
 			for (let r = start; r < end; r++)
 				for (let d = 0; d < dim; d++) mean[d] = (mean[d] as number) + (vectors[r * dim + d] as number);
 			for (let d = 0; d < dim; d++) mean[d] = Math.fround((mean[d] as number) / rows);
-		}
-		const gathered = new Float32Array(members.length * dim);
-		members.forEach((i, s) => {
-			gathered.set(queries.subarray((q0 + i) * dim, (q0 + i + 1) * dim), s * dim);
-			if (centred)
-				for (let d = 0; d < dim; d++) gathered[s * dim + d] = (gathered[s * dim + d] as number) - (mean[d] as number);
-		});
-		let block = vectors.subarray(start * dim, end * dim);
-		let norms: Float32Array;
-		if (centred) {
-			block = new Float32Array(block);
-			norms = new Float32Array(rows);
+			const shifted = new Float32Array(vectors.subarray(start * dim, end * dim));
+			const shiftedNorms = new Float32Array(rows);
 			for (let r = 0; r < rows; r++) {
 				let sum = 0;
 				for (let d = 0; d < dim; d++) {
-					const t = Math.fround((block[r * dim + d] as number) - (mean[d] as number));
-					block[r * dim + d] = t;
+					const t = Math.fround((shifted[r * dim + d] as number) - (mean[d] as number));
+					shifted[r * dim + d] = t;
 					sum += t * t;
 				}
-				norms[r] = sum;
+				shiftedNorms[r] = sum;
 			}
-		} else norms = this.#normsOf(vectors, dim).subarray(start, end);
+			Object.assign(copy, { vectors, start, end, mean, block: shifted, norms: shiftedNorms });
+			this.stats.copiedRows += rows;
+		}
+		const mean = centred ? (copy.mean as Float64Array) : undefined;
+		const gathered = new Float32Array(members.length * dim);
+		members.forEach((i, s) => {
+			gathered.set(queries.subarray((q0 + i) * dim, (q0 + i + 1) * dim), s * dim);
+			if (mean !== undefined)
+				for (let d = 0; d < dim; d++) gathered[s * dim + d] = (gathered[s * dim + d] as number) - (mean[d] as number);
+		});
+		const block = centred ? (copy.block as Float32Array) : vectors.subarray(start * dim, end * dim);
+		const norms = centred ? (copy.norms as Float32Array) : this.#normsOf(vectors, dim).subarray(start, end);
 		// A bound on |product score - (exact score - |a|²)| (L2; inner product: - 0) for query row a (as multiplied)
 		// and stored row b: the float32 dot product's worst case n u |a| |b| (twice for L2), the rounding of
 		// ||b||² and of the sum, all doubled for room: alpha(a) |b| + beta ||b||².
@@ -810,13 +816,36 @@ export class IndexSearcher {
 					return a < b;
 				});
 			});
-			for (let q0 = 0; q0 < count; q0 += QUERY_BLOCK) {
-				const nq = Math.min(QUERY_BLOCK, count - q0);
-				const probes: Int32Array[] = [];
-				for (let q = q0; q < q0 + nq; q++)
-					probes.push(coarse === undefined ? allLists : (coarse[q] as BestK).rows.filter((list) => list >= 0));
-				await this.#scanLists(index, queries, q0, probes, ranked, k + CANDIDATE_MARGIN);
+			const probes = Array.from({ length: count }, (_, q) =>
+				coarse === undefined ? allLists : (coarse[q] as BestK).rows.filter((list) => list >= 0),
+			);
+			const keep = k + CANDIDATE_MARGIN;
+			const listStarts = index.listStarts as Uint32Array;
+			const copy: CentredCopy = {};
+			// Large L2 lists (copied, shifted by their mean, for their products) that queries of several blocks
+			// probe are scanned first, piece by piece and every block of queries for each piece, so a piece is
+			// copied once a search instead of once a block; the other lists then block by block.
+			const skip = new Uint8Array(index.nlist);
+			if (metric === "l2" && count > QUERY_BLOCK) {
+				const piece = listPiece(metric, dim);
+				const probed = new Int32Array(index.nlist);
+				for (const lists of probes) for (const l of lists) (probed[l] as number)++;
+				for (let l = 0; l < index.nlist; l++) {
+					const ls = listStarts[l] as number;
+					const le = listStarts[l + 1] as number;
+					const m = probed[l] as number;
+					if (m === 0 || le === ls || !(le - ls > piece || scannedAlone(metric, m, le - ls, dim, keep))) continue;
+					skip[l] = 1;
+					for (let r = ls; r < le; r += piece)
+						for (let q0 = 0; q0 < count; q0 += QUERY_BLOCK)
+							await this.#scanLists(index, queries, q0, probes.slice(q0, q0 + QUERY_BLOCK), ranked, keep, {
+								only: { list: l, start: r },
+								copy,
+							});
+				}
 			}
+			for (let q0 = 0; q0 < count; q0 += QUERY_BLOCK)
+				await this.#scanLists(index, queries, q0, probes.slice(q0, q0 + QUERY_BLOCK), ranked, keep, { skip, copy });
 			best = ranked.map((from) => {
 				const to = new BestK(k, metric);
 				to.rows.set(from.rows);
@@ -877,6 +906,41 @@ function wideAround(metric: IndexMetric, vectors: Float32Array, dim: number, cen
 		else if (!Number.isNaN(maxLength[b])) maxLength[b] = Math.max(maxLength[b] as number, Math.sqrt(length));
 	}
 	return { metric, centre, norms, maxLength };
+}
+
+/** Rows of an IVF list scanned by one product (a longer list is scanned in pieces): an L2 list's is copied. */
+function listPiece(metric: IndexMetric, dim: number): number {
+	return Math.max(
+		1,
+		Math.min(DATABASE_BLOCK, metric === "l2" ? Math.floor(CENTRED_BYTES / (4 * dim)) : DATABASE_BLOCK),
+	);
+}
+
+/**
+ * Whether an IVF list of `rows` vectors that `m` queries probe is scanned by a product of its own, centred on its
+ * own vectors (see #scanSegment): a large L2 list where that pays. Small ones (RVC's average 39 vectors) go
+ * together, where the `keep` candidates a query re-scores per product cost less.
+ */
+function scannedAlone(metric: IndexMetric, m: number, rows: number, dim: number, keep: number): boolean {
+	return metric === "l2" && rows >= 16 * keep && matrixPays(m, rows, m * rows, dim, keep);
+}
+
+/** One pass of #scanLists over a block of queries: every probed list, or one piece of one, or all but some. */
+interface ListPass {
+	only?: { list: number; start: number };
+	/** Lists (1) another pass scans. */
+	skip?: Uint8Array;
+	copy: CentredCopy;
+}
+
+/** The last rows an L2 segment shifted by their mean (see #scanSegment), kept for the next block of queries. */
+interface CentredCopy {
+	vectors?: Float32Array;
+	start?: number;
+	end?: number;
+	mean?: Float64Array;
+	block?: Float32Array;
+	norms?: Float32Array;
 }
 
 /** What `IndexSearcher.#nearest` keeps per searched array (see `#wideOf`). */
