@@ -6,6 +6,8 @@
  *   - `ivf-unbalanced-nprobe1`: 60% of the vectors in one list (near-identical "silence" frames around one
  *     centroid), the rest spread over the other lists; nprobe 1; half the queries near the silence centroid.
  *   - `ivf-nprobe-nlist`: balanced lists, nprobe = nlist (every list scanned: a Flat search, ordered by lists).
+ *   - `ivf-silence-nprobe-nlist`: every vector and centroid near one point (silence split over every list),
+ *     nprobe = nlist, queries near it: runs of small lists far from the origin, all near-ties.
  *   - `ivf-balanced-nprobe1`: RVC's own case, for comparison.
  *   - `flat`: the same vectors as a Flat L2 index.
  *   - `flat-silence`: a Flat L2 index of near-identical vectors far from the origin (silence frames: one point
@@ -151,6 +153,15 @@ for (const name of (values.cases as string).split(",")) {
 	} else if (name === "ivf-nprobe-nlist") {
 		index = ivfIndex(balancedSizes(), NLIST, () => 1);
 		queries = makeQueries(0);
+	} else if (name === "ivf-silence-nprobe-nlist") {
+		// Every list among near-identical vectors around centroid 0 (one silence, split by k-means), all probed.
+		const vectors = ivfIndex(balancedSizes(), NLIST, () => 0.01);
+		for (let r = 0; r < N; r++)
+			for (let i = 0; i < DIM; i++) vectors.vectors[r * DIM + i] = (centroids[i] as number) + 0.01 * normal();
+		const near = new Float32Array(NLIST * DIM);
+		for (let i = 0; i < near.length; i++) near[i] = (centroids[i % DIM] as number) + 0.01 * normal();
+		index = { ...vectors, centroids: near };
+		queries = makeQueries(1);
 	} else if (name === "ivf-balanced-nprobe1") {
 		index = ivfIndex(balancedSizes(), 1, () => 1);
 		queries = makeQueries(0);

@@ -229,6 +229,21 @@ describe("search cost", () => {
 			expect(searcher.stats.exactScores - auto.exactScores).toBeLessThan(asked / 4);
 		},
 	);
+	it("runs of lists far from the origin: unclear queries are taken again relative to the run's mean, not scored one by one", async () => {
+		const index = await readFaissIndex(join(FIXTURES, "ivf-nprobe-equals-nlist.index"));
+		const shift = (values: Float32Array) => values.map((v) => v + 100_000);
+		const moved = { ...index, vectors: shift(index.vectors), centroids: shift(index.centroids as Float32Array) };
+		const { queries, count } = queriesOf("ivf-nprobe-equals-nlist.index");
+		const movedQueries = shift(queries);
+		const want = await exactSearcher.search(moved, movedQueries, count, 8);
+		const before = { ...searcher.stats };
+		const found = await searcher.search(moved, movedQueries, count, 8);
+		expect(found).toEqual(want);
+		// The exact scan scores all 500 vectors for each query.
+		expect(searcher.stats.fallbacks - before.fallbacks).toBeGreaterThan(0);
+		expect(searcher.stats.copiedRows - before.copiedRows).toBeGreaterThan(0);
+		expect(searcher.stats.exactScores - before.exactScores).toBeLessThan((count * 500) / 4);
+	});
 	it("a large list is copied, shifted by its mean, once a search however many blocks of queries probe it", async () => {
 		const name = "ivf-unbalanced-silence.index";
 		const index = await readFaissIndex(join(FIXTURES, name));

@@ -569,7 +569,7 @@ export class IndexSearcher {
 				if (stamp[pairQuery[p] as number] !== segment) added++;
 			const fits =
 				first >= 0 &&
-				le - start <= DATABASE_BLOCK &&
+				le - start <= (metric === "l2" ? piece : DATABASE_BLOCK) &&
 				(useful + m * (le - ls)) * MAX_WASTE >= (union + added) * (le - start);
 			if (!fits) {
 				await flush();
@@ -601,13 +601,16 @@ export class IndexSearcher {
 		keep: number,
 		blockQueries: number,
 		copy: CentredCopy,
+		redo?: Map<number, Set<number>>,
 	): Promise<void> {
 		const { dim, metric, vectors } = index;
 		const listStarts = index.listStarts as Uint32Array;
 		const { byList, pairQuery, pairRank } = pairs;
 		const rows = end - start;
 		const byMatrix =
-			this.#ivfScan === "matrix" || (this.#ivfScan === "auto" && matrixPays(union, rows, useful, dim, keep));
+			redo !== undefined ||
+			this.#ivfScan === "matrix" ||
+			(this.#ivfScan === "auto" && matrixPays(union, rows, useful, dim, keep));
 		if (!byMatrix) {
 			for (let l = first; l < last; l++) {
 				const from = Math.max(start, listStarts[l] as number);
@@ -628,7 +631,7 @@ export class IndexSearcher {
 		const members: number[] = [];
 		for (let p = byList[first] as number; p < (byList[last] as number); p++) {
 			const i = pairQuery[p] as number;
-			if (slot[i] === -1) {
+			if (slot[i] === -1 && (redo === undefined || redo.has(i))) {
 				slot[i] = members.length;
 				members.push(i);
 			}
@@ -638,7 +641,9 @@ export class IndexSearcher {
 		// scales with |q - r| |x - r| instead of |q| |x|: small next to the gaps between near-identical vectors (a
 		// list of silence frames, and queries near them), which ||x||² - 2 q·x loses in cancellation. The shifted
 		// vectors are a copy, which is why such a segment holds at most CENTRED_BYTES of them.
-		const centred = metric === "l2" && last === first + 1;
+		// (A run of lists is taken relative to its mean too where `redo` asks: for the queries whose candidates
+		// from the product as is were not clear.)
+		const centred = metric === "l2" && (last === first + 1 || redo !== undefined);
 		// The shifted copy is kept for the next block of queries scanning the same rows (the pass over a large
 		// list's pieces goes piece by piece, every block of queries for each): one copy at a time.
 		if (centred && (copy.start !== start || copy.end !== end || copy.vectors !== vectors)) {
@@ -706,6 +711,7 @@ export class IndexSearcher {
 			const to = Math.min(end, listStarts[l + 1] as number);
 			for (let p = byList[l] as number; p < (byList[l + 1] as number); p++) {
 				const s = slot[pairQuery[p] as number] as number;
+				if (s < 0) continue;
 				const rank = pairRank[p] as number;
 				const pick = picks[s] as RankedBestK;
 				const base = s * rows - start;
@@ -732,18 +738,22 @@ export class IndexSearcher {
 		}
 		// Each query's candidates are scored exactly. The rows it did not pick can score no better than its
 		// `keep`-th pick's bound; where that could still beat its k-th exact score here (near-ties closer than the
-		// bound), every row of its lists in the segment is scored exactly instead.
+		// bound), the query's rows are taken again by a product relative to the segment's mean (a run of lists
+		// as is: its bound holds |x|, large far from the origin), and failing that every row of its lists in the
+		// segment is scored exactly instead. Rows already offered (`redo`) are not offered again.
 		let rescored = 0;
+		const unclear = new Map<number, Set<number>>();
 		members.forEach((i, s) => {
 			const q = q0 + i;
 			const pick = picks[s] as RankedBestK;
 			const top = ranked[q] as RankedBestK;
+			const offered = redo?.get(i);
 			const exact: number[] = [];
 			for (let j = 0; j < keep; j++) {
 				const row = pick.rows[j] as number;
 				if (row < 0) break;
 				const value = score(metric, queries, q, vectors, row, dim);
-				top.offer(row, value, pick.ranks[j] as number);
+				if (offered === undefined || !offered.has(row)) top.offer(row, value, pick.ranks[j] as number);
 				exact.push(value);
 				rescored++;
 			}
@@ -754,6 +764,11 @@ export class IndexSearcher {
 			if (l2 ? floor > kth : floor < kth) return;
 			this.stats.fallbacks++;
 			const picked = new Set(pick.rows);
+			if (offered !== undefined) for (const row of offered) picked.add(row);
+			if (l2 && !centred && rows <= listPiece(metric, dim)) {
+				unclear.set(i, picked);
+				return;
+			}
 			for (let l = first; l < last; l++) {
 				const from = Math.max(start, listStarts[l] as number);
 				const to = Math.min(end, listStarts[l + 1] as number);
@@ -769,6 +784,24 @@ export class IndexSearcher {
 			}
 		});
 		this.stats.exactScores += rescored;
+		if (unclear.size > 0)
+			await this.#scanSegment(
+				index,
+				queries,
+				q0,
+				first,
+				last,
+				start,
+				end,
+				union,
+				useful,
+				pairs,
+				ranked,
+				keep,
+				blockQueries,
+				copy,
+				unclear,
+			);
 	}
 
 	/** The `k` nearest stored vectors of each of `count` queries (`[count, index.dim]` row-major), as faiss finds them. */
