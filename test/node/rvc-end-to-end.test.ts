@@ -27,6 +27,34 @@ let dir: string;
 
 const api = <T = Record<string, unknown>>(route: string, init?: ApiCall) => callApi<T>(stack, token, route, init);
 
+/** A 3 s mono WAV of 44.1 kHz registered and uploaded as the account's audio file. */
+async function uploadSource(): Promise<{ id: string }> {
+	const sampleRate = 44_100;
+	const source = makeWav({ sampleRate, channels: 1, frames: sampleRate * SOURCE_SECONDS, encoding: "pcm", bits: 16 });
+	const file = await api<{ id: string; upload_url: string }>("/api/v1/audio-files", {
+		method: "POST",
+		body: { file_name: "take.wav", mime_type: "audio/wav" },
+	});
+	const put = await fetch(file.upload_url, {
+		method: "PUT",
+		headers: { "Content-Type": "audio/wav" },
+		body: Buffer.from(source),
+	});
+	expect(put.status).toBe(200);
+	return file;
+}
+
+/** The conversion once it completed or failed, polled every 0.5 s for up to 2 minutes. */
+async function settled(id: string): Promise<Record<string, unknown>> {
+	let conversion: Record<string, unknown> = {};
+	for (let waited = 0; waited < 120_000; waited += 500) {
+		conversion = await api(`/api/v1/voice-conversions/${id}`);
+		if (conversion.status === "completed" || conversion.status === "failed") break;
+		await new Promise((r) => setTimeout(r, 500));
+	}
+	return conversion;
+}
+
 beforeAll(async () => {
 	dir = await mkdtemp(path.join(tmpdir(), "rvc-e2e-"));
 	stack = await startLocalStack();
@@ -68,30 +96,14 @@ afterAll(async () => {
 
 describe("an RVC .pth + .index voice end to end", () => {
 	it("converts with auto pitch and voice settings, at the model's sample rate and the source's duration", async () => {
-		const sampleRate = 44_100;
-		const source = makeWav({ sampleRate, channels: 1, frames: sampleRate * SOURCE_SECONDS, encoding: "pcm", bits: 16 });
-		const file = await api<{ id: string; upload_url: string }>("/api/v1/audio-files", {
-			method: "POST",
-			body: { file_name: "take.wav", mime_type: "audio/wav" },
-		});
-		const put = await fetch(file.upload_url, {
-			method: "PUT",
-			headers: { "Content-Type": "audio/wav" },
-			body: Buffer.from(source),
-		});
-		expect(put.status).toBe(200);
+		const file = await uploadSource();
 		const settings = { index_rate: 0.5, protect: 0.2, rms_mix_rate: 0.5, f0_method: "rmvpe" };
 		const created = await api<{ id: string }>("/api/v1/voice-conversions", {
 			method: "POST",
 			body: { audio_file_id: file.id, voice_model_id: voiceId, pitch_shift: "auto", voice_settings: settings },
 		});
 
-		let conversion: Record<string, unknown> = {};
-		for (let waited = 0; waited < 120_000; waited += 500) {
-			conversion = await api(`/api/v1/voice-conversions/${created.id}`);
-			if (conversion.status === "completed" || conversion.status === "failed") break;
-			await new Promise((r) => setTimeout(r, 500));
-		}
+		const conversion = await settled(created.id);
 		expect(conversion, `runner log:\n${runner.log().slice(-3000)}`).toMatchObject({
 			status: "completed",
 			pitch_shift: "auto",
@@ -113,18 +125,7 @@ describe("an RVC .pth + .index voice end to end", () => {
 	it("converts with the voice's pitch model in a deployment without RMVPE, tracking pitch with yin", async () => {
 		// As where the operator never set one (runs after the test above, which needs it).
 		await stack.admin.execute(["DELETE FROM base_models WHERE name = 'rmvpe'"]);
-		const sampleRate = 44_100;
-		const source = makeWav({ sampleRate, channels: 1, frames: sampleRate * SOURCE_SECONDS, encoding: "pcm", bits: 16 });
-		const file = await api<{ id: string; upload_url: string }>("/api/v1/audio-files", {
-			method: "POST",
-			body: { file_name: "take.wav", mime_type: "audio/wav" },
-		});
-		const put = await fetch(file.upload_url, {
-			method: "PUT",
-			headers: { "Content-Type": "audio/wav" },
-			body: Buffer.from(source),
-		});
-		expect(put.status).toBe(200);
+		const file = await uploadSource();
 		const refused = await fetch(`${stack.url}/api/v1/voice-conversions`, {
 			method: "POST",
 			headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
@@ -135,12 +136,7 @@ describe("an RVC .pth + .index voice end to end", () => {
 			method: "POST",
 			body: { audio_file_id: file.id, voice_model_id: voiceId, pitch_shift: "third_up" },
 		});
-		let conversion: Record<string, unknown> = {};
-		for (let waited = 0; waited < 120_000; waited += 500) {
-			conversion = await api(`/api/v1/voice-conversions/${created.id}`);
-			if (conversion.status === "completed" || conversion.status === "failed") break;
-			await new Promise((r) => setTimeout(r, 500));
-		}
+		const conversion = await settled(created.id);
 		expect(conversion, `runner log:\n${runner.log().slice(-3000)}`).toMatchObject({
 			status: "completed",
 			error_message: null,

@@ -172,6 +172,18 @@ function queriesOf(name: string): { queries: Float32Array; count: number } {
 		: { queries: Float32Array.from(own.flat()), count: own.length };
 }
 
+/**
+ * IVF index `name` and its queries with every value moved by 100 000: distances stay small while |q| |x| grows, so
+ * a float32 product's rounding is larger than the gaps between neighbours.
+ */
+async function movedFarFromOrigin(name: string) {
+	const index = await readFaissIndex(join(FIXTURES, name));
+	const shift = (values: Float32Array) => values.map((v) => v + 100_000);
+	const moved = { ...index, vectors: shift(index.vectors), centroids: shift(index.centroids as Float32Array) };
+	const { queries, count } = queriesOf(name);
+	return { moved, movedQueries: shift(queries), count };
+}
+
 // "auto" is the searcher above (lists by the cost model: the unbalanced and nprobe = nlist fixtures go by matrix
 // product even at width 16); the others force every IVF list through one way of scanning.
 const scanning: Record<IvfScan, () => IndexSearcher> = {
@@ -230,11 +242,7 @@ describe("search cost", () => {
 		},
 	);
 	it("runs of lists far from the origin: unclear queries are taken again relative to the run's mean, not scored one by one", async () => {
-		const index = await readFaissIndex(join(FIXTURES, "ivf-nprobe-equals-nlist.index"));
-		const shift = (values: Float32Array) => values.map((v) => v + 100_000);
-		const moved = { ...index, vectors: shift(index.vectors), centroids: shift(index.centroids as Float32Array) };
-		const { queries, count } = queriesOf("ivf-nprobe-equals-nlist.index");
-		const movedQueries = shift(queries);
+		const { moved, movedQueries, count } = await movedFarFromOrigin("ivf-nprobe-equals-nlist.index");
 		const want = await exactSearcher.search(moved, movedQueries, count, 8);
 		const before = { ...searcher.stats };
 		const found = await searcher.search(moved, movedQueries, count, 8);
@@ -268,11 +276,7 @@ describe("search cost", () => {
 	it("near-ties closer than the product's rounding: the query's lists are scored exactly, the result the exact scan's", async () => {
 		// Every value moved by 100 000: distances stay small while |q| |x| grows, so ||x||² - 2 q·x in float32 cannot
 		// tell the neighbours apart (lists scanned together are not shifted by their mean).
-		const index = await readFaissIndex(join(FIXTURES, "ivf-nprobe-equals-nlist.index"));
-		const shift = (values: Float32Array) => values.map((v) => v + 100_000);
-		const moved = { ...index, vectors: shift(index.vectors), centroids: shift(index.centroids as Float32Array) };
-		const { queries, count } = queriesOf("ivf-nprobe-equals-nlist.index");
-		const movedQueries = shift(queries);
+		const { moved, movedQueries, count } = await movedFarFromOrigin("ivf-nprobe-equals-nlist.index");
 		const want = await exactSearcher.search(moved, movedQueries, count, 8);
 		const before = matrixSearcher.stats.fallbacks;
 		const found = await matrixSearcher.search(moved, movedQueries, count, 8);

@@ -389,16 +389,7 @@ export class IndexSearcher {
 			let norms = wide.norms?.subarray(r0, r0 + n);
 			if (copied) {
 				piece = new Float32Array(piece);
-				norms = new Float32Array(n);
-				for (let r = 0; r < n; r++) {
-					let sum = 0;
-					for (let d = 0; d < dim; d++) {
-						const t = Math.fround((piece[r * dim + d] as number) - (centre[d] as number));
-						piece[r * dim + d] = t;
-						sum += t * t;
-					}
-					norms[r] = sum;
-				}
+				norms = shiftRows(piece, n, dim, centre);
 				this.stats.copiedRows += n;
 			}
 			const length = copied ? 0 : (wide.maxLength[Math.floor(r0 / DATABASE_BLOCK)] as number);
@@ -505,6 +496,16 @@ export class IndexSearcher {
 		// one per piece, as an L2 list scanned alone is copied), the distinct queries probing them, and the pairs
 		// asked for.
 		const piece = listPiece(metric, dim);
+		const scan: SegmentScan = {
+			index,
+			queries,
+			q0,
+			pairs: { byList, pairQuery, pairRank },
+			ranked,
+			keep,
+			blockQueries: nq,
+			copy: pass.copy,
+		};
 		const stamp = new Int32Array(nq).fill(-1);
 		let segment = 0;
 		let first = -1;
@@ -514,23 +515,7 @@ export class IndexSearcher {
 		let union = 0;
 		let useful = 0;
 		const flush = async (): Promise<void> => {
-			if (first >= 0 && useful > 0)
-				await this.#scanSegment(
-					index,
-					queries,
-					q0,
-					first,
-					last,
-					start,
-					end,
-					union,
-					useful,
-					{ byList, pairQuery, pairRank },
-					ranked,
-					keep,
-					nq,
-					pass.copy,
-				);
+			if (first >= 0 && useful > 0) await this.#scanSegment(scan, { first, last, start, end, union, useful });
 			first = -1;
 			segment++;
 			union = 0;
@@ -586,23 +571,9 @@ export class IndexSearcher {
 		await flush();
 	}
 
-	async #scanSegment(
-		index: FeatureIndex,
-		queries: Float32Array,
-		q0: number,
-		first: number,
-		last: number,
-		start: number,
-		end: number,
-		union: number,
-		useful: number,
-		pairs: { byList: Int32Array; pairQuery: Int32Array; pairRank: Int32Array },
-		ranked: RankedBestK[],
-		keep: number,
-		blockQueries: number,
-		copy: CentredCopy,
-		redo?: Map<number, Set<number>>,
-	): Promise<void> {
+	async #scanSegment(scan: SegmentScan, segment: ListSegment, redo?: Map<number, Set<number>>): Promise<void> {
+		const { index, queries, q0, pairs, ranked, keep, blockQueries, copy } = scan;
+		const { first, last, start, end, union, useful } = segment;
 		const { dim, metric, vectors } = index;
 		const listStarts = index.listStarts as Uint32Array;
 		const { byList, pairQuery, pairRank } = pairs;
@@ -652,16 +623,7 @@ export class IndexSearcher {
 				for (let d = 0; d < dim; d++) mean[d] = (mean[d] as number) + (vectors[r * dim + d] as number);
 			for (let d = 0; d < dim; d++) mean[d] = Math.fround((mean[d] as number) / rows);
 			const shifted = new Float32Array(vectors.subarray(start * dim, end * dim));
-			const shiftedNorms = new Float32Array(rows);
-			for (let r = 0; r < rows; r++) {
-				let sum = 0;
-				for (let d = 0; d < dim; d++) {
-					const t = Math.fround((shifted[r * dim + d] as number) - (mean[d] as number));
-					shifted[r * dim + d] = t;
-					sum += t * t;
-				}
-				shiftedNorms[r] = sum;
-			}
+			const shiftedNorms = shiftRows(shifted, rows, dim, mean);
 			Object.assign(copy, { vectors, start, end, mean, block: shifted, norms: shiftedNorms });
 			this.stats.copiedRows += rows;
 		}
@@ -784,24 +746,7 @@ export class IndexSearcher {
 			}
 		});
 		this.stats.exactScores += rescored;
-		if (unclear.size > 0)
-			await this.#scanSegment(
-				index,
-				queries,
-				q0,
-				first,
-				last,
-				start,
-				end,
-				union,
-				useful,
-				pairs,
-				ranked,
-				keep,
-				blockQueries,
-				copy,
-				unclear,
-			);
+		if (unclear.size > 0) await this.#scanSegment(scan, segment, unclear);
 	}
 
 	/** The `k` nearest stored vectors of each of `count` queries (`[count, index.dim]` row-major), as faiss finds them. */
@@ -958,12 +903,54 @@ function scannedAlone(metric: IndexMetric, m: number, rows: number, dim: number,
 	return metric === "l2" && rows >= 16 * keep && matrixPays(m, rows, m * rows, dim, keep);
 }
 
+/**
+ * Shifts the `n` rows of `block` in place by `centre`, each value rounded to float32 as the product will read it:
+ * the shifted rows' squared norms.
+ */
+function shiftRows(block: Float32Array, n: number, dim: number, centre: ArrayLike<number>): Float32Array {
+	const norms = new Float32Array(n);
+	for (let r = 0; r < n; r++) {
+		let sum = 0;
+		for (let d = 0; d < dim; d++) {
+			const t = Math.fround((block[r * dim + d] as number) - (centre[d] as number));
+			block[r * dim + d] = t;
+			sum += t * t;
+		}
+		norms[r] = sum;
+	}
+	return norms;
+}
+
 /** One pass of #scanLists over a block of queries: every probed list, or one piece of one, or all but some. */
 interface ListPass {
 	only?: { list: number; start: number };
 	/** Lists (1) another pass scans. */
 	skip?: Uint8Array;
 	copy: CentredCopy;
+}
+
+/** What every segment of one #scanLists pass shares: the block of queries, their pairs and their results. */
+interface SegmentScan {
+	index: FeatureIndex;
+	queries: Float32Array;
+	/** The block's first query in `ranked`. */
+	q0: number;
+	/** (query, rank) pairs grouped by list: those of list l are at byList[l] .. byList[l + 1]. */
+	pairs: { byList: Int32Array; pairQuery: Int32Array; pairRank: Int32Array };
+	ranked: RankedBestK[];
+	keep: number;
+	blockQueries: number;
+	copy: CentredCopy;
+}
+
+/** One segment (see #scanLists): rows start..end of lists first..last-1, its distinct queries and asked pairs. */
+interface ListSegment {
+	first: number;
+	last: number;
+	start: number;
+	end: number;
+	union: number;
+	useful: number;
 }
 
 /** The last rows an L2 segment shifted by their mean (see #scanSegment), kept for the next block of queries. */
