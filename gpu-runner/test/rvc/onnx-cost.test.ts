@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { convertInChunks, makeChunkPlan } from "../../src/engines/rvc/chunker.ts";
 import { costAt, costVerdict } from "../../src/engines/rvc/onnx-cost.ts";
-import { GPU_WINDOW_MULTIPLE_SECONDS, longestSynthesizerFrames } from "../../src/engines/rvc/rvc-engine.ts";
+import { GPU_WINDOW_MULTIPLE_SECONDS, longestSynthesizerFrames } from "../../src/engines/rvc/windows.ts";
 
 /** The longest window, in frames, `convertInChunks` gives a stream of `length` samples under `plan`. */
 async function longestWindow(plan: ReturnType<typeof makeChunkPlan>, length: number): Promise<number> {

@@ -59,9 +59,6 @@ import { SlotPool } from "./slot-pool.ts";
 import { synthesizerOnnxPath, synthesizerSpeakers } from "./synthesizer-file.ts";
 import { DECODE_SPAN_MARGIN_FRAMES } from "./synthesizer-graph.ts";
 import { CONTENTVEC_STRIDE, CPU_MAX_CHUNK_SECONDS, GPU_WINDOW_MULTIPLE_SECONDS } from "./windows.ts";
-
-export { CPU_MAX_CHUNK_SECONDS, GPU_WINDOW_MULTIPLE_SECONDS, longestSynthesizerFrames } from "./windows.ts";
-
 import { trackPitchYin } from "./yin-pitch.ts";
 
 /** Artifact names an `rvc` voice may carry: `rmvpe` is needed only for f0_method rmvpe, `index` is optional. */
