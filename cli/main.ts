@@ -8,6 +8,7 @@ import { F0_METHODS, REQUESTED_PITCH_SHIFTS, VoiceConversionClient, VoiceConvers
 import { conversionsCommand, convertCommand, parseVoiceSettings, voicesCommand, webhooksCommand } from "./commands.ts";
 import { ENV, resolveConnection, UsageError } from "./config.ts";
 import { stderr } from "./terminal.ts";
+import { tokenCache } from "./token-cache.ts";
 import { createVoiceCommand, deleteVoiceCommand } from "./voice-commands.ts";
 
 const HELP = `Voice conversion CLI
@@ -107,6 +108,8 @@ export async function main(argv: string[]): Promise<number> {
 			stderr.write(`Using the local demo client at ${connection.baseUrl}\n`);
 		const client = new VoiceConversionClient({
 			...connection,
+			// A token kept between runs (cli/token-cache.ts): a loop of CLI calls asks for one token, not one a call.
+			tokenStore: tokenCache({ ...connection, tokenUrl: connection.tokenUrl ?? `${connection.baseUrl} token` }),
 			// A pause the service asked for (429 past a request budget, 503) is said, not waited out in silence.
 			onRetry: ({ error, delayMs }) => stderr.write(`${error.message}; retrying in ${Math.ceil(delayMs / 1000)} s\n`),
 		});

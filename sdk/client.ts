@@ -17,7 +17,7 @@ import {
 } from "../src/contracts/voices.ts";
 import { CreateSubscriptionBody, UpdateSubscriptionBody } from "../src/contracts/webhooks.ts";
 import { errorFromResponse, SDK_ERROR_CODES, VoiceConversionError } from "./errors.ts";
-import { abortedError, networkError, TokenSource, withTimeout } from "./token.ts";
+import { abortedError, networkError, TokenSource, type TokenStore, withTimeout } from "./token.ts";
 import type {
 	AccountVoice,
 	AudioFile,
@@ -65,6 +65,8 @@ export interface VoiceConversionClientOptions {
 	refreshMarginSeconds?: number;
 	/** Clock in epoch milliseconds, for token expiry (tests inject one). */
 	now?: () => number;
+	/** Keeps the access token between processes (see `TokenStore`); by default it lives as long as the client. */
+	tokenStore?: TokenStore;
 }
 
 export interface RetryNotice {
@@ -203,6 +205,7 @@ export class VoiceConversionClient {
 			refreshMarginSeconds: options.refreshMarginSeconds,
 			now: options.now,
 			timeoutMs: this.#timeoutMs,
+			store: options.tokenStore,
 		});
 	}
 

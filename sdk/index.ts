@@ -53,7 +53,7 @@ export {
 	type WaitOptions,
 } from "./client.ts";
 export { type FieldError, SDK_ERROR_CODES, type SdkErrorCode, VoiceConversionError } from "./errors.ts";
-export { DEFAULT_SCOPE, TokenSource } from "./token.ts";
+export { type CachedToken, DEFAULT_SCOPE, TokenSource, type TokenStore } from "./token.ts";
 export type * from "./types.ts";
 export type { ProgressListener, UploadProgress, UploadSource } from "./upload.ts";
 export {

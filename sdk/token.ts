@@ -18,12 +18,24 @@ export interface TokenSourceOptions {
 	now?: () => number;
 	/** Per-request timeout in milliseconds. */
 	timeoutMs?: number;
+	/**
+	 * Keeps the token beyond this object's life (a CLI run, a short-lived process): read once before the first token
+	 * request, told of each new token and of one the service refused (`undefined`). Its failures are ignored: a token
+	 * not kept is only fetched again.
+	 */
+	store?: TokenStore;
 }
 
-interface CachedToken {
+export interface CachedToken {
 	value: string;
 	/** When to stop using it (expiry minus the margin), in epoch milliseconds. */
 	renewAt: number;
+}
+
+/** Where a `TokenSource` keeps its token between processes; it holds a bearer token, so keep it private. */
+export interface TokenStore {
+	load(): CachedToken | undefined | Promise<CachedToken | undefined>;
+	save(token: CachedToken | undefined): void | Promise<void>;
 }
 
 export class TokenSource {
@@ -31,6 +43,7 @@ export class TokenSource {
 	readonly #now: () => number;
 	#cached: CachedToken | null = null;
 	#pending: Promise<string> | null = null;
+	#loading: Promise<void> | null = null;
 	/** How many tokens were requested: lets callers and tests see that tokens are reused. */
 	requests = 0;
 
@@ -44,6 +57,10 @@ export class TokenSource {
 	 * shared by every concurrent caller, so no caller's signal is given to it: `signal` ends only this caller's wait.
 	 */
 	async get(signal?: AbortSignal): Promise<string> {
+		if (this.#options.store) {
+			this.#loading ??= this.#load();
+			await this.#loading;
+		}
 		if (this.#cached && this.#now() < this.#cached.renewAt) return this.#cached.value;
 		this.#pending ??= this.#fetch().finally(() => {
 			this.#pending = null;
@@ -53,7 +70,26 @@ export class TokenSource {
 
 	/** Forget `token` (the service refused it, e.g. after a key rotation) so the next `get` fetches a new one. */
 	invalidate(token: string): void {
-		if (this.#cached?.value === token) this.#cached = null;
+		if (this.#cached?.value !== token) return;
+		this.#cached = null;
+		this.#keep(undefined);
+	}
+
+	/** The store's token, read once (concurrent first callers wait for the same read), where this object has none. */
+	async #load(): Promise<void> {
+		const stored = await Promise.resolve()
+			.then(() => this.#options.store?.load())
+			.catch(() => undefined);
+		if (this.#cached === null && typeof stored?.value === "string" && typeof stored.renewAt === "number") {
+			this.#cached = { value: stored.value, renewAt: stored.renewAt };
+		}
+	}
+
+	/** Tells the store of a new token (or none), after the caller's turn; a store that fails only costs a refetch. */
+	#keep(token: CachedToken | undefined): void {
+		Promise.resolve()
+			.then(() => this.#options.store?.save(token))
+			.catch(() => {});
 	}
 
 	async #fetch(): Promise<string> {
@@ -91,6 +127,7 @@ export class TokenSource {
 		const lifetimeSeconds = typeof body.expires_in === "number" && body.expires_in > 0 ? body.expires_in : 3600;
 		const margin = Math.min(this.#options.refreshMarginSeconds ?? 60, lifetimeSeconds / 2);
 		this.#cached = { value: body.access_token, renewAt: requestedAt + (lifetimeSeconds - margin) * 1000 };
+		this.#keep(this.#cached);
 		return body.access_token;
 	}
 }

@@ -2,7 +2,7 @@
  * The CLI as a user runs it (`node cli/main.ts ...`, what `npm run cli --` does) against the real local service
  * and a real runner: converting a generated MP3 end to end, the listing commands, webhooks, and the errors.
  */
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
@@ -225,6 +225,54 @@ describe("CLI", () => {
 		const help = await cli(["--help"]);
 		expect(help.code).toBe(0);
 		expect(help.stdout).toMatch(/convert <file> --voice NAME/);
+	});
+
+	it("keeps its token between runs, owner-only and without the secret, and fetches another when it is refused", async () => {
+		// A token endpoint and a voices route that count what they are asked; `refuse` answers 401 to one token.
+		let tokenRequests = 0;
+		let refuse: string | undefined;
+		const server = createServer((request, response) => {
+			response.setHeader("Content-Type", "application/json");
+			if (request.url === "/oauth2/token") {
+				tokenRequests++;
+				response.end(JSON.stringify({ access_token: `t${tokenRequests}`, expires_in: 3600, token_type: "Bearer" }));
+			} else if (request.headers.authorization === `Bearer ${refuse}`) {
+				response.writeHead(401);
+				response.end(JSON.stringify({ success: false, code: "unauthorized", message: "Invalid or expired token" }));
+			} else {
+				response.end(JSON.stringify({ success: true, data: [] }));
+			}
+		});
+		await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+		const cacheHome = mkdtempSync(path.join(tmpdir(), "vc-cli-tokens-"));
+		try {
+			const { port } = server.address() as { port: number };
+			const run = (env: Record<string, string> = {}) =>
+				runCli(["voices"], { url: `http://127.0.0.1:${port}`, credentials }, { XDG_CACHE_HOME: cacheHome, ...env });
+			for (let i = 0; i < 3; i++) expect((await run()).code).toBe(0);
+			expect(tokenRequests).toBe(1);
+			const file = path.join(cacheHome, "voice-conversion-cli", "tokens.json");
+			expect(statSync(file).mode & 0o777).toBe(0o600);
+			const kept = readFileSync(file, "utf8");
+			expect(kept).toContain("t1");
+			expect(kept).not.toContain(credentials.clientSecret);
+
+			// Another secret for the same client is not given the token the first one got.
+			expect((await run({ VOICE_API_CLIENT_SECRET: "another-secret" })).code).toBe(0);
+			expect(tokenRequests).toBe(2);
+			// Refused (a rotated signing key): the next token is fetched and kept instead.
+			refuse = "t1";
+			expect((await run()).code).toBe(0);
+			expect(tokenRequests).toBe(3);
+			expect((await run()).code).toBe(0);
+			expect(tokenRequests).toBe(3);
+			// Turned off: a token a run.
+			expect((await run({ VOICE_API_TOKEN_CACHE: "off" })).code).toBe(0);
+			expect(tokenRequests).toBe(4);
+		} finally {
+			server.close();
+			rmSync(cacheHome, { recursive: true, force: true });
+		}
 	});
 
 	it("says why it pauses when the service asks it to wait (429 past a request budget), then carries on", async () => {

@@ -5,8 +5,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+	type CachedToken,
 	type ConversionSnapshot,
 	SDK_ERROR_CODES,
+	type TokenStore,
 	VoiceConversionClient,
 	VoiceConversionError,
 	verifyWebhook,
@@ -119,6 +121,49 @@ describe("SDK tokens", () => {
 			code: SDK_ERROR_CODES.network,
 			retryable: true,
 		});
+	});
+
+	it("takes a kept token from its store, once for a burst of first calls, and keeps the one that replaces it", async () => {
+		const tokenRequests = () => requests.filter((r) => r.url.endsWith("/oauth2/token")).length;
+		const kept: (CachedToken | undefined)[] = [];
+		let loads = 0;
+		let stored: CachedToken | undefined;
+		const store: TokenStore = {
+			load: async () => {
+				loads++;
+				return stored;
+			},
+			save: (token) => {
+				kept.push(token);
+				stored = token;
+			},
+		};
+		const first = client({ tokenStore: store });
+		const before = tokenRequests();
+		await first.voices.list();
+		expect(tokenRequests() - before).toBe(1);
+		expect(kept).toHaveLength(1);
+		expect(stored?.value).toBeTruthy();
+
+		// A new client (another process) with the same store: a burst of first calls reads it once and fetches none.
+		const second = client({ tokenStore: store });
+		await Promise.all([second.voices.list(), second.voices.list(), second.webhooks.list()]);
+		expect(tokenRequests() - before).toBe(1);
+		expect(loads).toBe(2);
+
+		// A store that fails costs a token request, not the call.
+		const broken = client({
+			tokenStore: {
+				load: () => {
+					throw new Error("disk gone");
+				},
+				save: async () => {
+					throw new Error("disk gone");
+				},
+			},
+		});
+		expect((await broken.voices.list()).map((v) => v.id)).toContain(voiceId);
+		expect(tokenRequests() - before).toBe(2);
 	});
 
 	it("reports wrong credentials as a 401 that is not worth retrying", async () => {

@@ -1,7 +1,13 @@
 /** The CLI as a user runs it (`node cli/main.ts ...`, what `npm run cli --` does), pointed at a local stack. */
 import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { type Credentials, ROOT } from "./local-stack.ts";
+
+/** The CLI keeps its tokens under XDG_CACHE_HOME: the tests' runs keep theirs here, never in the user's home. */
+const CACHE_HOME = mkdtempSync(path.join(tmpdir(), "vc-cli-cache-"));
+process.on("exit", () => rmSync(CACHE_HOME, { recursive: true, force: true }));
 
 export interface CliRun {
 	code: number | null;
@@ -23,6 +29,7 @@ export function runCli(
 				VOICE_API_URL: target.url,
 				VOICE_API_CLIENT_ID: target.credentials.clientId,
 				VOICE_API_CLIENT_SECRET: target.credentials.clientSecret,
+				XDG_CACHE_HOME: CACHE_HOME,
 				...env,
 			},
 			stdio: ["ignore", "pipe", "pipe"],
