@@ -653,26 +653,33 @@ describe("admin CLI", () => {
 		expect(await engineParams("Rmvpe default")).toMatchObject({ f0_method: "rmvpe" });
 	});
 
-	it("records the model's speaker count and refuses a speaker_id past it, as a runner would fail every job", async () => {
-		const threeSpeakers = path.join(FIXTURES, "v2-f0-40k-3-speakers.pth");
+	/**
+	 * A 3-speaker `model` as voice `name`: a speaker_id past the third refused at creation, the count recorded with
+	 * the model's other facts, and new defaults checked against it.
+	 */
+	async function createThreeSpeakerVoice(name: string, model: string): Promise<void> {
 		const create = (speakerId: number) =>
 			admin(
-				...["voice", "create", "--name", "Choir", "--engine", "rvc", "--model", threeSpeakers],
+				...["voice", "create", "--name", name, "--engine", "rvc", "--model", model],
 				...["--params", JSON.stringify({ sample_rate: 40_000, speaker_id: speakerId })],
 			);
 		await expect(create(3)).rejects.toThrow(/speaker_id 3 is beyond the model's 3 speakers \(0 to 2\)/);
 		await create(2);
-		expect(await engineParams("Choir")).toEqual({
+		expect(await engineParams(name)).toEqual({
 			sample_rate: 40_000,
 			speaker_id: 2,
 			f0: true,
 			feature_dim: 768,
 			speakers: 3,
 		});
-		// New defaults are checked against the count the model recorded, which they cannot set themselves.
 		await expect(
-			admin("voice", "update", "--name", "Choir", "--params", '{"sample_rate":40000,"speaker_id":7}'),
+			admin("voice", "update", "--name", name, "--params", '{"sample_rate":40000,"speaker_id":7}'),
 		).rejects.toThrow(/speaker_id 7 is beyond the model's 3 speakers/);
+	}
+
+	it("records the model's speaker count and refuses a speaker_id past it, as a runner would fail every job", async () => {
+		await createThreeSpeakerVoice("Choir", path.join(FIXTURES, "v2-f0-40k-3-speakers.pth"));
+		// The count is the model's, which new defaults cannot set themselves.
 		await expect(
 			admin("voice", "update", "--name", "Choir", "--params", '{"sample_rate":40000,"speakers":8}'),
 		).rejects.toThrow(/--params cannot set speakers/);
@@ -686,24 +693,7 @@ describe("admin CLI", () => {
 	it("records an ONNX export's speaker count from its graph and refuses a speaker_id past it", async () => {
 		// torch.onnx.export of a 3-speaker synthesizer, as RVC exports one (make-torch-onnx.py): traced at 16 frames,
 		// so the inspection's 4-frame probe cannot measure its rate, and --params gives it.
-		const exported = path.join(FIXTURES, "torch-export-3-speakers.onnx");
-		const create = (speakerId: number) =>
-			admin(
-				...["voice", "create", "--name", "Exported choir", "--engine", "rvc", "--model", exported],
-				...["--params", JSON.stringify({ sample_rate: 40_000, speaker_id: speakerId })],
-			);
-		await expect(create(3)).rejects.toThrow(/speaker_id 3 is beyond the model's 3 speakers \(0 to 2\)/);
-		await create(2);
-		expect(await engineParams("Exported choir")).toEqual({
-			sample_rate: 40_000,
-			speaker_id: 2,
-			f0: true,
-			feature_dim: 768,
-			speakers: 3,
-		});
-		await expect(
-			admin("voice", "update", "--name", "Exported choir", "--params", '{"sample_rate":40000,"speaker_id":5}'),
-		).rejects.toThrow(/speaker_id 5 is beyond the model's 3 speakers/);
+		await createThreeSpeakerVoice("Exported choir", path.join(FIXTURES, "torch-export-3-speakers.onnx"));
 	});
 
 	it("refuses a rename to a taken name with a usage error", async () => {

@@ -6,6 +6,7 @@ import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
 import type { VoiceUpload } from "../../src/contracts/voices.ts";
 import { runSafetyNet } from "../../src/cron/safety-net.ts";
+import { findVoiceById } from "../../src/voices/voice-store.ts";
 import {
 	createVoice,
 	declare,
@@ -27,6 +28,9 @@ import { call } from "./helpers.ts";
 beforeEach(async () => {
 	await resetBroker();
 });
+
+/** A voice's params once a PATCH of `protect` 0.2 and a ready report both landed: its defaults and its model's facts. */
+const PARAMS_AFTER_BOTH = { index_rate: 0.5, protect: 0.2, sample_rate: 40_000, f0: true, feature_dim: 768 };
 
 /**
  * Twelve voices, each validating under a lease, and each round's PATCH sent as its runner reports `ready`: the PATCH
@@ -115,16 +119,7 @@ describe("an account voice changed as its validation ends", () => {
 			expect(report.status).toBe(200);
 			const current = await getVoice(alice, voice.id);
 			expect(current).toMatchObject({ status: "ready", voice_settings: { index_rate: 0.5, protect: 0.2 } });
-			const row = await env.DB.prepare("SELECT engine_params FROM voices WHERE id = ?")
-				.bind(voice.id)
-				.first<{ engine_params: string }>();
-			expect(JSON.parse(row?.engine_params ?? "{}")).toEqual({
-				index_rate: 0.5,
-				protect: 0.2,
-				sample_rate: 40_000,
-				f0: true,
-				feature_dim: 768,
-			});
+			expect((await findVoiceById(env, voice.id))?.engineParams).toEqual(PARAMS_AFTER_BOTH);
 		}
 	}, 30_000);
 
@@ -140,17 +135,9 @@ describe("an account voice changed as its validation ends", () => {
 		for (const { voice, patched, report } of rounds) {
 			expect(patched.status).toBe(200);
 			expect(report.status).toBe(200);
-			const row = await env.DB.prepare("SELECT status, engine_params FROM voices WHERE id = ?")
-				.bind(voice.id)
-				.first<{ status: string; engine_params: string }>();
-			expect(row?.status).toBe("ready");
-			expect(JSON.parse(row?.engine_params ?? "{}")).toEqual({
-				index_rate: 0.5,
-				protect: 0.2,
-				sample_rate: 40_000,
-				f0: true,
-				feature_dim: 768,
-			});
+			const stored = await findVoiceById(env, voice.id);
+			expect(stored?.status).toBe("ready");
+			expect(stored?.engineParams).toEqual(PARAMS_AFTER_BOTH);
 		}
 	}, 30_000);
 

@@ -116,42 +116,18 @@ describe("rvc engine with a .pth synthesizer", () => {
 		expect(samples).toBe(1.5 * 40000);
 	});
 
-	it("refuses a speaker_id past the checkpoint's speakers before converting, where the params record no count", async () => {
-		const dir = scratchDir("rvc-pth");
-		const convertWith = async (file: string, speakerId: number) => {
-			const path = join(dir, `${file}.bin`);
-			copyFileSync(join(FIXTURES, file), path);
-			const job = {
-				voice: { ...voice, params: { ...voice.params, sample_rate: 40000, speaker_id: speakerId } },
-				semitones: 0,
-				artifactPaths: new Map([...artifactPaths, ["synthesizer", path]]),
-				input: { sampleRate: IN_RATE, channels: 1 },
-			};
-			let samples = 0;
-			for await (const block of engine.convert(tone(0.5), job, new AbortController().signal))
-				samples += block.channels[0]?.length ?? 0;
-			return samples;
-		};
-		// onnxruntime would fail the embedding lookup (a Gather node's indices) only once the first window got there.
-		await expect(convertWith("v2-f0-40k.pth", 1)).rejects.toMatchObject({
-			code: "invalid_params",
-			permanent: true,
-			message: expect.stringMatching(/speaker_id 1 is beyond the model's 1 speaker \(0 to 0\)/),
-		});
-		await expect(convertWith("v2-f0-40k-3-speakers.pth", 3)).rejects.toMatchObject({
-			code: "invalid_params",
-			message: expect.stringMatching(/speaker_id 3 is beyond the model's 3 speakers \(0 to 2\)/),
-		});
-		expect(await convertWith("v2-f0-40k-3-speakers.pth", 2)).toBe(0.5 * 40000);
-	});
+	/** A fixture checkpoint copied to `dir`, as the artifact cache holds one. */
+	const cachedCopy = (dir: string, file: string): string => {
+		const path = join(dir, `${file}.bin`);
+		copyFileSync(join(FIXTURES, file), path);
+		return path;
+	};
 
-	it("refuses a speaker_id past an ONNX export's speakers before converting, read from its graph", async () => {
-		const dir = scratchDir("rvc-onnx-speakers");
-		const exportOf = async (file: string) => {
-			const path = join(dir, `${file}.bin`);
-			copyFileSync(join(FIXTURES, file), path);
-			return synthesizerOnnxPath(path);
-		};
+	/**
+	 * With synthesizers of 1 and 3 speakers (`.pth` files, or the ONNX built from them), whose params record no count:
+	 * a speaker_id past each one's speakers is refused before converting, and the last speaker converts.
+	 */
+	const expectSpeakersChecked = async (one: string, three: string): Promise<void> => {
 		const convertWith = async (synthesizer: string, speakerId: number) => {
 			const job = {
 				voice: { ...voice, params: { ...voice.params, sample_rate: 40000, speaker_id: speakerId } },
@@ -164,10 +140,7 @@ describe("rvc engine with a .pth synthesizer", () => {
 				samples += block.channels[0]?.length ?? 0;
 			return samples;
 		};
-		const one = await exportOf("v2-f0-40k.pth");
-		const three = await exportOf("v2-f0-40k-3-speakers.pth");
-		expect(one.endsWith(".onnx") && three.endsWith(".onnx")).toBe(true);
-		// Before, an ONNX file said nothing of its speakers, and onnxruntime failed the job at its Gather node.
+		// onnxruntime would fail the embedding lookup (a Gather node's indices) only once the first window got there.
 		await expect(convertWith(one, 1)).rejects.toMatchObject({
 			code: "invalid_params",
 			permanent: true,
@@ -178,6 +151,20 @@ describe("rvc engine with a .pth synthesizer", () => {
 			message: expect.stringMatching(/speaker_id 3 is beyond the model's 3 speakers \(0 to 2\)/),
 		});
 		expect(await convertWith(three, 2)).toBe(0.5 * 40000);
+	};
+
+	it("refuses a speaker_id past the checkpoint's speakers before converting, where the params record no count", async () => {
+		const dir = scratchDir("rvc-pth");
+		await expectSpeakersChecked(cachedCopy(dir, "v2-f0-40k.pth"), cachedCopy(dir, "v2-f0-40k-3-speakers.pth"));
+	});
+
+	it("refuses a speaker_id past an ONNX export's speakers before converting, read from its graph", async () => {
+		const dir = scratchDir("rvc-onnx-speakers");
+		const one = await synthesizerOnnxPath(cachedCopy(dir, "v2-f0-40k.pth"));
+		const three = await synthesizerOnnxPath(cachedCopy(dir, "v2-f0-40k-3-speakers.pth"));
+		expect(one.endsWith(".onnx") && three.endsWith(".onnx")).toBe(true);
+		// Before, an ONNX file said nothing of its speakers, and onnxruntime failed the job at its Gather node.
+		await expectSpeakersChecked(one, three);
 	});
 
 	it("builds the ONNX once, beside the checkpoint, named by its sha256, and reuses it", async () => {

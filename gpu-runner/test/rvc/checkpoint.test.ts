@@ -9,11 +9,13 @@ import { join } from "node:path";
 import { crc32, deflateRawSync } from "node:zlib";
 import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
+import { DEFLATED } from "../../../src/contracts/zip-directory.ts";
 import { ddpn08Layout } from "../../src/engines/rvc/checkpoint-provenance.ts";
 import { type PickleError, readPickle } from "../../src/engines/rvc/pickle-reader.ts";
 import { type RvcCheckpoint, RvcCheckpointError, readRvcCheckpoint } from "../../src/engines/rvc/rvc-checkpoint.ts";
 import { PUBLISHED_CONFIG_40K, parseSynthesizerConfig } from "../../src/engines/rvc/synthesizer-config.ts";
 import { buildSynthesizerGraph } from "../../src/engines/rvc/synthesizer-graph.ts";
+import { centralHeader, endRecord, localHeader } from "./support/zip-headers.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
 
@@ -90,25 +92,14 @@ async function runSynthesizer(bytes: Uint8Array, fixture: CheckpointFixture, f0:
 function oneEntryZip(entry: string, content: Uint8Array, statedSize: number): Uint8Array {
 	const name = new TextEncoder().encode(entry);
 	const data = deflateRawSync(content, { level: 9 });
-	const local = Buffer.alloc(30);
-	local.writeUInt32LE(0x04034b50, 0);
-	local.writeUInt16LE(8, 8);
-	local.writeUInt32LE(data.length, 18);
-	local.writeUInt32LE(statedSize, 22);
-	local.writeUInt16LE(name.length, 26);
-	const central = Buffer.alloc(46);
-	central.writeUInt32LE(0x02014b50, 0);
-	central.writeUInt16LE(8, 10);
-	central.writeUInt32LE(crc32(content.subarray(0, statedSize)), 16);
-	central.writeUInt32LE(data.length, 20);
-	central.writeUInt32LE(statedSize, 24);
-	central.writeUInt16LE(name.length, 28);
-	const end = Buffer.alloc(22);
-	end.writeUInt32LE(0x06054b50, 0);
-	end.writeUInt16LE(1, 8);
-	end.writeUInt16LE(1, 10);
-	end.writeUInt32LE(46 + name.length, 12);
-	end.writeUInt32LE(30 + name.length + data.length, 16);
+	const fields = { method: DEFLATED, compressedSize: data.length, size: statedSize, nameLength: name.length };
+	const local = localHeader(fields);
+	const central = centralHeader({ ...fields, crc: crc32(content.subarray(0, statedSize)) });
+	const end = endRecord({
+		count: 1,
+		size: central.length + name.length,
+		offset: local.length + name.length + data.length,
+	});
 	return new Uint8Array(Buffer.concat([local, name, data, central, name, end]));
 }
 
@@ -460,17 +451,14 @@ describe("hostile checkpoints", () => {
 	it("refuses a zip that lists 70 000 entries before reading its directory", () => {
 		// 70 000 empty stored entries named 0000000 ... 0069999 (3.8 MB; 200 MB holds 3.8 million).
 		const count = 70_000;
-		const local = Buffer.alloc(31);
-		local.writeUInt32LE(0x04034b50, 0);
-		local.writeUInt16LE(1, 26);
-		local.write("a", 30, "latin1");
-		const central = Buffer.alloc(count * 53);
-		for (let i = 0; i < count; i++) {
-			central.writeUInt32LE(0x02014b50, i * 53);
-			central.writeUInt16LE(7, i * 53 + 28);
-			central.write(String(i).padStart(7, "0"), i * 53 + 46, "latin1");
-		}
-		const zip64 = Buffer.alloc(56 + 20 + 22);
+		const local = Buffer.concat([localHeader({ nameLength: 1 }), Buffer.from("a", "latin1")]);
+		const central = Buffer.concat(
+			Array.from({ length: count }, (_, i) => [
+				centralHeader({ nameLength: 7 }),
+				Buffer.from(String(i).padStart(7, "0"), "latin1"),
+			]).flat(),
+		);
+		const zip64 = Buffer.alloc(56 + 20);
 		zip64.writeUInt32LE(0x06064b50, 0);
 		zip64.writeBigUInt64LE(44n, 4);
 		zip64.writeBigUInt64LE(BigInt(count), 24);
@@ -480,13 +468,10 @@ describe("hostile checkpoints", () => {
 		zip64.writeUInt32LE(0x07064b50, 56);
 		zip64.writeBigUInt64LE(BigInt(local.length + central.length), 64);
 		zip64.writeUInt32LE(1, 72);
-		zip64.writeUInt32LE(0x06054b50, 76);
-		zip64.writeUInt16LE(0xffff, 86);
-		zip64.writeUInt16LE(0xffff, 84);
-		zip64.writeUInt32LE(0xffffffff, 88);
-		zip64.writeUInt32LE(0xffffffff, 92);
+		// The 16- and 32-bit fields saturated: the zip64 record above holds the real ones.
+		const end = endRecord({ count: 0xffff, size: 0xffffffff, offset: 0xffffffff });
 		expectRefused(
-			new Uint8Array(Buffer.concat([local, central, zip64])),
+			new Uint8Array(Buffer.concat([local, central, zip64, end])),
 			"not_a_checkpoint",
 			/not a readable torch\.save archive: zip lists 70000 entries, at most 65536 are read/,
 		);

@@ -14,6 +14,7 @@ import { crc32, createGunzip } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { readEndRecord } from "../../../src/contracts/zip-directory.ts";
 import { scratchDir } from "../helpers/scratch.ts";
+import { centralHeader, endRecord, localHeader } from "./support/zip-headers.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
 const module = (name: string) => pathToFileURL(join(import.meta.dirname, "../../src/engines/rvc", name)).href;
@@ -33,31 +34,17 @@ async function paddedCheckpoint(fixture: string, padding: number): Promise<strin
 	const zeros = Buffer.alloc(MiB);
 	for (let done = 0; done < padding; done += MiB) crc = crc32(zeros.subarray(0, Math.min(MiB, padding - done)), crc);
 
-	const local = Buffer.alloc(30);
-	local.writeUInt32LE(0x04034b50, 0);
-	local.writeUInt16LE(20, 4);
-	local.writeUInt32LE(crc >>> 0, 14);
-	local.writeUInt32LE(padding, 18);
-	local.writeUInt32LE(padding, 22);
-	local.writeUInt16LE(name.length, 26);
+	const fields = { crc, compressedSize: padding, size: padding, nameLength: name.length };
+	const local = localHeader(fields);
 	const localAt = directory.offset;
-	const central = Buffer.alloc(46);
-	central.writeUInt32LE(0x02014b50, 0);
-	central.writeUInt16LE(20, 4);
-	central.writeUInt16LE(20, 6);
-	central.writeUInt32LE(crc >>> 0, 16);
-	central.writeUInt32LE(padding, 20);
-	central.writeUInt32LE(padding, 24);
-	central.writeUInt16LE(name.length, 28);
-	central.writeUInt32LE(localAt, 42);
+	const central = centralHeader({ ...fields, localOffset: localAt });
 	const directoryAt = localAt + local.length + name.length + padding;
 	const oldDirectory = original.subarray(directory.offset, directory.offset + directory.size);
-	const end = Buffer.alloc(22);
-	end.writeUInt32LE(0x06054b50, 0);
-	end.writeUInt16LE(directory.count + 1, 8);
-	end.writeUInt16LE(directory.count + 1, 10);
-	end.writeUInt32LE(oldDirectory.length + central.length + name.length, 12);
-	end.writeUInt32LE(directoryAt, 16);
+	const end = endRecord({
+		count: directory.count + 1,
+		size: oldDirectory.length + central.length + name.length,
+		offset: directoryAt,
+	});
 
 	const path = join(scratchDir("big-checkpoint"), "big.pth");
 	const file = await open(path, "w");
