@@ -14,7 +14,7 @@ import {
 } from "../../gpu-runner/src/engines/rvc/feature-model-layout.ts";
 import { CPU_PARAM_DEFAULTS, parseRvcParams } from "../../gpu-runner/src/engines/rvc/params.ts";
 import { RVC_V1_FEATURE_DIM, RVC_V2_FEATURE_DIM, sharedModelsFor } from "../../src/contracts/runner.ts";
-import { RVC_SETTING_NEEDS } from "../../src/contracts/rvc-setting-needs.ts";
+import { RVC_MODEL_FACTS, RVC_SETTING_NEEDS } from "../../src/contracts/rvc-setting-needs.ts";
 import { VoiceSettings } from "../../src/contracts/voice-conversions.ts";
 import type { AdminBackend } from "./admin-backend.ts";
 import {
@@ -424,7 +424,7 @@ async function voiceFields(
 	}
 	if (engine !== "rvc" && fields.params !== undefined) checkDspParams(fields.params);
 	if (engine === "rvc") {
-		for (const read of ["f0", "feature_dim", "speakers"]) {
+		for (const read of RVC_MODEL_FACTS.filter((fact) => fact !== "sample_rate")) {
 			if (fields.params !== undefined && read in fields.params) {
 				throw new UsageError(`--params cannot set ${read}: it is read from --model`);
 			}

@@ -34,3 +34,10 @@ export function withPitchTracker(
 	}
 	return { ...params, f0_method: "yin" };
 }
+
+/**
+ * The params of an rvc voice that state facts of its model, read from the model file (by validation, or by the admin
+ * tool), not chosen: a conversion takes them from the model its lease carries, and `--params` may not set them
+ * (`sample_rate` aside: an ONNX export whose probe cannot measure its rate is given it, and it must agree).
+ */
+export const RVC_MODEL_FACTS: readonly string[] = ["sample_rate", "f0", "feature_dim", "speakers"];

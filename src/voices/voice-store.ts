@@ -3,6 +3,7 @@
  * deleted; any other voice does not exist for it (404, exactly like another account's audio file).
  */
 import { and, asc, count, eq, inArray, isNotNull, isNull, lte, or, type SQL, sql } from "drizzle-orm";
+import { RVC_MODEL_FACTS } from "../contracts/rvc-setting-needs.ts";
 import type { VoiceSettings } from "../contracts/voice-conversions.ts";
 import { database } from "../db/client.ts";
 import { rowWhere } from "../db/row-where.ts";
@@ -106,18 +107,12 @@ export function voiceSettingsOf(voice: Pick<VoiceRow, "engineParams">): VoiceSet
 }
 
 /**
- * The params that state facts of the voice's model, read from the model file (by validation, or by the admin tool):
- * they belong to the model a lease carries, so they always come from the voice as it is.
- */
-export const MODEL_FACT_PARAMS: readonly string[] = ["sample_rate", "f0", "feature_dim", "speakers"];
-
-/**
  * The voice's params less its model's facts: its default settings (`index_rate`, `protect`, `rms_mix_rate`,
  * `f0_method`, `formant_shift`, `transpose_semitones`, ...) as a conversion accepted now was checked against, and
  * is run with whatever the voice's owner changes later.
  */
 export function acceptedVoiceParams(voice: Pick<VoiceRow, "engineParams">): Record<string, unknown> {
-	return Object.fromEntries(Object.entries(voice.engineParams).filter(([key]) => !MODEL_FACT_PARAMS.includes(key)));
+	return Object.fromEntries(Object.entries(voice.engineParams).filter(([key]) => !RVC_MODEL_FACTS.includes(key)));
 }
 
 /**
@@ -130,7 +125,7 @@ export function leaseVoiceParams(
 	accepted: Record<string, unknown> | null,
 ): Record<string, unknown> {
 	if (accepted === null) return voice.engineParams;
-	const facts = Object.entries(voice.engineParams).filter(([key]) => MODEL_FACT_PARAMS.includes(key));
+	const facts = Object.entries(voice.engineParams).filter(([key]) => RVC_MODEL_FACTS.includes(key));
 	return { ...accepted, ...Object.fromEntries(facts) };
 }
 

@@ -76,8 +76,20 @@ describe("a cost carried out to a longer window", () => {
 	it("refuses a candidate past the limit at any window, naming the measure, and passes one within it", () => {
 		const reference = points(0.01, 1e-7);
 		expect(costVerdict(points(0.012, 1e-7), reference, { CPU: 6998 }).refused).toBeUndefined();
-		const refused = costVerdict(points(0.01, 1e-4), reference, { CPU: 6998, CUDA: 18_400 }).refused;
+		const refused = costVerdict(points(0.01, 1e-4), reference, { CPU: 6998 }).refused;
 		expect(refused?.problem).toBe("too_large");
 		expect(refused?.message).toMatch(/^the synthesizer's run time grows faster .* CPU window \(6998 frames\)/);
+	});
+
+	it("names the measure and window furthest past its limit, whichever is found first", () => {
+		const reference = points(0.01, 1e-7);
+		// Run time a little past its limit of 4 at the CPU window, memory far past its 8: the memory is named.
+		const candidate = reference.map((p) => ({ ...p, cpuSeconds: p.cpuSeconds * 4.5, peakBytes: p.frames * 2 ** 20 }));
+		const { refused, ratios } = costVerdict(candidate, reference, { CPU: 6998 });
+		expect(ratios.cpuSeconds_CPU).toBeGreaterThan(4);
+		expect(refused?.message).toMatch(/^the synthesizer's memory grows faster .* \(at most 8 times\)$/);
+		// A quadratic term grows with the window: the longer one is the one furthest past.
+		const quadratic = costVerdict(points(0.01, 1e-4), reference, { CPU: 6998, CUDA: 18_400 }).refused;
+		expect(quadratic?.message).toMatch(/^the synthesizer's run time grows faster .* CUDA window \(18400 frames\)/);
 	});
 });
