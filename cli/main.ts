@@ -4,7 +4,13 @@
  * failed, 2 the command line was wrong, 130 interrupted.
  */
 import { parseArgs } from "node:util";
-import { F0_METHODS, REQUESTED_PITCH_SHIFTS, VoiceConversionClient, VoiceConversionError } from "../sdk/index.ts";
+import {
+	defaultTokenUrl,
+	F0_METHODS,
+	REQUESTED_PITCH_SHIFTS,
+	VoiceConversionClient,
+	VoiceConversionError,
+} from "../sdk/index.ts";
 import { conversionsCommand, convertCommand, parseVoiceSettings, voicesCommand, webhooksCommand } from "./commands.ts";
 import { ENV, resolveConnection, UsageError } from "./config.ts";
 import { stderr } from "./terminal.ts";
@@ -109,7 +115,7 @@ export async function main(argv: string[]): Promise<number> {
 		const client = new VoiceConversionClient({
 			...connection,
 			// A token kept between runs (cli/token-cache.ts): a loop of CLI calls asks for one token, not one a call.
-			tokenStore: tokenCache({ ...connection, tokenUrl: connection.tokenUrl ?? `${connection.baseUrl} token` }),
+			tokenStore: tokenCache({ ...connection, tokenUrl: connection.tokenUrl ?? defaultTokenUrl(connection.baseUrl) }),
 			// A pause the service asked for (429 past a request budget, 503) is said, not waited out in silence.
 			onRetry: ({ error, delayMs }) => stderr.write(`${error.message}; retrying in ${Math.ceil(delayMs / 1000)} s\n`),
 		});

@@ -180,6 +180,12 @@ export function mimeTypeForFileName(fileName: string): string | undefined {
 	return EXTENSION_TYPES[extension];
 }
 
+/** The service's base address as the client uses it: no trailing slash, and a trailing `/api/v1` ignored. */
+const serviceOrigin = (baseUrl: string): string => baseUrl.replace(/\/+$/, "").replace(/\/api\/v1$/, "");
+
+/** The token endpoint a client uses when given none: `{baseUrl}/oauth2/token`. */
+export const defaultTokenUrl = (baseUrl: string): string => `${serviceOrigin(baseUrl)}/oauth2/token`;
+
 export class VoiceConversionClient {
 	readonly baseUrl: string;
 	readonly tokens: TokenSource;
@@ -189,7 +195,7 @@ export class VoiceConversionClient {
 	readonly #onRetry: ((retry: RetryNotice) => void) | undefined;
 
 	constructor(options: VoiceConversionClientOptions) {
-		this.baseUrl = options.baseUrl.replace(/\/+$/, "").replace(/\/api\/v1$/, "");
+		this.baseUrl = serviceOrigin(options.baseUrl);
 		// Bound so that a global fetch keeps its `this`, and a Worker's service binding too.
 		const fetcher = options.fetch ?? globalThis.fetch;
 		this.#fetch = ((input, init) => fetcher(input, init)) as typeof fetch;
@@ -197,7 +203,7 @@ export class VoiceConversionClient {
 		this.#maxRetries = options.maxRetries ?? 2;
 		this.#onRetry = options.onRetry;
 		this.tokens = new TokenSource({
-			tokenUrl: options.tokenUrl ?? `${this.baseUrl}/oauth2/token`,
+			tokenUrl: options.tokenUrl ?? defaultTokenUrl(options.baseUrl),
 			clientId: options.clientId,
 			clientSecret: options.clientSecret,
 			scope: options.scope,

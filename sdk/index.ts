@@ -41,6 +41,7 @@ export { SUBSCRIBABLE_EVENTS } from "../src/contracts/webhooks.ts";
 export {
 	type CreateVoiceInput,
 	type CreateVoiceOptions,
+	defaultTokenUrl,
 	type IdempotentRequestOptions,
 	type ListConversionsOptions,
 	mimeTypeForFileName,
