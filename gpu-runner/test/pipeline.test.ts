@@ -159,6 +159,48 @@ describe("conversion pipeline", () => {
 		expect(Math.abs(header.seconds - 1.5)).toBeLessThanOrEqual(0.01);
 	});
 
+	it("writes an output of more than 2 channels as WAVE_FORMAT_EXTENSIBLE with the source's speakers", async () => {
+		/** The output's format tag and channel mask (0 where the header has none), and its channels decoded. */
+		async function outputLayout(source: Uint8Array) {
+			const { upload } = await convert(source, { semitones: 2 });
+			const view = new DataView(upload.body.buffer, upload.body.byteOffset, upload.body.byteLength);
+			const tag = view.getUint16(20, true);
+			const decoded = await collect(decodeWav(bytesOf(upload.body)));
+			return { tag, mask: tag === 0xfffe ? view.getUint32(40, true) : 0, channels: decoded.channels.length };
+		}
+		const rate = 16_000;
+		const tones = (count: number) => Array.from({ length: count }, (_, c) => sine(200 + 50 * c, 0.5, rate, 0.3));
+		// 5.1 with side speakers (what ffmpeg writes for "5.1(side)"): the mask goes through as the source states it.
+		const sideSurround = makeWav(tones(6), rate, { kind: "pcm", bits: 24 }, { extensible: true, channelMask: 0x60f });
+		expect(await outputLayout(sideSurround)).toEqual({ tag: 0xfffe, mask: 0x60f, channels: 6 });
+		// A plain header states no speakers: the output assigns none either.
+		const plainThree = makeWav(tones(3), rate, { kind: "pcm", bits: 16 });
+		expect(await outputLayout(plainThree)).toEqual({ tag: 0xfffe, mask: 0, channels: 3 });
+		// Stereo stays the plain header.
+		const stereo = makeWav(tones(2), rate, { kind: "pcm", bits: 16 }, { extensible: true, channelMask: 0x3 });
+		expect(await outputLayout(stereo)).toEqual({ tag: 1, mask: 0, channels: 2 });
+	});
+
+	it.skipIf(missingToolsMessage(["sox"]) !== undefined)(
+		"gives a 6-channel FLAC's output FLAC's 5.1 speakers",
+		async () => {
+			const wav = join(dir, "six.wav");
+			const flac = join(dir, "six.flac");
+			writeFileSync(
+				wav,
+				makeWav(
+					Array.from({ length: 6 }, (_, c) => sine(200 + 50 * c, 0.5, 16_000, 0.3)),
+					16_000,
+					{ kind: "pcm", bits: 16 },
+				),
+			);
+			run("sox", [wav, flac]);
+			const { upload } = await convert(new Uint8Array(readFileSync(flac)));
+			const view = new DataView(upload.body.buffer, upload.body.byteOffset, upload.body.byteLength);
+			expect([view.getUint16(20, true), view.getUint16(22, true), view.getUint32(40, true)]).toEqual([0xfffe, 6, 0x3f]);
+		},
+	);
+
 	it("downmixes and resamples to the format an engine asks for, without changing pitch or length", async () => {
 		const tone = sine(440, 3, 44_100, 0.4);
 		const source = makeWav([tone, tone], 44_100, { kind: "pcm", bits: 16 });

@@ -27,6 +27,8 @@ export interface WavFormat {
 	channels: number;
 	sampleRate: number;
 	blockAlign: number;
+	/** WAVE_FORMAT_EXTENSIBLE's speaker mask; undefined in a plain fmt chunk, which states no speakers. */
+	channelMask?: number;
 }
 
 export function parseFmtChunk(body: Uint8Array): WavFormat {
@@ -37,10 +39,12 @@ export function parseFmtChunk(body: Uint8Array): WavFormat {
 	const sampleRate = view.getUint32(4, true);
 	const blockAlign = view.getUint16(12, true);
 	const bitsPerSample = view.getUint16(14, true);
+	let channelMask: number | undefined;
 	if (formatTag === WAVE_FORMAT_EXTENSIBLE) {
 		// cbSize(2) validBits(2) channelMask(4) then the sub-format GUID whose first two bytes are the real tag.
 		if (body.length < 40) throw corruptedSource("WAVE_FORMAT_EXTENSIBLE fmt chunk is shorter than 40 bytes");
 		formatTag = view.getUint16(24, true);
+		channelMask = view.getUint32(20, true);
 	}
 	if (channels === 0 || sampleRate === 0) throw corruptedSource("WAV header declares 0 channels or 0 Hz");
 	let encoding: WavFormat["encoding"];
@@ -50,7 +54,14 @@ export function parseFmtChunk(body: Uint8Array): WavFormat {
 	if (blockAlign !== (bitsPerSample / 8) * channels) {
 		throw corruptedSource(`WAV block align ${blockAlign} does not match ${channels} × ${bitsPerSample}-bit`);
 	}
-	return { encoding, bitsPerSample, channels, sampleRate, blockAlign };
+	return {
+		encoding,
+		bitsPerSample,
+		channels,
+		sampleRate,
+		blockAlign,
+		...(channelMask !== undefined ? { channelMask } : {}),
+	};
 }
 
 /** Convert whole interleaved frames to planar floats in [-1, 1). */
@@ -163,7 +174,11 @@ export async function* decodeWav(bytes: AsyncIterable<Uint8Array>): AsyncGenerat
 				const channels = samplesToPlanar(data, wavFormat);
 				if (wavFormat.encoding === "float") refuseNonFinite(channels, framesDecoded, wavFormat.sampleRate);
 				framesDecoded += frames;
-				yield { sampleRate: wavFormat.sampleRate, channels };
+				yield {
+					sampleRate: wavFormat.sampleRate,
+					channels,
+					...(wavFormat.channelMask !== undefined ? { channelMask: wavFormat.channelMask } : {}),
+				};
 			}
 		}
 	}

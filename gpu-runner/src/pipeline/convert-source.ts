@@ -94,7 +94,11 @@ export async function convertSource(request: ConversionRequest): Promise<Convers
 		refuseLargeOutput(Math.round((statedFrames * output.sampleRate) / source.sampleRate), output, maxOutputBytes);
 	}
 	const path = join(request.workDir, `output-${randomUUID()}.wav`);
-	const writer = await WavFileWriter.create(path, output.sampleRate, output.channels);
+	// The source's speakers stay with its channels where the engine keeps them (dsp); a downmix states none.
+	const channelMask = output.channels === source.channels ? first.channelMask : undefined;
+	const writer = await WavFileWriter.create(path, output.sampleRate, output.channels, {
+		...(channelMask !== undefined ? { channelMask } : {}),
+	});
 	try {
 		const job = {
 			voice,

@@ -97,14 +97,15 @@ export function wavJob(seconds: number, extra: Partial<FakeJob> = {}): FakeJob {
 	};
 }
 
-/** Read the fields of a 44-byte PCM WAV header written by any encoder. */
+/** Read the fields of the runner's WAV header: `fmt ` first, plain (16 bytes) or extensible (40), then `data`. */
 export function readWavHeader(bytes: Uint8Array) {
 	const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 	const text = (o: number) => String.fromCharCode(...bytes.subarray(o, o + 4));
 	const channels = view.getUint16(22, true);
 	const sampleRate = view.getUint32(24, true);
 	const bits = view.getUint16(34, true);
-	const dataBytes = view.getUint32(40, true);
+	const dataAt = 20 + view.getUint32(16, true);
+	const dataBytes = text(dataAt) === "data" ? view.getUint32(dataAt + 4, true) : 0;
 	return {
 		riff: text(0),
 		wave: text(8),

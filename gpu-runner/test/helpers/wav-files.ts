@@ -5,7 +5,7 @@ export function makeWav(
 	channels: Float32Array[],
 	sampleRate: number,
 	encoding: WavEncoding,
-	options: { extensible?: boolean; extraChunk?: boolean } = {},
+	options: { extensible?: boolean; extraChunk?: boolean; channelMask?: number } = {},
 ): Uint8Array {
 	const frames = channels[0]?.length ?? 0;
 	const bytesPerSample = encoding.bits / 8;
@@ -42,7 +42,7 @@ export function makeWav(
 	if (options.extensible) {
 		u16(22);
 		u16(encoding.bits);
-		u32(channels.length === 2 ? 3 : 4);
+		u32(options.channelMask ?? (channels.length === 2 ? 3 : 4));
 		u16(tag);
 		// rest of the KSDATAFORMAT GUID {xxxxxxxx-0000-0010-8000-00aa00389b71}
 		for (const b of [0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0xaa, 0x00, 0x38, 0x9b, 0x71])
