@@ -42,6 +42,28 @@ describe.skipIf(toolsSkip !== undefined)(`MP3 frames, stated and decoded${toolsS
 		]);
 		// No Xing/Info frame (-t): its length comes from its size, as the CBR streams of some encoders and cutters.
 		run("lame", ["--quiet", "-t", "-b", "128", join(dir, "stereo.wav"), join(dir, "bare-cbr.mp3")]);
+		// The same at the MPEG-2 and MPEG-2.5 (LSF) rates, whose frames hold 576 samples. Below about 40 kb/s at
+		// 16 kHz lame leaves the Info frame out by itself (it does not fit in one frame), so these are common.
+		for (const [rate, kbps] of [
+			[24, 64],
+			[22.05, 48],
+			[16, 32],
+			[11.025, 24],
+			[8, 16],
+		] as const) {
+			run("lame", [
+				"--quiet",
+				"-t",
+				"-m",
+				"m",
+				"-b",
+				String(kbps),
+				"--resample",
+				String(rate),
+				join(dir, "mono.wav"),
+				join(dir, `bare-cbr-${rate}k.mp3`),
+			]);
+		}
 		// A second take, VBR and 1.5 s long, plain and tagged (ID3v2 in front, ID3v1 behind), for joined files.
 		writeFileSync(
 			join(dir, "take.wav"),
@@ -130,6 +152,31 @@ describe.skipIf(toolsSkip !== undefined)(`MP3 frames, stated and decoded${toolsS
 			// Both files, and the second's header frame, encoder delay and padding, which a decoder plays too.
 			expect(stated - alone, `${first} then ${second}`).toBeGreaterThanOrEqual(0);
 			expect(stated - alone, `${first} then ${second}`).toBeLessThan(3 * 1152);
+		}
+	});
+
+	it("states and decodes every frame of a CBR stream without a Xing/Info frame, MPEG-1, 2 and 2.5 alike", async () => {
+		// With no LAME tag nothing says how long the encoder delay and padding are, so preprocessing counts every frame
+		// and the decoder plays every frame: the encoder's 576 samples of delay, the decoder's 529 and the padding are
+		// part of the stated and decoded audio, at the MPEG-2 and 2.5 rates as at MPEG-1.
+		for (const [name, samplesPerFrame, codec] of [
+			["bare-cbr.mp3", 1152, "MPEG-1 Layer III, CBR"],
+			["bare-cbr-24k.mp3", 576, "MPEG-2 Layer III, CBR"],
+			["bare-cbr-22.05k.mp3", 576, "MPEG-2 Layer III, CBR"],
+			["bare-cbr-16k.mp3", 576, "MPEG-2 Layer III, CBR"],
+			["bare-cbr-11.025k.mp3", 576, "MPEG-2.5 Layer III, CBR"],
+			["bare-cbr-8k.mp3", 576, "MPEG-2.5 Layer III, CBR"],
+		] as const) {
+			const bytes = new Uint8Array(readFileSync(join(dir, name)));
+			const probe = await probeAudio(memoryByteSource(bytes));
+			expect(probe, name).toMatchObject({ ok: true, codec });
+			const { decoded, stated } = await decodedAndStated(bytes);
+			expect(decoded, name).toBe(stated);
+			expect(stated % samplesPerFrame, name).toBe(0);
+			// The encoded 2 s, and the delays and padding: more than 576 + 529 samples, less than that and two frames.
+			const encoded = 2 * (probe.ok ? probe.sampleRate : 0);
+			expect(stated - encoded, name).toBeGreaterThanOrEqual(576 + 529);
+			expect(stated - encoded, name).toBeLessThan(576 + 529 + 2 * samplesPerFrame);
 		}
 	});
 

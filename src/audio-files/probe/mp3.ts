@@ -3,7 +3,9 @@
  * (Fraunhofer) with the frame count; a LAME tag adds the encoder delay and padding, which are removed so the duration
  * is the audio that was encoded. Without such a header the stream is sampled: if frames at its start, middle and end
  * share one bitrate it is constant-bitrate and its length follows from its size (its last frames counted, so bytes
- * after them are not taken for audio); otherwise every frame header is
+ * after them are not taken for audio: every frame's samples, the encoder's and decoder's delay and the padding
+ * included, since no tag says how long they are and a decoder plays them; MPEG-1, 2 and 2.5 alike); otherwise every
+ * frame header is
  * counted in large range reads (a file is under 100 MB, so at most a hundred 1 MB reads). Frames are counted too
  * where the stream goes on past the end its header states: files joined end to end (`cat`, tags between them
  * skipped), which a decoder plays to the end.
