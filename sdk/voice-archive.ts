@@ -7,6 +7,9 @@
  * `inflateTo` puts it), and each is checked against its CRC-32. The result goes to `voices.create` as it is.
  *
  * Only what `Blob`, `DecompressionStream` and typed arrays offer is used, so it runs wherever the SDK runs.
+ *
+ * The web playground has a plain-JavaScript copy (`public/playground/voice-archive.js`, for want of a build step): a
+ * change of what is taken or refused here goes there too (`test/node/playground-voice-archive.test.ts` compares them).
  */
 import { VOICE_LIMITS } from "../src/contracts/voices.ts";
 import {
