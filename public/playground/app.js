@@ -1,4 +1,6 @@
 // The playground talks to the public API exactly as any client would: token, voices, upload, conversion, polling.
+import { isVoiceArchive, readVoiceArchive, voiceArchiveChoices } from "./voice-archive.js";
+
 const $ = (id) => document.getElementById(id);
 const state = { token: null, voice: null, resultUrl: null, resumed: false, waveform: null };
 
@@ -514,19 +516,111 @@ async function abandonVoice(voice, reason) {
 		: `${reason}\nThe voice "${voice.name}" is waiting for its files: delete it under "Your voices" before uploading it again.`;
 }
 
-async function createOwnVoice(event) {
-	event.preventDefault();
+/** The value of the "No index" choice (an entry's path is never empty, and this is no path). */
+const NO_INDEX = "\u0000none";
+/** Counts the model files picked, so that the choices of an archive picked before do not land after a newer pick's. */
+let archivePicks = 0;
+
+/** A <select>'s options: a prompt to choose, then each entry by its path. */
+function fillChoices(select, entries, extra = []) {
+	select.replaceChildren(
+		new Option("Choose one…", ""),
+		...entries.map((entry) => new Option(entry, entry)),
+		...extra.map(([text, value]) => new Option(text, value)),
+	);
+}
+
+/**
+ * A model file was picked. When it is a voice's archive, its directory is read at once: what it holds is said under
+ * the form, a choice is offered where it holds several models or indexes, and one the page cannot read is refused
+ * before anything is registered.
+ */
+async function modelPicked() {
+	const pick = ++archivePicks;
+	const file = $("own-voice-model").files[0];
+	$("own-voice-archive-model-choice").hidden = true;
+	$("own-voice-archive-index-choice").hidden = true;
+	$("own-voice-archive-contents").textContent = "";
 	showError("");
+	if (!file || !(await isVoiceArchive(file))) return;
+	try {
+		const choices = await voiceArchiveChoices(file);
+		if (pick !== archivePicks) return;
+		fillChoices($("own-voice-archive-model"), choices.models);
+		fillChoices($("own-voice-archive-index"), choices.indexes, [["No index", NO_INDEX]]);
+		$("own-voice-archive-model-choice").hidden = choices.models.length < 2;
+		$("own-voice-archive-index-choice").hidden = choices.indexes.length < 2;
+		const model = choices.models.length === 1 ? `model ${choices.models[0]}` : null;
+		const index = choices.indexes.length === 1 ? `index ${choices.indexes[0]}` : null;
+		const several = [
+			choices.models.length > 1 ? "several models" : null,
+			choices.indexes.length > 1 ? "several indexes" : null,
+		].filter(Boolean);
+		$("own-voice-archive-contents").textContent =
+			`${file.name} is a voice archive: ${[model, index].filter(Boolean).join(", ") || "nothing to use alone"}` +
+			(several.length ? `; it holds ${several.join(" and ")}: choose which to use above.` : ".");
+	} catch (error) {
+		if (pick !== archivePicks) return;
+		showError(error.message);
+	}
+}
+
+/**
+ * The files to upload, by role, as picked. A voice's archive given as the model gives the model and, unless an index
+ * file was picked beside it, its index; what it used and left out is said under the form.
+ */
+async function ownVoiceFiles() {
 	const files = {};
 	for (const role of OWN_VOICE_ROLES) {
 		const file = $(`own-voice-${role}`).files[0];
 		if (file) files[role] = file;
 	}
+	if (!files.model || !(await isVoiceArchive(files.model))) return files;
+	const zip = files.model;
+	const modelChoice = $("own-voice-archive-model-choice").hidden ? "" : $("own-voice-archive-model").value;
+	const indexChoice = $("own-voice-archive-index-choice").hidden ? "" : $("own-voice-archive-index").value;
+	$("own-voice-status").textContent = `Reading ${zip.name}…`;
+	let archive;
+	try {
+		archive = await readVoiceArchive(zip, {
+			...(modelChoice ? { model: modelChoice } : {}),
+			...(files.index
+				? { index: false }
+				: indexChoice
+					? { index: indexChoice === NO_INDEX ? false : indexChoice }
+					: {}),
+		});
+	} catch (error) {
+		// The reader's words are the SDK's ("name the one to use"); here one is named by choosing it.
+		const choose = / name the one to use$/.test(error.message) ? "\nChoose it in the list beside the file." : "";
+		throw new Error(`${error.message}${choose}`);
+	}
+	files.model = new File([archive.model.source], archive.model.fileName);
+	if (archive.index) files.index = new File([archive.index.source], archive.index.fileName);
+	const used = [
+		`model ${archive.model.entry}`,
+		archive.index
+			? `index ${archive.index.entry}`
+			: files.index
+				? `index ${files.index.name} (picked beside it)`
+				: null,
+	].filter(Boolean);
+	const left = archive.skipped.map((s) => `${s.entry} (${s.reason})`);
+	$("own-voice-archive-contents").textContent =
+		`From ${zip.name}: ${used.join(", ")}${left.length ? `; left out ${left.join(", ")}` : ""}.`;
+	return files;
+}
+
+async function createOwnVoice(event) {
+	event.preventDefault();
+	showError("");
 	$("own-voice-create").disabled = true;
 	$("own-voice-progress").replaceChildren();
 	let voice = null;
 	let uploaded = false;
 	try {
+		// An archive the page cannot use is refused here, before the voice is registered.
+		const files = await ownVoiceFiles();
 		$("own-voice-status").textContent = "Registering the voice…";
 		voice = await api("/api/v1/voices", {
 			method: "POST",
@@ -583,4 +677,5 @@ async function prefill() {
 $("credentials-form").addEventListener("submit", signIn);
 $("convert-form").addEventListener("submit", convert);
 $("own-voice-form").addEventListener("submit", createOwnVoice);
+$("own-voice-model").addEventListener("change", modelPicked);
 prefill();

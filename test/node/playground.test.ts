@@ -5,6 +5,7 @@
  * pitch shift and preview, then plays, looks at and downloads the result. The run leaves a full-page screenshot
  * in `test-results/playground.png`.
  */
+import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
 import os from "node:os";
@@ -814,6 +815,180 @@ describe("playground in headless Chromium", () => {
 			expect(pageErrors).toEqual([]);
 			expect(consoleErrors).toEqual([]);
 			expectOnlyStackOrigin(requests);
+		} finally {
+			await context.close();
+		}
+	}, 120_000);
+
+	it("creates a voice from its published .zip: the model and added_ index out of it, ready, converting", async () => {
+		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
+		try {
+			await signInAndSelectVoice(page);
+			await page.locator("#own-voices-step").waitFor();
+			const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
+			await page.fill("#own-voice-name", "Zipped Aurora");
+			await page.setInputFiles("#own-voice-model", path.join(fixtures, "archive/published-voice.zip"));
+			// Picking it reads its directory: what it will use is said, and there is nothing to choose.
+			await expect
+				.poll(() => page.textContent("#own-voice-archive-contents"))
+				.toBe(
+					"published-voice.zip is a voice archive: model Aurora/Aurora.pth, index Aurora/added_IVF13_Flat_nprobe_1_Aurora_v2.index.",
+				);
+			expect(await page.isHidden("#own-voice-archive-model")).toBe(true);
+			expect(await page.isHidden("#own-voice-archive-index")).toBe(true);
+			const created = page.waitForRequest((r) => r.url().endsWith("/api/v1/voices") && r.method() === "POST");
+			await page.click("#own-voice-create");
+			const model = await readFile(path.join(fixtures, "v2-f0-40k.pth"));
+			const index = await readFile(path.join(fixtures, "index/voice-v2-768.index"));
+			expect((await created).postDataJSON().files).toEqual({
+				model: { file_name: "Aurora.pth", size_bytes: model.length },
+				index: { file_name: "added_IVF13_Flat_nprobe_1_Aurora_v2.index", size_bytes: index.length },
+			});
+			await expectOwnVoiceReady(page, "Zipped Aurora");
+			expect(await page.textContent("#own-voice-archive-contents")).toMatch(
+				/^From published-voice\.zip: model Aurora\/Aurora\.pth, index Aurora\/added_IVF13_Flat_nprobe_1_Aurora_v2\.index; left out Aurora\/ \(a folder\), Aurora\/trained_IVF4_Flat_nprobe_1_Aurora_v2\.index \(RVC's trained_ index, .*\), .*__MACOSX\/Aurora\/\._Aurora\.pth \(a hidden or macOS file\)\.$/,
+			);
+			for (const role of ["model", "index"]) {
+				expect(await page.locator(`#own-voice-progress-${role}`).evaluate((p: HTMLProgressElement) => p.value)).toBe(
+					100,
+				);
+			}
+			// The runner checked exactly the fixture's bytes: the inflated entries went up whole.
+			const item = page.locator("#own-voices li", { hasText: "Zipped Aurora" });
+			const id = String(await item.getAttribute("data-voice-id"));
+			const voice = await callApi<{ files: Record<string, { sha256: string }> }>(
+				stack,
+				await stack.token(client),
+				`/api/v1/voices/${id}`,
+			);
+			const sha256 = (bytes: Buffer) => createHash("sha256").update(bytes).digest("hex");
+			expect(voice.files.model?.sha256).toBe(sha256(model));
+			expect(voice.files.index?.sha256).toBe(sha256(index));
+
+			await item.getByRole("button", { name: "Use in a conversion" }).click();
+			expect(await page.locator(".voice:has(input:checked)").textContent()).toContain("Zipped Aurora");
+			await page.selectOption("#pitch", "same_octave");
+			await page.uncheck("#preview");
+			const source = path.join(tempDir, "zipped-source.wav");
+			await writeFile(source, makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 }));
+			await page.setInputFiles("#file", source);
+			await page.click("#convert");
+			await waitForOutcome(page);
+			await expectCompleted(page);
+			await page.locator("#result-step").waitFor();
+			expect(await page.textContent("#result-info")).toContain("40000 Hz · 1 ch");
+
+			await item.getByRole("button", { name: "Delete", exact: true }).click();
+			await item.getByRole("button", { name: "Delete for good" }).click();
+			await expect
+				.poll(() => page.locator("#own-voices li", { hasText: "Zipped Aurora" }).count(), { timeout: 15_000 })
+				.toBe(0);
+			expect(pageErrors).toEqual([]);
+			expect(consoleErrors).toEqual([]);
+			expectOnlyStackOrigin(requests);
+		} finally {
+			await context.close();
+		}
+	}, 120_000);
+
+	it("asks which model of an archive holding several, and refuses an archive it cannot read before registering", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			await signInAndSelectVoice(page);
+			await page.locator("#own-voices-step").waitFor();
+			const registered: string[] = [];
+			page.on("request", (r) => {
+				if (r.url().endsWith("/api/v1/voices") && r.method() === "POST") registered.push(r.url());
+			});
+			const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
+
+			// A cut archive: refused when picked, and again when sent, with the reader's words; nothing registered.
+			const cut = path.join(tempDir, "cut-voice.zip");
+			await writeFile(cut, (await readFile(path.join(fixtures, "archive/published-voice.zip"))).subarray(0, 200_000));
+			await page.fill("#own-voice-name", "Two of them");
+			await page.setInputFiles("#own-voice-model", cut);
+			const unreadable =
+				"The archive cannot be read: no zip end of central directory record: the archive is truncated or not a zip";
+			await expect.poll(() => page.textContent("#error")).toBe(unreadable);
+			await page.click("#own-voice-create");
+			await expect.poll(() => page.textContent("#own-voice-status")).toBe("");
+			expect(await page.textContent("#error")).toBe(unreadable);
+
+			// Two voices' models: the page offers both, keyboard-reachable under their label, and refuses to guess.
+			await page.setInputFiles("#own-voice-model", path.join(fixtures, "archive/two-models.zip"));
+			const choice = page.getByLabel("Model in the archive");
+			await choice.waitFor();
+			expect(await page.textContent("#error")).toBe("");
+			expect(await choice.locator("option").allTextContents()).toEqual([
+				"Choose one…",
+				"VoiceA/VoiceA.pth",
+				"VoiceB/VoiceB.pth",
+			]);
+			expect(await page.textContent("#own-voice-archive-contents")).toBe(
+				"two-models.zip is a voice archive: nothing to use alone; it holds several models: choose which to use above.",
+			);
+			expect(await page.isHidden("#own-voice-archive-index")).toBe(true);
+			await page.click("#own-voice-create");
+			await expect
+				.poll(() => page.textContent("#error"))
+				.toBe(
+					"The archive holds several models (VoiceA/VoiceA.pth, VoiceB/VoiceB.pth): name the one to use\nChoose it in the list beside the file.",
+				);
+			expect(registered).toEqual([]);
+
+			await choice.selectOption("VoiceB/VoiceB.pth");
+			const created = page.waitForRequest((r) => r.url().endsWith("/api/v1/voices") && r.method() === "POST");
+			await page.click("#own-voice-create");
+			const model = await readFile(path.join(fixtures, "v2-f0-48k.pth"));
+			expect((await created).postDataJSON().files).toEqual({
+				model: { file_name: "VoiceB.pth", size_bytes: model.length },
+			});
+			await expectOwnVoiceReady(page, "Two of them");
+			expect(await page.textContent("#own-voice-archive-contents")).toBe(
+				"From two-models.zip: model VoiceB/VoiceB.pth; left out VoiceA/VoiceA.pth (another model).",
+			);
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	}, 120_000);
+
+	it("shows why validation failed, in the API's words, beside the voice", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			await signInAndSelectVoice(page);
+			await page.locator("#own-voices-step").waitFor();
+			await page.fill("#own-voice-name", "Chinese HuBERT");
+			// A real checkpoint (so the upload takes it) of a voice trained on an embedder the service does not run.
+			await page.setInputFiles(
+				"#own-voice-model",
+				path.join(ROOT, "gpu-runner/test/rvc/fixtures/refused-embedder-chinese-hubert.pth"),
+			);
+			expect(await page.textContent("#own-voice-archive-contents")).toBe("");
+			await page.click("#own-voice-create");
+			await page.waitForFunction(
+				() =>
+					/is ready|failed/.test(document.getElementById("own-voice-status")?.textContent ?? "") ||
+					document.getElementById("error")?.textContent,
+				undefined,
+				{ timeout: 60_000 },
+			);
+			const item = page.locator("#own-voices li", { hasText: "Chinese HuBERT" });
+			const id = String(await item.getAttribute("data-voice-id"));
+			const voice = await callApi<{ status: string; error_message: string }>(
+				stack,
+				await stack.token(client),
+				`/api/v1/voices/${id}`,
+			);
+			expect(voice.status).toBe("failed");
+			expect(voice.error_message).toMatch(/embedder/i);
+			expect(await page.textContent("#error")).toBe("");
+			expect(await page.textContent("#own-voice-status")).toBe(`Voice "Chinese HuBERT" failed: ${voice.error_message}`);
+			expect(await item.locator(".voice-status").textContent()).toBe("failed");
+			expect(await item.locator(".error").textContent()).toBe(voice.error_message);
+			// A failed voice is not offered for conversion.
+			expect(await page.locator(`.voice[data-voice-id="${id}"]`).count()).toBe(0);
+			expect(pageErrors).toEqual([]);
 		} finally {
 			await context.close();
 		}
