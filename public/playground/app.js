@@ -104,12 +104,17 @@ async function signIn(event) {
 	}
 }
 
+/**
+ * Lists the voices (again: after a sign-in, and when one of your own is created, ready or deleted). The voice picked
+ * for conversion stays picked, and the conversion step open, while it is still listed ready: a voice of your own that
+ * becomes ready must not take away the pick of one being converted with.
+ */
 async function loadVoices() {
 	const voices = await api("/api/v1/voices");
 	const container = $("voices");
 	container.replaceChildren();
+	const picked = state.voice?.id;
 	state.voice = null;
-	$("convert-step").hidden = true;
 	$("no-voices").hidden = voices.length > 0;
 	showOwnVoices(voices.filter((voice) => voice.owner === "account"));
 	for (const voice of voices.filter((v) => v.status === "ready")) {
@@ -151,8 +156,13 @@ async function loadVoices() {
 			state.voice = voice;
 			$("convert-step").hidden = false;
 		});
+		if (voice.id === picked) {
+			radio.checked = true;
+			state.voice = voice;
+		}
 		container.append(card);
 	}
+	$("convert-step").hidden = !state.voice;
 	$("voices-step").hidden = false;
 }
 

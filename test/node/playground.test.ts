@@ -953,6 +953,26 @@ describe("playground in headless Chromium", () => {
 		}
 	}, 120_000);
 
+	it("keeps the voice picked for conversion, and the conversion step, while your own voice is created", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			const card = await signInAndSelectVoice(page);
+			await card.click();
+			await page.locator("#convert-step").waitFor();
+			await page.fill("#own-voice-name", "Made beside a conversion");
+			await page.setInputFiles("#own-voice-model", path.join(ROOT, "gpu-runner/test/rvc/fixtures/v2-f0-40k.pth"));
+			await page.click("#own-voice-create");
+			await expectOwnVoiceReady(page, "Made beside a conversion");
+			// The lists were fetched again (the new voice has its card), and the pick was kept through it.
+			await page.locator(".voice", { hasText: "Made beside a conversion" }).waitFor();
+			expect(await card.locator("input[type=radio]").isChecked()).toBe(true);
+			expect(await page.isVisible("#convert-step")).toBe(true);
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	}, 120_000);
+
 	it("shows why validation failed, in the API's words, beside the voice", async () => {
 		const { page, context, pageErrors } = await openPlayground();
 		try {
