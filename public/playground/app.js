@@ -2,7 +2,7 @@
 import { isVoiceArchive, readVoiceArchive, voiceArchiveChoices } from "./voice-archive.js";
 
 const $ = (id) => document.getElementById(id);
-const state = { token: null, voice: null, resultUrl: null, resumed: false, waveform: null };
+const state = { token: null, voice: null, resultUrl: null, resumed: false, waveform: null, following: new Set() };
 
 /** What each conversion status means to someone watching (the spec's state machine). */
 const STATUS_TEXT = {
@@ -61,7 +61,11 @@ async function api(path, init = {}, renewed = false) {
 		state.token = await requestToken();
 		return api(path, init, true);
 	}
-	if (!response.ok) throw new Error(await failureMessage(response, `${init.method || "GET"} ${path}`));
+	if (!response.ok) {
+		const error = new Error(await failureMessage(response, `${init.method || "GET"} ${path}`));
+		error.status = response.status;
+		throw error;
+	}
 	return (await response.json()).data;
 }
 
@@ -116,7 +120,12 @@ async function loadVoices() {
 	const picked = state.voice?.id;
 	state.voice = null;
 	$("no-voices").hidden = voices.length > 0;
-	showOwnVoices(voices.filter((voice) => voice.owner === "account"));
+	const own = voices.filter((voice) => voice.owner === "account");
+	showOwnVoices(own);
+	// A voice still being checked (uploaded before a reload, or from another client) is followed to its end too.
+	for (const voice of own.filter((v) => v.status === "validating" && !state.following.has(v.id))) {
+		followValidation(voice).catch((error) => showError(error.message));
+	}
 	for (const voice of voices.filter((v) => v.status === "ready")) {
 		// A real radio button in a label: arrow keys move between voices, and the sample's player stays outside
 		// the label, reachable and named on its own (a role="radio" element would hide its children's controls).
@@ -621,6 +630,44 @@ async function ownVoiceFiles() {
 	return files;
 }
 
+/**
+ * Follows one of your voices until its validation ends, then lists the voices again and says how it ended (ready, or
+ * failed with the API's `error_message`). Ends quietly when the voice was deleted meanwhile. One follower a voice:
+ * the page follows a voice it uploaded, and any it finds validating when it lists them (after a reload, say).
+ */
+async function followValidation(voice, { listFirst = false } = {}) {
+	if (state.following.has(voice.id)) return;
+	state.following.add(voice.id);
+	try {
+		let current = { ...voice, status: "validating" };
+		if (listFirst) await loadVoices().catch(() => {});
+		for (let first = true; first || current.status === "validating" || current.status === "awaiting_upload"; ) {
+			if (!first) await sleep(1000);
+			first = false;
+			try {
+				current = await api(`/api/v1/voices/${voice.id}`);
+				$("own-voice-status").textContent = `Voice "${current.name}": ${VOICE_STATUS_TEXT[current.status]}…`;
+			} catch (error) {
+				if (error.status === 404) {
+					$("own-voice-status").textContent = "";
+					return;
+				}
+				// The runner checks the voice without the page: a dropped connection only delays the next look.
+				if (!(error instanceof NetworkError)) throw error;
+				$("own-voice-status").textContent = `Voice "${current.name}": connection lost, trying again…`;
+			}
+		}
+		// The list first, so that it shows the voice as the message says when the message appears.
+		await loadVoices();
+		$("own-voice-status").textContent =
+			current.status === "ready"
+				? `Voice "${current.name}" is ready: pick it above to convert with it.`
+				: `Voice "${current.name}" failed: ${current.error_message}`;
+	} finally {
+		state.following.delete(voice.id);
+	}
+}
+
 async function createOwnVoice(event) {
 	event.preventDefault();
 	showError("");
@@ -646,26 +693,7 @@ async function createOwnVoice(event) {
 			await uploadVoiceFile(voice.id, role, voice.uploads[role], file, fileProgress(role, file));
 		}
 		uploaded = true;
-		let current = { ...voice, status: "validating" };
-		await loadVoices().catch(() => {});
-		for (let first = true; first || current.status === "validating" || current.status === "awaiting_upload"; ) {
-			if (!first) await sleep(1000);
-			first = false;
-			try {
-				current = await api(`/api/v1/voices/${voice.id}`);
-				$("own-voice-status").textContent = `Voice "${current.name}": ${VOICE_STATUS_TEXT[current.status]}…`;
-			} catch (error) {
-				// The runner checks the voice without the page: a dropped connection only delays the next look.
-				if (!(error instanceof NetworkError)) throw error;
-				$("own-voice-status").textContent = `Voice "${current.name}": connection lost, trying again…`;
-			}
-		}
-		// The list first, so that it shows the voice as the message says when the message appears.
-		await loadVoices();
-		$("own-voice-status").textContent =
-			current.status === "ready"
-				? `Voice "${current.name}" is ready: pick it above to convert with it.`
-				: `Voice "${current.name}" failed: ${current.error_message}`;
+		await followValidation(voice, { listFirst: true });
 	} catch (error) {
 		$("own-voice-status").textContent = "";
 		showError(voice && !uploaded ? await abandonVoice(voice, error.message) : error.message);

@@ -17,6 +17,7 @@ import { buildTinyContentVec, buildTinyRmvpe } from "../../gpu-runner/test/rvc/s
 import { runAdmin } from "../../scripts/lib/admin-commands.ts";
 import { DEMO_VOICES, demoVoiceImage, demoVoiceSample } from "../../scripts/lib/demo-voices.ts";
 import { createAccount, createClient, createVoice, voiceObjectKeys } from "../../scripts/lib/provisioning.ts";
+import { VoiceConversionClient } from "../../sdk/index.ts";
 import { TOKEN_LIFETIME_SECONDS } from "../../src/auth/scopes.ts";
 import { type Credentials, callApi, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
@@ -969,6 +970,40 @@ describe("playground in headless Chromium", () => {
 			expect(await page.isVisible("#convert-step")).toBe(true);
 			expect(pageErrors).toEqual([]);
 		} finally {
+			await context.close();
+		}
+	}, 120_000);
+
+	it("follows a voice it finds being checked when it lists the voices, until it is ready", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		// The runner is held (SIGSTOP) while the voice goes up from another client, so the page, signing in, finds it
+		// validating; let go, the runner checks it, and the page, still open, must show the outcome by itself.
+		runner.process.kill("SIGSTOP");
+		try {
+			const sdk = new VoiceConversionClient({
+				baseUrl: stack.url,
+				clientId: client.clientId,
+				clientSecret: client.clientSecret,
+			});
+			const model = await readFile(path.join(ROOT, "gpu-runner/test/rvc/fixtures/v2-f0-40k.pth"));
+			const created = await sdk.voices.create({
+				name: "Uploaded elsewhere",
+				files: { model: { source: new Blob([model]), fileName: "elsewhere.pth" } },
+			});
+			expect((await sdk.voices.get(created.id)).status).toBe("validating");
+			await signInAndSelectVoice(page);
+			const item = page.locator(`#own-voices li[data-voice-id="${created.id}"]`);
+			expect(await item.locator(".voice-status").textContent()).toBe("being checked by a runner");
+			runner.process.kill("SIGCONT");
+			await expect
+				.poll(() => page.textContent("#own-voice-status"), { timeout: 60_000 })
+				.toBe('Voice "Uploaded elsewhere" is ready: pick it above to convert with it.');
+			expect(await item.locator(".voice-status").textContent()).toBe("ready");
+			await page.locator(`.voice[data-voice-id="${created.id}"]`).waitFor();
+			expect(await page.textContent("#error")).toBe("");
+			expect(pageErrors).toEqual([]);
+		} finally {
+			runner.process.kill("SIGCONT");
 			await context.close();
 		}
 	}, 120_000);
