@@ -569,15 +569,13 @@ async function modelPicked() {
 		fillChoices($("own-voice-archive-index"), choices.indexes, [["No index", NO_INDEX]]);
 		$("own-voice-archive-model-choice").hidden = choices.models.length < 2;
 		$("own-voice-archive-index-choice").hidden = choices.indexes.length < 2;
-		const model = choices.models.length === 1 ? `model ${choices.models[0]}` : null;
-		const index = choices.indexes.length === 1 ? `index ${choices.indexes[0]}` : null;
-		const several = [
-			choices.models.length > 1 ? "several models" : null,
-			choices.indexes.length > 1 ? "several indexes" : null,
-		].filter(Boolean);
-		$("own-voice-archive-contents").textContent =
-			`${file.name} is a voice archive: ${[model, index].filter(Boolean).join(", ") || "nothing to use alone"}` +
-			(several.length ? `; it holds ${several.join(" and ")}: choose which to use above.` : ".");
+		const said = (entries, what, plural) =>
+			entries.length === 1 ? `${what} ${entries[0]}` : entries.length ? `several ${plural} (choose one above)` : null;
+		const parts = [
+			said(choices.models, "model", "models") ?? "no model (.pth or .onnx)",
+			said(choices.indexes, "index", "indexes") ?? "no index",
+		];
+		$("own-voice-archive-contents").textContent = `${file.name} is a voice archive: ${parts.join(", ")}.`;
 	} catch (error) {
 		if (pick !== archivePicks) return;
 		showError(error.message);

@@ -926,9 +926,13 @@ describe("playground in headless Chromium", () => {
 				"VoiceB/VoiceB.pth",
 			]);
 			expect(await page.textContent("#own-voice-archive-contents")).toBe(
-				"two-models.zip is a voice archive: nothing to use alone; it holds several models: choose which to use above.",
+				"two-models.zip is a voice archive: several models (choose one above), no index.",
 			);
 			expect(await page.isHidden("#own-voice-archive-index")).toBe(true);
+			await mkdir(path.dirname(SCREENSHOT), { recursive: true });
+			await page
+				.locator("#own-voices-step")
+				.screenshot({ path: path.join(path.dirname(SCREENSHOT), "playground-archive-choice.png") });
 			await page.click("#own-voice-create");
 			await expect
 				.poll(() => page.textContent("#error"))
@@ -937,16 +941,20 @@ describe("playground in headless Chromium", () => {
 				);
 			expect(registered).toEqual([]);
 
+			// The one chosen goes up, with the index picked beside the archive.
 			await choice.selectOption("VoiceB/VoiceB.pth");
+			await page.setInputFiles("#own-voice-index", path.join(fixtures, "index/voice-v2-768.index"));
 			const created = page.waitForRequest((r) => r.url().endsWith("/api/v1/voices") && r.method() === "POST");
 			await page.click("#own-voice-create");
 			const model = await readFile(path.join(fixtures, "v2-f0-48k.pth"));
+			const index = await readFile(path.join(fixtures, "index/voice-v2-768.index"));
 			expect((await created).postDataJSON().files).toEqual({
 				model: { file_name: "VoiceB.pth", size_bytes: model.length },
+				index: { file_name: "voice-v2-768.index", size_bytes: index.length },
 			});
 			await expectOwnVoiceReady(page, "Two of them");
 			expect(await page.textContent("#own-voice-archive-contents")).toBe(
-				"From two-models.zip: model VoiceB/VoiceB.pth; left out VoiceA/VoiceA.pth (another model).",
+				"From two-models.zip: model VoiceB/VoiceB.pth, index voice-v2-768.index (picked beside it); left out VoiceA/VoiceA.pth (another model).",
 			);
 			expect(pageErrors).toEqual([]);
 		} finally {
