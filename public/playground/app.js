@@ -633,26 +633,32 @@ async function ownVoiceFiles() {
  * failed with the API's `error_message`). Ends quietly when the voice was deleted meanwhile. One follower a voice:
  * the page follows a voice it uploaded, and any it finds validating when it lists them (after a reload, say).
  */
-async function followValidation(voice, { listFirst = false } = {}) {
+async function followValidation(voice, { uploadedHere = false } = {}) {
 	if (state.following.has(voice.id)) return;
 	state.following.add(voice.id);
 	try {
 		let current = { ...voice, status: "validating" };
-		if (listFirst) await loadVoices().catch(() => {});
+		if (uploadedHere) await loadVoices().catch(() => {});
 		for (let first = true; first || current.status === "validating" || current.status === "awaiting_upload"; ) {
 			if (!first) await sleep(1000);
 			first = false;
 			try {
 				current = await api(`/api/v1/voices/${voice.id}`);
-				$("own-voice-status").textContent = `Voice "${current.name}": ${VOICE_STATUS_TEXT[current.status]}…`;
+				// The status line is the upload's: a voice found validating says only how it ended (its list entry
+				// says meanwhile), so that it does not talk over an upload under way.
+				if (uploadedHere && (current.status === "validating" || current.status === "awaiting_upload")) {
+					$("own-voice-status").textContent = `Voice "${current.name}": ${VOICE_STATUS_TEXT[current.status]}…`;
+				}
 			} catch (error) {
 				if (error.status === 404) {
-					$("own-voice-status").textContent = "";
+					if (uploadedHere) $("own-voice-status").textContent = "";
 					return;
 				}
 				// The runner checks the voice without the page: a dropped connection only delays the next look.
 				if (!(error instanceof NetworkError)) throw error;
-				$("own-voice-status").textContent = `Voice "${current.name}": connection lost, trying again…`;
+				if (uploadedHere) {
+					$("own-voice-status").textContent = `Voice "${current.name}": connection lost, trying again…`;
+				}
 			}
 		}
 		// The list first, so that it shows the voice as the message says when the message appears.
@@ -691,7 +697,7 @@ async function createOwnVoice(event) {
 			await uploadVoiceFile(voice.id, role, voice.uploads[role], file, fileProgress(role, file));
 		}
 		uploaded = true;
-		await followValidation(voice, { listFirst: true });
+		await followValidation(voice, { uploadedHere: true });
 	} catch (error) {
 		$("own-voice-status").textContent = "";
 		showError(voice && !uploaded ? await abandonVoice(voice, error.message) : error.message);

@@ -982,7 +982,7 @@ describe("playground in headless Chromium", () => {
 		}
 	}, 120_000);
 
-	it("follows a voice it finds being checked when it lists the voices, until it is ready", async () => {
+	it("follows a voice it finds being checked when it lists the voices, until it is ready, beside an upload", async () => {
 		const { page, context, pageErrors } = await openPlayground();
 		// The runner is held (SIGSTOP) while the voice goes up from another client, so the page, signing in, finds it
 		// validating; let go, the runner checks it, and the page, still open, must show the outcome by itself.
@@ -1002,10 +1002,33 @@ describe("playground in headless Chromium", () => {
 			await signInAndSelectVoice(page);
 			const item = page.locator(`#own-voices li[data-voice-id="${created.id}"]`);
 			expect(await item.locator(".voice-status").textContent()).toBe("being checked by a runner");
+
+			// Another voice uploaded from the page meanwhile: its status line is its own, not talked over.
+			const statuses: string[] = [];
+			await page.exposeFunction("noteVoiceStatus", (text: string) => statuses.push(text));
+			await page.evaluate(() => {
+				const status = document.getElementById("own-voice-status") as HTMLElement;
+				const note = (window as unknown as { noteVoiceStatus: (text: string) => void }).noteVoiceStatus;
+				new MutationObserver(() => note(status.textContent ?? "")).observe(status, { childList: true, subtree: true });
+			});
+			await page.fill("#own-voice-name", "Uploaded here");
+			await page.setInputFiles("#own-voice-model", path.join(ROOT, "gpu-runner/test/rvc/fixtures/v2-f0-40k.pth"));
+			await page.click("#own-voice-create");
+			await expect.poll(() => statuses.includes('Voice "Uploaded here": being checked by a runner…')).toBe(true);
+			await new Promise((resolve) => setTimeout(resolve, 2500)); // both followed, each looking every second
 			runner.process.kill("SIGCONT");
+
 			await expect
-				.poll(() => page.textContent("#own-voice-status"), { timeout: 60_000 })
-				.toBe('Voice "Uploaded elsewhere" is ready: pick it above to convert with it.');
+				.poll(() => statuses.filter((text) => text.endsWith("is ready: pick it above to convert with it.")).sort(), {
+					timeout: 60_000,
+				})
+				.toEqual([
+					'Voice "Uploaded elsewhere" is ready: pick it above to convert with it.',
+					'Voice "Uploaded here" is ready: pick it above to convert with it.',
+				]);
+			expect(statuses.filter((text) => text.startsWith('Voice "Uploaded elsewhere":'))).toEqual([]);
+			// An ended validation is said once, as how it ended: no "ready…" as if still under way before it.
+			expect(statuses.filter((text) => text.endsWith("ready…"))).toEqual([]);
 			expect(await item.locator(".voice-status").textContent()).toBe("ready");
 			await page.locator(`.voice[data-voice-id="${created.id}"]`).waitFor();
 			expect(await page.textContent("#error")).toBe("");
