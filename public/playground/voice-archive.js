@@ -209,7 +209,16 @@ async function extract(archive, entry) {
 		await drain(data.stream().pipeThrough(checked(entry)));
 		return data;
 	}
-	const inflated = data.stream().pipeThrough(new DecompressionStream("deflate-raw")).pipeThrough(checked(entry));
+	let inflate;
+	try {
+		inflate = new DecompressionStream("deflate-raw");
+	} catch {
+		// Browsers before 2023 (Safari 16.3, Firefox 112) have no DecompressionStream, or none for raw deflate.
+		throw new VoiceArchiveError(
+			`This browser cannot inflate the archive's ${entry.name} (it has no DecompressionStream for deflate-raw): use a current browser, or extract the archive and pick its files`,
+		);
+	}
+	const inflated = data.stream().pipeThrough(inflate).pipeThrough(checked(entry));
 	try {
 		return await new Response(inflated).blob();
 	} catch (error) {

@@ -962,6 +962,36 @@ describe("playground in headless Chromium", () => {
 		}
 	}, 120_000);
 
+	it("says so when the browser cannot inflate an archive's entries, and registers nothing", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			// A browser without DecompressionStream (Safari before 16.4, Firefox before 113).
+			await page.evaluate(() => {
+				(window as unknown as { DecompressionStream?: unknown }).DecompressionStream = undefined;
+			});
+			await signInAndSelectVoice(page);
+			const registered: string[] = [];
+			page.on("request", (r) => {
+				if (r.url().endsWith("/api/v1/voices") && r.method() === "POST") registered.push(r.url());
+			});
+			await page.fill("#own-voice-name", "Old browser");
+			await page.setInputFiles(
+				"#own-voice-model",
+				path.join(ROOT, "gpu-runner/test/rvc/fixtures/archive/published-voice.zip"),
+			);
+			await page.click("#own-voice-create");
+			await expect
+				.poll(() => page.textContent("#error"))
+				.toBe(
+					"This browser cannot inflate the archive's Aurora/Aurora.pth (it has no DecompressionStream for deflate-raw): use a current browser, or extract the archive and pick its files",
+				);
+			expect(registered).toEqual([]);
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	});
+
 	it("keeps the voice picked for conversion, and the conversion step, while your own voice is created", async () => {
 		const { page, context, pageErrors } = await openPlayground();
 		try {
