@@ -194,13 +194,15 @@ function upload(url, file, contentType, onProgress = showUploadProgress) {
 				try {
 					message = JSON.parse(xhr.responseText).message || message;
 				} catch {}
-				return reject(new Error(message));
+				const error = new Error(message);
+				error.status = xhr.status;
+				return reject(error);
 			}
 			// A small body may finish before any progress event reports its end.
 			onProgress(file.size, file.size);
 			resolve(xhr.responseText);
 		};
-		xhr.onerror = () => reject(new Error("Upload failed: network error"));
+		xhr.onerror = () => reject(new NetworkError("Upload failed: network error"));
 		onProgress(0, file.size);
 		xhr.send(file);
 	});
@@ -509,7 +511,7 @@ function fileProgress(role, file) {
 }
 
 /** One file as the API planned it: one PUT, or every part then the completing call. */
-async function uploadVoiceFile(voiceId, role, plan, file, onProgress) {
+async function sendVoiceFile(voiceId, role, plan, file, onProgress) {
 	if (plan.method === "PUT") return upload(plan.upload_url, file, null, onProgress);
 	for (const part of plan.parts) {
 		const start = (part.part_number - 1) * plan.part_size_bytes;
@@ -517,6 +519,43 @@ async function uploadVoiceFile(voiceId, role, plan, file, onProgress) {
 		await upload(part.upload_url, piece, null, (loaded) => onProgress(start + loaded, file.size));
 	}
 	await api(`/api/v1/voices/${voiceId}/files/${role}/complete`, { method: "POST" });
+}
+
+/** Tries of one voice file: an index of a gigabyte goes up for long enough to meet a dropped connection. */
+const VOICE_UPLOAD_TRIES = 4;
+
+/**
+ * One file of the voice, sent again from fresh addresses when the connection dropped or its address stopped working
+ * (403: expired after 30 minutes, or superseded): parts already received are kept, and only those missing are sent.
+ * A refusal of the file itself (its size, its kind) is not tried again.
+ */
+async function uploadVoiceFile(voiceId, role, plans, file, onProgress) {
+	for (let tries = 1; ; tries++) {
+		try {
+			return await sendVoiceFile(voiceId, role, plans[role], file, onProgress);
+		} catch (error) {
+			if (!(error instanceof NetworkError || error.status === 403) || tries >= VOICE_UPLOAD_TRIES) throw error;
+			const why =
+				error instanceof NetworkError ? "the connection dropped" : `its address was refused (${error.message})`;
+			$("own-voice-status").textContent = `Uploading the ${role}: ${why}; trying again…`;
+			await sleep(1000 * tries);
+			let fresh;
+			try {
+				fresh = await api(`/api/v1/voices/${voiceId}/upload-urls`, { method: "POST" });
+			} catch (renewal) {
+				// 409: every file is in (the answer to the last try was lost, not the upload).
+				if (renewal.status === 409) return;
+				if (renewal instanceof NetworkError) continue;
+				throw renewal;
+			}
+			// Fresh addresses replace those of every file still missing (the old ones stop working), so the files after
+			// this one use them too. None for this file: it is in, and another is still missing.
+			for (const key of Object.keys(plans)) delete plans[key];
+			Object.assign(plans, fresh.uploads);
+			if (!plans[role]) return;
+			$("own-voice-status").textContent = "Uploading…";
+		}
+	}
 }
 
 /**
@@ -693,8 +732,9 @@ async function createOwnVoice(event) {
 			}),
 		});
 		$("own-voice-status").textContent = "Uploading…";
+		const plans = { ...voice.uploads };
 		for (const [role, file] of Object.entries(files)) {
-			await uploadVoiceFile(voice.id, role, voice.uploads[role], file, fileProgress(role, file));
+			await uploadVoiceFile(voice.id, role, plans, file, fileProgress(role, file));
 		}
 		uploaded = true;
 		await followValidation(voice, { uploadedHere: true });

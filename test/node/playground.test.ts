@@ -992,6 +992,57 @@ describe("playground in headless Chromium", () => {
 		}
 	});
 
+	it("sends a voice file again from fresh addresses when the connection drops during its upload", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			await signInAndSelectVoice(page);
+			const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
+			// The index's upload (in parts here: it is over VOICE_SINGLE_UPLOAD_BYTES) loses the network once.
+			let puts = 0;
+			await page.route("**/storage/v1/**", (route) =>
+				route.request().method() === "PUT" && ++puts === 2 ? route.abort("internetdisconnected") : route.continue(),
+			);
+			const statuses: string[] = [];
+			await page.exposeFunction("noteVoiceStatus", (text: string) => statuses.push(text));
+			await page.evaluate(() => {
+				const status = document.getElementById("own-voice-status") as HTMLElement;
+				const note = (window as unknown as { noteVoiceStatus: (text: string) => void }).noteVoiceStatus;
+				new MutationObserver(() => note(status.textContent ?? "")).observe(status, { childList: true, subtree: true });
+			});
+			const renewals: string[] = [];
+			page.on("request", (r) => {
+				if (r.url().endsWith("/upload-urls")) renewals.push(r.url());
+			});
+			await page.fill("#own-voice-name", "Through a dropped connection");
+			await page.setInputFiles("#own-voice-model", path.join(fixtures, "v2-f0-40k.pth"));
+			await page.setInputFiles("#own-voice-index", path.join(fixtures, "index/voice-v2-768.index"));
+			const sample = path.join(tempDir, "dropped-sample.wav");
+			await writeFile(sample, makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 }));
+			await page.setInputFiles("#own-voice-sample", sample);
+			await page.click("#own-voice-create");
+			await expectOwnVoiceReady(page, "Through a dropped connection");
+			expect(statuses).toContain("Uploading the index: the connection dropped; trying again…");
+			expect(renewals).toHaveLength(1);
+			// The sample, after the index, went up through the fresh addresses (the first ones stopped working).
+			expect(puts).toBe(4);
+			const item = page.locator("#own-voices li", { hasText: "Through a dropped connection" });
+			const voice = await callApi<{ files: Record<string, { upload_status: string }> }>(
+				stack,
+				await stack.token(client),
+				`/api/v1/voices/${await item.getAttribute("data-voice-id")}`,
+			);
+			expect(Object.values(voice.files).map((file) => file.upload_status)).toEqual([
+				"uploaded",
+				"uploaded",
+				"uploaded",
+			]);
+			expect(await page.textContent("#error")).toBe("");
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	}, 120_000);
+
 	it("keeps the voice picked for conversion, and the conversion step, while your own voice is created", async () => {
 		const { page, context, pageErrors } = await openPlayground();
 		try {
