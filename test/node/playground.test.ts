@@ -5,6 +5,7 @@
  * pitch shift and preview, then plays, looks at and downloads the result. The run leaves a full-page screenshot
  * in `test-results/playground.png`.
  */
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
@@ -956,6 +957,59 @@ describe("playground in headless Chromium", () => {
 			expect(await page.textContent("#own-voice-archive-contents")).toBe(
 				"From two-models.zip: model VoiceB/VoiceB.pth, index voice-v2-768.index (picked beside it); left out VoiceA/VoiceA.pth (another model).",
 			);
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	}, 120_000);
+
+	it("asks which index of an archive holding several, and takes none when told", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			await signInAndSelectVoice(page);
+			// An archive as Info-ZIP makes it: a model and two added_ indexes (and the trained_ one, never offered).
+			const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
+			const folder = await mkdtemp(path.join(tempDir, "two-indexes-"));
+			await mkdir(path.join(folder, "Voice"));
+			await writeFile(path.join(folder, "Voice/Voice.pth"), await readFile(path.join(fixtures, "v2-f0-40k.pth")));
+			const index = await readFile(path.join(fixtures, "index/voice-v2-768.index"));
+			for (const name of ["added_IVF13_Flat_nprobe_1_a_v2", "added_IVF13_Flat_nprobe_1_b_v2", "trained_IVF4_a_v2"]) {
+				await writeFile(path.join(folder, `Voice/${name}.index`), index);
+			}
+			execFileSync("zip", ["-q", "-r", "two-indexes.zip", "Voice"], { cwd: folder });
+			await page.fill("#own-voice-name", "One of two indexes");
+			await page.setInputFiles("#own-voice-model", path.join(folder, "two-indexes.zip"));
+			const choice = page.getByLabel("Index in the archive");
+			await choice.waitFor();
+			expect(await page.isHidden("#own-voice-archive-model")).toBe(true);
+			// In the archive's order (as zip found the files), between the prompt and "No index".
+			const options = await choice.locator("option").allTextContents();
+			expect([options[0], options.at(-1)]).toEqual(["Choose one…", "No index"]);
+			expect(options.slice(1, -1).sort()).toEqual([
+				"Voice/added_IVF13_Flat_nprobe_1_a_v2.index",
+				"Voice/added_IVF13_Flat_nprobe_1_b_v2.index",
+			]);
+			expect(await page.textContent("#own-voice-archive-contents")).toBe(
+				"two-indexes.zip is a voice archive: model Voice/Voice.pth, several indexes (choose one above).",
+			);
+			await choice.selectOption({ label: "No index" });
+			const created = page.waitForRequest((r) => r.url().endsWith("/api/v1/voices") && r.method() === "POST");
+			await page.click("#own-voice-create");
+			expect(Object.keys((await created).postDataJSON().files)).toEqual(["model"]);
+			await expectOwnVoiceReady(page, "One of two indexes");
+			expect(await page.textContent("#own-voice-archive-contents")).toMatch(
+				/^From two-indexes\.zip: model Voice\/Voice\.pth; left out /,
+			);
+
+			await page.fill("#own-voice-name", "The other index");
+			await choice.selectOption("Voice/added_IVF13_Flat_nprobe_1_b_v2.index");
+			const again = page.waitForRequest((r) => r.url().endsWith("/api/v1/voices") && r.method() === "POST");
+			await page.click("#own-voice-create");
+			expect((await again).postDataJSON().files.index).toEqual({
+				file_name: "added_IVF13_Flat_nprobe_1_b_v2.index",
+				size_bytes: index.length,
+			});
+			await expectOwnVoiceReady(page, "The other index");
 			expect(pageErrors).toEqual([]);
 		} finally {
 			await context.close();
