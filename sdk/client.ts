@@ -120,7 +120,19 @@ export interface CreateVoiceInput {
 export interface CreateVoiceOptions extends IdempotentRequestOptions {
 	/** Upload progress of each file, by role (`model`, `index`, `image`, `sample`). */
 	onProgress?: (role: VoiceFileRoleName, progress: { loaded: number; total: number }) => void;
+	/**
+	 * Told when a file's upload failed in a way worth another try (the connection dropped, storage answered 5xx or
+	 * 429, or the address stopped working), before it is sent again from fresh addresses; the client's own `onRetry`
+	 * is told too. `attempt` counts these retries of the file, from 1 (at most `VOICE_UPLOAD_TRIES` - 1).
+	 */
+	onRetry?: (role: VoiceFileRoleName, retry: RetryNotice) => void;
 }
+
+/**
+ * Tries of each voice file: an index of a gigabyte goes up for long enough to meet a dropped connection, and a lost
+ * upload otherwise leaves a voice waiting for its files.
+ */
+export const VOICE_UPLOAD_TRIES = 4;
 
 export interface WaitForVoiceOptions extends RequestOptions {
 	/** Give up after this many milliseconds (default 10 minutes) with a `wait_timeout` error. */
@@ -286,14 +298,70 @@ export class VoiceConversionClient {
 			"/voices",
 			{ ...options, json: body, idempotencyKey: options.idempotencyKey ?? crypto.randomUUID() },
 		);
+		const plans = { ...created.uploads };
 		for (const role of roles) {
-			const plan = created.uploads[role];
-			if (!plan) continue;
+			if (!plans[role]) continue;
 			const source = input.files[role]?.source as UploadSource;
-			const onProgress = (progress: { loaded: number; total: number }) => options.onProgress?.(role, progress);
-			await this.#uploadVoiceFile(created.id, role, plan, source, onProgress, options.signal);
+			await this.#uploadVoiceFileWithRetries(created.id, role, plans, source, options);
 		}
 		return this.#data<AccountVoice>("GET", `/voices/${encodeURIComponent(created.id)}`, { signal: options.signal });
+	}
+
+	/**
+	 * One file of a voice, sent again from fresh addresses (`POST /voices/{id}/upload-urls`) when a try failed in a way
+	 * worth repeating: the parts already received are kept and only those missing are sent. Fresh addresses replace
+	 * those of every file still missing (the old ones stop working), so `plans` is updated for the files after this
+	 * one too. A stream can be read only once, so a file given as one is not sent again; nor is a file the service
+	 * refused (its size, its kind), nor after `signal` aborted.
+	 */
+	async #uploadVoiceFileWithRetries(
+		voiceId: string,
+		role: VoiceFileRoleName,
+		plans: Partial<Record<VoiceFileRoleName, VoiceUpload>>,
+		source: UploadSource,
+		options: CreateVoiceOptions,
+	): Promise<void> {
+		const onProgress = (progress: { loaded: number; total: number }) => options.onProgress?.(role, progress);
+		const rereadable = source instanceof Blob || source instanceof ArrayBuffer || ArrayBuffer.isView(source);
+		// Parts storage took (their answer came back): a fresh address keeps them, so they are not sent again.
+		const received = new Set<number>();
+		for (let attempt = 1; ; attempt++) {
+			const plan = plans[role];
+			if (!plan) return;
+			try {
+				return await this.#uploadVoiceFile(voiceId, role, plan, source, onProgress, options.signal, received);
+			} catch (error) {
+				const worthRetry =
+					error instanceof VoiceConversionError &&
+					(error.retryable || error.code === SDK_ERROR_CODES.uploadExpired) &&
+					!options.signal?.aborted;
+				if (!worthRetry || !rereadable || attempt >= VOICE_UPLOAD_TRIES) throw error;
+				const retry: RetryNotice = {
+					error,
+					attempt,
+					delayMs: Math.max(1000 * attempt, 1000 * (error.retryAfterSeconds ?? 0)),
+				};
+				this.#onRetry?.(retry);
+				options.onRetry?.(role, retry);
+				await sleep(retry.delayMs, options.signal);
+				let fresh: { uploads: Partial<Record<VoiceFileRoleName, VoiceUpload>> };
+				try {
+					fresh = await this.#data("POST", `/voices/${encodeURIComponent(voiceId)}/upload-urls`, {
+						signal: options.signal,
+					});
+				} catch (renewal) {
+					// 409 `already_uploaded`: every file is in (the answer to the last try was lost, not the upload).
+					if (renewal instanceof VoiceConversionError && renewal.status === 409) {
+						for (const key of Object.keys(plans) as VoiceFileRoleName[]) delete plans[key];
+						return;
+					}
+					if (renewal instanceof VoiceConversionError && renewal.retryable) continue;
+					throw renewal;
+				}
+				for (const key of Object.keys(plans) as VoiceFileRoleName[]) delete plans[key];
+				Object.assign(plans, fresh.uploads);
+			}
+		}
 	}
 
 	async #uploadVoiceFile(
@@ -302,13 +370,15 @@ export class VoiceConversionClient {
 		plan: VoiceUpload,
 		source: UploadSource,
 		onProgress: ProgressListener,
-		signal?: AbortSignal,
+		signal: AbortSignal | undefined,
+		received: Set<number>,
 	): Promise<void> {
 		const mimeType = "application/octet-stream";
 		if (plan.method === "PUT") return this.#put(plan.upload_url, source, { mimeType, onProgress, signal });
 		const total = sizeOf(source);
 		const read = partReader(source);
 		for (const part of plan.parts) {
+			if (received.has(part.part_number)) continue;
 			const start = (part.part_number - 1) * plan.part_size_bytes;
 			const bytes = await read(start, Math.min(total, start + plan.part_size_bytes));
 			await this.#put(part.upload_url, bytes, {
@@ -316,6 +386,7 @@ export class VoiceConversionClient {
 				signal,
 				onProgress: ({ loaded }) => onProgress({ loaded: start + loaded, total }),
 			});
+			received.add(part.part_number);
 		}
 		await this.#data("POST", `/voices/${encodeURIComponent(voiceId)}/files/${role}/complete`, { signal });
 	}

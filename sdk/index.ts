@@ -48,6 +48,7 @@ export {
 	type RequestOptions,
 	type RetryNotice,
 	type UploadAudioOptions,
+	VOICE_UPLOAD_TRIES,
 	VoiceConversionClient,
 	type VoiceConversionClientOptions,
 	type WaitForVoiceOptions,

@@ -200,6 +200,59 @@ describe("account voices end to end", () => {
 		expect(output.durationSeconds).toBeCloseTo(2, 1);
 	}, 180_000);
 
+	it("sends a voice file again from fresh addresses when its connection drops, not the parts storage took", async () => {
+		// The model's PUT loses its connection before anything is sent; the index's part reaches storage but its
+		// answer is lost; then the index's completion loses its connection before it is sent. Each is tried again
+		// from fresh addresses; the part is sent again only while no answer said storage took it.
+		const sent: string[] = [];
+		const dropped = new Set<string>();
+		/** True the first time it is asked about `what`: that request is the one that fails. */
+		const drop = (what: string) => {
+			if (dropped.has(what)) return false;
+			dropped.add(what);
+			return true;
+		};
+		const flaky: typeof fetch = async (input, init) => {
+			const url = new URL(input instanceof Request ? input.url : String(input));
+			if (url.pathname.endsWith("/files/index/complete")) {
+				sent.push("index complete");
+				if (drop("complete")) throw new TypeError("fetch failed: connect ECONNRESET");
+				return fetch(input, init);
+			}
+			if (init?.method !== "PUT") return fetch(input, init);
+			// `.../{role}` for a file in one PUT, `.../{role}/{n}` for a part.
+			const [parent = "", last = ""] = url.pathname.split("/").slice(-2);
+			const what = /^\d+$/.test(last) ? `${parent}/${last}` : last;
+			sent.push(what);
+			if (what === "model" && drop(what)) throw new TypeError("fetch failed: socket hang up");
+			const response = await fetch(input, init);
+			if (what === "index/1" && drop(what)) {
+				await response.body?.cancel();
+				throw new TypeError("fetch failed: other side closed");
+			}
+			return response;
+		};
+		const flakyClient = new VoiceConversionClient({
+			baseUrl: stack.url,
+			clientId: credentials.clientId,
+			clientSecret: credentials.clientSecret,
+			fetch: flaky,
+		});
+		const retries: string[] = [];
+		const created = await flakyClient.voices.create(
+			{ name: "Sent twice", files: { model: { source: MODEL }, index: { source: INDEX } } },
+			{ onRetry: (role, { attempt, error }) => retries.push(`${role} ${attempt} ${error.code}`) },
+		);
+		expect(created.status).toBe("validating");
+		expect(retries).toEqual(["model 1 network_error", "index 1 network_error", "index 2 network_error"]);
+		expect(sent).toEqual(["model", "model", "index/1", "index/1", "index complete", "index complete"]);
+		const voice = await client.waitForVoice(created.id, { intervalMs: 200 });
+		expect(voice, runner.log().slice(-2000)).toMatchObject({ status: "ready", error_message: null });
+		expect(voice.files.model).toMatchObject({ size_bytes: MODEL.length });
+		expect(voice.files.index).toMatchObject({ size_bytes: INDEX.length });
+		await client.voices.delete(created.id);
+	}, 120_000);
+
 	it("fails a voice whose index does not fit its model, naming why, and announces voice.failed", async () => {
 		const created = await createAndUpload("Mismatched", { model: V1_MODEL, index: INDEX });
 		expect(created.uploads.model?.method).toBe("PUT");
