@@ -93,6 +93,12 @@ export interface UploadAudioOptions extends RequestOptions {
 	mimeType?: string;
 	onProgress?: ProgressListener;
 	idempotencyKey?: string;
+	/**
+	 * Told when the upload failed in a way worth another try (the connection dropped, storage answered 5xx or 429,
+	 * or the address stopped working), before it is sent again to a fresh address (up to `VOICE_UPLOAD_TRIES` tries;
+	 * a stream is not sent again); the client's own `onRetry` is told too.
+	 */
+	onRetry?: (retry: RetryNotice) => void;
 }
 
 export interface WaitOptions extends RequestOptions {
@@ -129,10 +135,29 @@ export interface CreateVoiceOptions extends IdempotentRequestOptions {
 }
 
 /**
- * Tries of each voice file: an index of a gigabyte goes up for long enough to meet a dropped connection, and a lost
- * upload otherwise leaves a voice waiting for its files.
+ * Tries of each uploaded file (a voice's files, a source recording): an index of a gigabyte goes up for long enough
+ * to meet a dropped connection, and a lost upload otherwise leaves a voice waiting for its files.
  */
 export const VOICE_UPLOAD_TRIES = 4;
+
+/**
+ * The retry to make of an upload try that failed, or undefined where none is worth making: only a failure that may
+ * pass (no answer, 5xx, 429, an address that stopped working), of a source that can be read again (a stream cannot),
+ * not aborted, and within `VOICE_UPLOAD_TRIES`.
+ */
+function uploadRetry(
+	error: unknown,
+	source: UploadSource,
+	attempt: number,
+	signal: AbortSignal | undefined,
+): RetryNotice | undefined {
+	const rereadable = source instanceof Blob || source instanceof ArrayBuffer || ArrayBuffer.isView(source);
+	if (!(error instanceof VoiceConversionError) || !rereadable || signal?.aborted || attempt >= VOICE_UPLOAD_TRIES) {
+		return undefined;
+	}
+	if (!error.retryable && error.code !== SDK_ERROR_CODES.uploadExpired) return undefined;
+	return { error, attempt, delayMs: Math.max(1000 * attempt, 1000 * (error.retryAfterSeconds ?? 0)) };
+}
 
 export interface WaitForVoiceOptions extends RequestOptions {
 	/** Give up after this many milliseconds (default 10 minutes) with a `wait_timeout` error. */
@@ -322,7 +347,6 @@ export class VoiceConversionClient {
 		options: CreateVoiceOptions,
 	): Promise<void> {
 		const onProgress = (progress: { loaded: number; total: number }) => options.onProgress?.(role, progress);
-		const rereadable = source instanceof Blob || source instanceof ArrayBuffer || ArrayBuffer.isView(source);
 		// Parts storage took (their answer came back): a fresh address keeps them, so they are not sent again.
 		const received = new Set<number>();
 		for (let attempt = 1; ; attempt++) {
@@ -331,16 +355,8 @@ export class VoiceConversionClient {
 			try {
 				return await this.#uploadVoiceFile(voiceId, role, plan, source, onProgress, options.signal, received);
 			} catch (error) {
-				const worthRetry =
-					error instanceof VoiceConversionError &&
-					(error.retryable || error.code === SDK_ERROR_CODES.uploadExpired) &&
-					!options.signal?.aborted;
-				if (!worthRetry || !rereadable || attempt >= VOICE_UPLOAD_TRIES) throw error;
-				const retry: RetryNotice = {
-					error,
-					attempt,
-					delayMs: Math.max(1000 * attempt, 1000 * (error.retryAfterSeconds ?? 0)),
-				};
+				const retry = uploadRetry(error, source, attempt, options.signal);
+				if (!retry) throw error;
 				this.#onRetry?.(retry);
 				options.onRetry?.(role, retry);
 				await sleep(retry.delayMs, options.signal);
@@ -477,7 +493,28 @@ export class VoiceConversionClient {
 				message: `Audio file ${registered.id} has no upload address (already uploaded?)`,
 			});
 		}
-		await this.#put(registered.upload_url, source, { ...options, mimeType });
+		let uploadUrl = registered.upload_url;
+		for (let attempt = 1; ; attempt++) {
+			try {
+				await this.#put(uploadUrl, source, { ...options, mimeType });
+				break;
+			} catch (error) {
+				// Sent again to a fresh address; 409 `already_uploaded` says the bytes arrived and only the answer was lost.
+				const retry = uploadRetry(error, source, attempt, options.signal);
+				if (!retry) throw error;
+				this.#onRetry?.(retry);
+				options.onRetry?.(retry);
+				await sleep(retry.delayMs, options.signal);
+				const fresh = await this.audioFiles
+					.regenerateUploadUrl(registered.id, { signal: options.signal })
+					.catch((renewal: unknown) => {
+						if (renewal instanceof VoiceConversionError && renewal.code === "already_uploaded") return null;
+						throw renewal;
+					});
+				if (fresh === null) break;
+				uploadUrl = fresh.upload_url ?? uploadUrl;
+			}
+		}
 		return this.audioFiles.get(registered.id, { signal: options.signal });
 	}
 

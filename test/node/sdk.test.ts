@@ -308,6 +308,35 @@ describe("SDK conversion workflow", () => {
 		expect(completed.data.every((c) => c.status === "completed")).toBe(true);
 	});
 
+	it("sends a recording again to a fresh address when its upload fails in transit", async () => {
+		// First upload: the connection drops before anything is sent. Second: storage takes the bytes, the answer is
+		// lost, and the fresh address the SDK asks for is refused as already uploaded, which ends it.
+		for (const lose of ["request", "answer"] as const) {
+			const puts: string[] = [];
+			let failed = false;
+			const flaky: typeof fetch = async (input, init) => {
+				if (init?.method !== "PUT") return countingFetch(input, init);
+				puts.push(String(input));
+				if (failed) return countingFetch(input, init);
+				failed = true;
+				if (lose === "request") throw new TypeError("fetch failed: socket hang up");
+				const response = await countingFetch(input, init);
+				await response.body?.cancel();
+				throw new TypeError("fetch failed: other side closed");
+			};
+			const retries: string[] = [];
+			const file = await client({ fetch: flaky }).uploadAudio(toneWav(1), {
+				fileName: `flaky-${lose}.wav`,
+				onRetry: ({ attempt, error }) => retries.push(`${attempt} ${error.code}`),
+			});
+			expect(retries).toEqual(["1 network_error"]);
+			expect(file).toMatchObject({ file_name: `flaky-${lose}.wav`, upload_status: "uploaded" });
+			// Lost before sending: sent again to the fresh address. Lost after: nothing sent again.
+			expect(puts).toHaveLength(lose === "request" ? 2 : 1);
+			if (lose === "request") expect(puts[1]).not.toBe(puts[0]);
+		}
+	});
+
 	it("manages audio files: list, get, a fresh upload address, delete", async () => {
 		const sdk = client();
 		const registered = await sdk.audioFiles.register({ file_name: "later.flac", mime_type: "audio/flac" });
