@@ -10,7 +10,8 @@
  * 4. The broker sweeps overdue leases (its alarm does this too), and expired idempotency keys are forgotten.
  * 5. Uploaded files whose preprocessing message was lost (still pending, or claimed by a consumer that died) are re-sent.
  * 6. Voices `validating` whose job the broker does not hold (the hand-over failed) are handed over again; those no
- *    runner has worked on for the same wait limit fail, saying so; voices whose every file is in but which were never
+ *    runner has worked on for the same wait limit fail, saying so (both counted from the start of the validation, which
+ *    a later change of the voice's name or settings does not move); voices whose every file is in but which were never
  *    moved to `validating` (the last upload's request stopped first) are; deleted voices' files are removed once no
  *    conversion runs with them.
  * 7. Deleted audio files whose stored bytes a failed removal left are removed (`audio-file-removal.ts`).

@@ -65,6 +65,11 @@ export const voices = sqliteTable(
 		status: text("status", { enum: VOICE_STATUSES }).notNull().default("ready"),
 		/** Why validation failed, in words a customer can act on. */
 		errorMessage: text("error_message"),
+		/**
+		 * When the voice became `validating`: the safety net counts its re-send and its wait limit from here, not from
+		 * `updatedAt`, which every PATCH of its name or settings moves on.
+		 */
+		validationStartedAt: text("validation_started_at"),
 		createdAt: text("created_at").notNull(),
 		updatedAt: text("updated_at").notNull(),
 		/** Soft delete: conversions already accepted finish; the files go once none is left (`filesRemovedAt`). */

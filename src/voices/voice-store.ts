@@ -170,6 +170,7 @@ export async function insertAccountVoice(
 		isActive: true,
 		status: "awaiting_upload",
 		errorMessage: null,
+		validationStartedAt: null,
 		createdAt: now,
 		updatedAt: now,
 		deletedAt: null,
@@ -252,12 +253,22 @@ export async function voiceHasRunningConversions(env: Pick<Env, "DB">, voiceId: 
 	return row !== undefined;
 }
 
-/** Voices `validating` since at or before `cutoff` (the safety net checks that the broker holds their job). */
+/**
+ * Voices `validating` since at or before `cutoff` (the safety net checks that the broker holds their job): since
+ * their validation started, however recently their name or settings were changed. A voice moved on by code older
+ * than `validation_started_at` counts from its last change, as before.
+ */
 export async function validatingVoicesBefore(env: Pick<Env, "DB">, cutoff: string, limit: number): Promise<string[]> {
 	const rows = await database(env)
 		.select({ id: voices.id })
 		.from(voices)
-		.where(and(eq(voices.status, "validating"), isNull(voices.deletedAt), lte(voices.updatedAt, cutoff)))
+		.where(
+			and(
+				eq(voices.status, "validating"),
+				isNull(voices.deletedAt),
+				lte(sql`coalesce(${voices.validationStartedAt}, ${voices.updatedAt})`, cutoff),
+			),
+		)
 		.limit(limit);
 	return rows.map((row) => row.id);
 }

@@ -32,11 +32,14 @@ export const voiceEventData = (voice: VoiceRow) => ({
 	updated_at: voice.updatedAt,
 });
 
-/** Moves the voice to `validating` (once) and hands its job to the broker (idempotent by voice id). */
+/**
+ * Moves the voice to `validating` (once), noting when, and hands its job to the broker (idempotent by voice id).
+ */
 export async function startValidation(env: Env, voiceId: string): Promise<void> {
 	const now = nowIso();
 	await env.DB.prepare(
-		"UPDATE voices SET status = 'validating', updated_at = ? WHERE id = ? AND status = 'awaiting_upload' AND deleted_at IS NULL",
+		`UPDATE voices SET status = 'validating', validation_started_at = ?1, updated_at = ?1
+		 WHERE id = ?2 AND status = 'awaiting_upload' AND deleted_at IS NULL`,
 	)
 		.bind(now, voiceId)
 		.run();

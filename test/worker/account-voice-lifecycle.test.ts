@@ -2,8 +2,11 @@
  * An account voice when things happen at the wrong time: changed, deleted or completed twice while its upload or
  * its validation is under way. Real Worker, D1, R2 and JobBroker; the runner is driven through its API.
  */
+
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
+import type { JobBroker } from "../../durable-objects/job-broker.ts";
 import type { VoiceUpload } from "../../src/contracts/voices.ts";
 import { runSafetyNet } from "../../src/cron/safety-net.ts";
 import { findVoiceById } from "../../src/voices/voice-store.ts";
@@ -22,7 +25,7 @@ import {
 	type Voice,
 	validationLease,
 } from "./account-voice-helpers.ts";
-import { json, resetBroker, user } from "./conversion-fixtures.ts";
+import { broker, json, resetBroker, user } from "./conversion-fixtures.ts";
 import { call } from "./helpers.ts";
 
 beforeEach(async () => {
@@ -283,5 +286,50 @@ describe("an account voice that could not be validated", () => {
 		// As the message says: delete, then create.
 		expect((await alice.api(`/api/v1/voices/${voice.id}`, { method: "DELETE" })).status).toBe(200);
 		expect((await createVoice(alice, body)).status).toBe(201);
+	});
+});
+
+describe("an account voice changed again and again while it validates", () => {
+	const WAIT_LIMIT_MS = Number(env.CONVERSION_WAIT_LIMIT_SECONDS) * 1000;
+	/**
+	 * What a PATCH a minute before `at` leaves: its change, and the voice's `updated_at` at that minute. The change goes
+	 * through the API; its time is written after it, since the Worker's clock cannot be moved.
+	 */
+	async function patchedMinuteBefore(owner: Owner, voiceId: string, at: number) {
+		expect((await patchVoice(owner, voiceId, { description: `changed at ${at}` })).status).toBe(200);
+		await env.DB.prepare("UPDATE voices SET updated_at = ? WHERE id = ?")
+			.bind(new Date(at - 60_000).toISOString(), voiceId)
+			.run();
+	}
+
+	it("still fails it at the wait limit counted from the start of its validation when no runner takes it", async () => {
+		const alice = await user();
+		const voice = await uploadedVoice(alice, { model: MODEL });
+		expect((await getVoice(alice, voice.id)).status).toBe("validating");
+		const pastLimit = Date.now() + WAIT_LIMIT_MS + 120_000;
+		await patchedMinuteBefore(alice, voice.id, pastLimit);
+		const report = await runSafetyNet(env, new Date(pastLimit));
+		expect(report.validationWaitLimitFailed).toBeGreaterThanOrEqual(1);
+		const failed = await getVoice(alice, voice.id);
+		expect(failed.status).toBe("failed");
+		expect(failed.error_message).toContain("no worker took it within 24 hours");
+		expect(await broker().knownJobs([voice.id])).toEqual([]);
+	});
+
+	it("still hands its job to the broker again when the hand-over was lost", async () => {
+		const alice = await user();
+		const voice = await uploadedVoice(alice, { model: MODEL });
+		// The hand-over to the broker did not happen (the request stopped after moving the voice on).
+		await runInDurableObject(broker(), (_instance: JobBroker, state) => {
+			state.storage.sql.exec("DELETE FROM jobs WHERE conversion_id = ?", voice.id);
+		});
+		expect(await broker().knownJobs([voice.id])).toEqual([]);
+		const threeMinutesOn = Date.now() + 3 * 60_000;
+		await patchedMinuteBefore(alice, voice.id, threeMinutesOn);
+		const report = await runSafetyNet(env, new Date(threeMinutesOn));
+		expect(report.validationsRedispatched).toBeGreaterThanOrEqual(1);
+		expect(await broker().knownJobs([voice.id])).toEqual([voice.id]);
+		const { lease } = await validationLease(voice.id);
+		expect(lease.voice_id).toBe(voice.id);
 	});
 });
