@@ -40,7 +40,7 @@ import type {
 } from "../src/contracts/broker.ts";
 import type { EngineName, JobKind } from "../src/contracts/runner.ts";
 import { type FailureCode, failure } from "../src/conversions/failure-messages.ts";
-import { isNoSuchUpload, outputObjectKey } from "../src/conversions/outputs.ts";
+import { isNoSuchUpload, outputObjectKey, UNUSED_OUTPUT_GRACE_MS } from "../src/conversions/outputs.ts";
 import { failConversion } from "../src/conversions/state-machine.ts";
 import { failValidation } from "../src/voices/voice-validation.ts";
 import {
@@ -59,12 +59,6 @@ import {
 const WAITER_POLL_MS = 1_000;
 /** How soon the alarm retries a failed D1 write for a `failing` job, or a failed removal of unused outputs. */
 const SETTLE_RETRY_MS = 5_000;
-/**
- * How long after a conversion lease ended without completing its output is removed. A complete that passed its lease
- * check just before the lease ended may still be writing the conversion's output to D1; by then it has, and the
- * removal leaves what D1 names alone.
- */
-export const UNUSED_OUTPUT_GRACE_MS = 60_000;
 /**
  * How long the leases granted under a `waitId` can be given back by `cancelWait`. The route cancels only until it
  * has answered its runner, moments after the broker's answer, so this only has to outlast that (an answer lost

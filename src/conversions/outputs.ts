@@ -11,6 +11,13 @@ export const OUTPUT_CONTENT_TYPE = "audio/wav";
 export const outputObjectKey = (accountId: string, conversionId: string, leaseId: string) =>
 	`outputs/${accountId}/${conversionId}/${leaseId}.wav`;
 
+/**
+ * How long after a conversion lease ended without completing the broker removes its output. A complete that passed its
+ * lease check just before the lease ended may still be writing the conversion's output to D1; by then it has, and the
+ * removal leaves what D1 names alone.
+ */
+export const UNUSED_OUTPUT_GRACE_MS = 60_000;
+
 /** R2's smallest part (every part but the last must be at least this big). */
 export const MIN_OUTPUT_PART_BYTES = 5 * 1024 ** 2;
 /** Under the smallest zone request-body limit (100 MB), whichever way MB is read. */

@@ -33,8 +33,9 @@ export interface UploadHook {
 	/**
 	 * The body is stored, as `object` (under `stagedUploadKey(grant.key)` when `staged`): make it the file's, or
 	 * delete it and throw the refusal. Once it is the file's, it must not be deleted whatever fails after.
+	 * `startedAt`: when the request began (`Date.now()`), before `beforePut`.
 	 */
-	afterPut?(env: Env, grant: StorageGrant, object: R2Object): Promise<void>;
+	afterPut?(env: Env, grant: StorageGrant, object: R2Object, startedAt: number): Promise<void>;
 	tooLarge?(env: Env, grant: StorageGrant, declaredBytes: number): Promise<void>;
 	/** The 413's message for a body over the address's limit, where the plain one would not say what to do. */
 	tooLargeMessage?(grant: StorageGrant, declaredBytes: number): string;
@@ -50,7 +51,7 @@ const UPLOAD_HOOKS: readonly UploadHook[] = [
 		prefix: AUDIO_FILE_KEY_PREFIX,
 		staged: true,
 		beforePut: beforeAudioUpload,
-		afterPut: afterAudioUpload,
+		afterPut: (env, grant, object) => afterAudioUpload(env, grant, object),
 		tooLarge: refuseOversizedAudio,
 	},
 	{

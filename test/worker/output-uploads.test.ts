@@ -3,11 +3,14 @@
  * zone's request-body limit, then completes the lease; the client downloads the assembled WAV. Parts are 5 MiB here
  * (`OUTPUT_PART_BYTES` in vitest.config.ts), R2's smallest.
  */
-import { runInDurableObject } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
+import type { JobBroker } from "../../durable-objects/job-broker.ts";
 import { LEASE_SECONDS } from "../../durable-objects/job-broker-logic.ts";
-import { outputObjectKey } from "../../src/conversions/outputs.ts";
+import { dropIfLeaseEnded } from "../../src/conversions/output-upload-hook.ts";
+import { outputObjectKey, UNUSED_OUTPUT_GRACE_MS } from "../../src/conversions/outputs.ts";
+import type { StorageGrant } from "../../src/storage/signed-url.ts";
 import { broker, deliveredConversion, json, resetBroker, shiftBrokerClock } from "./conversion-fixtures.ts";
 import { call } from "./helpers.ts";
 
@@ -202,5 +205,67 @@ describe("output uploads in parts", () => {
 		expect((await complete(upload.upload_id, [part.data])).status).toBe(404);
 		const listed = await env.BUCKET.list({ prefix: "outputs/" });
 		expect(listed.objects.filter((o) => o.key.includes(upload.upload_id))).toEqual([]);
+	});
+});
+
+describe("output uploads in one PUT", () => {
+	/** Counts the broker's lease checks while `run` runs (every ask about a lease's state goes through `checkLease`). */
+	async function leaseChecksDuring(run: () => Promise<unknown>): Promise<number> {
+		const asked: string[] = [];
+		await runInDurableObject(broker(), (instance: JobBroker) => {
+			const prototype = Object.getPrototypeOf(instance) as JobBroker;
+			const original = prototype.checkLease;
+			(prototype as { checkLease: JobBroker["checkLease"] }).checkLease = function (this: JobBroker, id: string) {
+				asked.push(id);
+				return original.call(this, id);
+			};
+			restoreCheckLease = () => {
+				prototype.checkLease = original;
+			};
+		});
+		try {
+			await run();
+		} finally {
+			await runInDurableObject(broker(), () => restoreCheckLease());
+		}
+		return asked.length;
+	}
+	let restoreCheckLease = () => {};
+
+	it("asks the broker about the lease once for a PUT that is over in moments", async () => {
+		const { worker, lease, key } = await leased();
+		const bytes = pattern(200_000, 4);
+		const asks = await leaseChecksDuring(async () => {
+			expect((await worker.uploadOutput(lease, bytes)).status).toBe(200);
+		});
+		expect(asks).toBe(1);
+		const stored = await env.BUCKET.get(key);
+		expect(await sha256(new Uint8Array(await (stored as R2ObjectBody).arrayBuffer()))).toBe(await sha256(bytes));
+	});
+
+	it("removes what a PUT stored for a lease that ended meanwhile: the broker after its grace, or the PUT itself when it took long", async () => {
+		for (const took of [1_000, UNUSED_OUTPUT_GRACE_MS]) {
+			await resetBroker();
+			const { worker, lease, key } = await leased();
+			const grant = { key, contentType: "audio/wav" } as StorageGrant;
+			// The PUT's body is in; its lease was given back while the bytes streamed in.
+			const object = await env.BUCKET.put(key, pattern(1_000, 5));
+			expect((await worker.release(lease.lease_id)).status).toBe(200);
+			const startedAt = Date.now() - took;
+			if (took < UNUSED_OUTPUT_GRACE_MS / 2) {
+				// Over in moments: the broker's removal, a grace after the lease ended, comes after the bytes, and takes them.
+				await dropIfLeaseEnded(env, grant, object as R2Object, startedAt);
+				expect(await env.BUCKET.head(key)).not.toBeNull();
+				await shiftBrokerClock(UNUSED_OUTPUT_GRACE_MS + 1_000);
+				await runDurableObjectAlarm(broker());
+			} else {
+				// Long enough that the broker's removal may have come first: the PUT removes its bytes itself.
+				await expect(dropIfLeaseEnded(env, grant, object as R2Object, startedAt)).rejects.toMatchObject({
+					status: 409,
+					code: "lease_lost",
+				});
+			}
+			expect(await env.BUCKET.head(key), `a PUT that took ${took} ms`).toBeNull();
+		}
 	});
 });

@@ -5,10 +5,11 @@
 import { createExecutionContext, createMessageBatch, getQueueResult, runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { ACK_WINDOW_MS, UNUSED_OUTPUT_GRACE_MS } from "../../durable-objects/job-broker.ts";
+import { ACK_WINDOW_MS } from "../../durable-objects/job-broker.ts";
 import { LEASE_SECONDS } from "../../durable-objects/job-broker-logic.ts";
 import { FAILURE_REASONS, LeaseResponse } from "../../src/contracts/runner.ts";
 import { FAILURE_MESSAGES } from "../../src/conversions/failure-messages.ts";
+import { UNUSED_OUTPUT_GRACE_MS } from "../../src/conversions/outputs.ts";
 import { completeConversion, failConversion } from "../../src/conversions/state-machine.ts";
 import workerEntry from "../../src/index.ts";
 import {

@@ -130,6 +130,7 @@ async function recordTooLarge(env: Env, hook: UploadHook | undefined, grant: Sto
 }
 
 async function upload(request: Request, env: Env, url: URL): Promise<Response> {
+	const startedAt = Date.now();
 	const grant = await verifyStorageUrl(env, url, request.method);
 	if (grant.contentType && mediaType(request) !== grant.contentType.toLowerCase()) {
 		throw new ApiError(
@@ -167,7 +168,7 @@ async function upload(request: Request, env: Env, url: URL): Promise<Response> {
 		);
 	}
 	const object = stored.value;
-	await hook?.afterPut?.(env, grant, object);
+	await hook?.afterPut?.(env, grant, object, startedAt);
 	return new Response(null, { status: 200 });
 }
 
