@@ -55,6 +55,10 @@ import {
 	selectJobs,
 } from "./job-broker-logic.ts";
 
+/** A waiting job a grant may give this runner: available now (`?3`), of an engine (`?4`) and kind (`?5`) it takes. */
+const LEASABLE = `available_at <= ?3 AND engine IN (SELECT value FROM json_each(?4))
+	AND kind IN (SELECT value FROM json_each(?5))`;
+
 /** How often a waiting runner re-checks on its own (jobs that become available with time, not by an event). */
 const WAITER_POLL_MS = 1_000;
 /** How soon the alarm retries a failed D1 write for a `failing` job, or a failed removal of unused outputs. */
@@ -182,6 +186,17 @@ export class JobBroker extends DurableObject<Env> {
 		}
 		// For each grant's account shares (`#shares`): a lookup per account, not a pass over its day of leases.
 		this.#sql.exec("CREATE INDEX IF NOT EXISTS leases_by_account_kind ON leases (account_id, use_preview, ended_at)");
+		// For each grant's candidates (`#grant`): the accounts with waiting jobs (of a voice), and the oldest waiting jobs
+		// of an account and kind (and voice), read in order, not every waiting job ranked. For the alarm each grant sets
+		// (`#arm`): the next delayed job, and the oldest finished one, looked up rather than found among them all.
+		this.#sql.exec(`
+			CREATE INDEX IF NOT EXISTS jobs_waiting_by_account
+			  ON jobs (state, account_id, use_preview, enqueued_at, conversion_id);
+			CREATE INDEX IF NOT EXISTS jobs_waiting_by_voice
+			  ON jobs (state, voice_id, account_id, use_preview, enqueued_at, conversion_id);
+			CREATE INDEX IF NOT EXISTS jobs_by_state_available ON jobs (state, available_at);
+			CREATE INDEX IF NOT EXISTS jobs_by_state_updated ON jobs (state, updated_at);
+		`);
 	}
 
 	/** Adds a job; idempotent by conversion id (a job the broker has or had recently is left as it is). */
@@ -544,15 +559,49 @@ export class JobBroker extends DurableObject<Env> {
 			// Within an account, `selectJobs` ranks previews and full jobs each by urgency, affinity and age, and merges
 			// the two (urgency first, or previews first once the account is being served), so its picks from an account
 			// are among the best `capacity` of each kind by that order.
+			//
+			// Those are found without ranking every waiting job: urgency is age (a full job is urgent once it waited past
+			// the aging limit, a preview always), so each of the best `capacity` is among the oldest `capacity` of its
+			// account and kind, or, for a voice the runner has loaded, among the oldest `capacity` of that voice there.
+			// The accounts with waiting jobs (and those of each loaded voice) are found by stepping from one to the next
+			// along an index, each list is read in order from one (`jobs_waiting_by_account`, `jobs_waiting_by_voice`),
+			// and only their union is ranked: a few rows per account and kind, however many jobs wait.
 			const candidates = this.#sql
 				.exec<CandidateJob>(
-					`SELECT conversion_id, account_id, voice_id, use_preview, enqueued_at FROM (
+					`WITH RECURSIVE
+					   accounts(id) AS (
+					     SELECT MIN(account_id) FROM jobs INDEXED BY jobs_waiting_by_account WHERE state = 'waiting'
+					     UNION ALL
+					     SELECT (SELECT MIN(account_id) FROM jobs INDEXED BY jobs_waiting_by_account
+					       WHERE state = 'waiting' AND account_id > a.id)
+					     FROM accounts a WHERE a.id IS NOT NULL),
+					   loaded(voice_id, account_id) AS (
+					     SELECT v.value, (SELECT MIN(account_id) FROM jobs INDEXED BY jobs_waiting_by_voice
+					       WHERE state = 'waiting' AND voice_id = v.value)
+					     FROM json_each(?2) v
+					     UNION ALL
+					     SELECT l.voice_id, (SELECT MIN(account_id) FROM jobs INDEXED BY jobs_waiting_by_voice
+					       WHERE state = 'waiting' AND voice_id = l.voice_id AND account_id > l.account_id)
+					     FROM loaded l WHERE l.account_id IS NOT NULL),
+					   kinds(use_preview) AS (VALUES (0), (1))
+					 SELECT conversion_id, account_id, voice_id, use_preview, enqueued_at FROM (
 					   SELECT conversion_id, account_id, voice_id, use_preview, enqueued_at, ROW_NUMBER() OVER (
-					     PARTITION BY account_id, use_preview ORDER BY (use_preview = 1 OR enqueued_at <= ?) DESC,
-					     voice_id IN (SELECT value FROM json_each(?)) DESC, enqueued_at ASC, conversion_id ASC) AS nth
-					   FROM jobs WHERE state = 'waiting' AND available_at <= ?
-					   AND engine IN (SELECT value FROM json_each(?)) AND kind IN (SELECT value FROM json_each(?))
-					 ) WHERE nth <= ?`,
+					     PARTITION BY account_id, use_preview ORDER BY (use_preview = 1 OR enqueued_at <= ?1) DESC,
+					     voice_id IN (SELECT value FROM json_each(?2)) DESC, enqueued_at ASC, conversion_id ASC) AS nth
+					   FROM jobs WHERE conversion_id IN (
+					     SELECT j.conversion_id FROM accounts a CROSS JOIN kinds k CROSS JOIN jobs j
+					     WHERE a.id IS NOT NULL AND j.conversion_id IN (
+					       SELECT conversion_id FROM jobs INDEXED BY jobs_waiting_by_account
+					       WHERE state = 'waiting' AND account_id = a.id AND use_preview = k.use_preview AND ${LEASABLE}
+					       ORDER BY enqueued_at, conversion_id LIMIT ?6)
+					     UNION ALL
+					     SELECT j.conversion_id FROM loaded l CROSS JOIN kinds k CROSS JOIN jobs j
+					     WHERE l.account_id IS NOT NULL AND j.conversion_id IN (
+					       SELECT conversion_id FROM jobs INDEXED BY jobs_waiting_by_voice
+					       WHERE state = 'waiting' AND voice_id = l.voice_id AND account_id = l.account_id
+					       AND use_preview = k.use_preview AND ${LEASABLE} ORDER BY enqueued_at, conversion_id LIMIT ?6)
+					   )
+					 ) WHERE nth <= ?6`,
 					now - PREVIEW_AGING_MS,
 					JSON.stringify(wants.loadedVoiceIds),
 					now,

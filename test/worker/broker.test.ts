@@ -375,6 +375,57 @@ describe("priority and affinity", () => {
 		});
 		expect(rowsRead).toBeLessThan(200);
 	});
+
+	it("grants from a deep queue beside a day of finished jobs through indexes, as ranking every waiting job would", async () => {
+		const now = Date.now();
+		const leaseWants = wants({ capacity: 3, loadedVoiceIds: ["voice-3", "voice-404"], engines: ["dsp", "rvc"] });
+		const { granted, rowsRead, waiting } = await runInDurableObject(broker(), async (instance: JobBroker, state) => {
+			const sql = state.storage.sql;
+			// 20,000 jobs waiting: 10 accounts, 5 voices, both engines, a tenth of them previews, from 1 to 11 minutes
+			// old (the older ones past the aging limit), a few not available yet (a retry's delay).
+			sql.exec(
+				`WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 20000)
+				 INSERT INTO jobs (conversion_id, account_id, voice_id, engine, use_preview, state, attempts, enqueued_at,
+				 available_at, updated_at, kind) SELECT printf('deep-%05d', x), 'account-' || (x % 10), 'voice-' || (x % 5),
+				 CASE x % 7 WHEN 0 THEN 'rvc' ELSE 'dsp' END, x % 10 = 3, 'waiting', 0, ?1 - 60000 - x * 30,
+				 CASE x % 13 WHEN 0 THEN ?1 + 60000 ELSE ?1 - 60000 - x * 30 END, ?1, 'convert' FROM n`,
+				now,
+			);
+			// And a day of finished ones, which the broker keeps.
+			sql.exec(
+				`WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 20000)
+				 INSERT INTO jobs (conversion_id, account_id, voice_id, engine, use_preview, state, attempts, enqueued_at,
+				 available_at, updated_at, kind) SELECT printf('done-%05d', x), 'account-' || (x % 10), 'voice-' || (x % 5),
+				 'dsp', 0, 'done', 1, ?1 - x * 4000, ?1 - x * 4000, ?1 - x * 4000, 'convert' FROM n`,
+				now,
+			);
+			const waiting = sql
+				.exec<CandidateJob>(
+					`SELECT conversion_id, account_id, voice_id, use_preview, enqueued_at FROM jobs
+					 WHERE state = 'waiting' AND available_at <= ?`,
+					now,
+				)
+				.toArray();
+			const exec = sql.exec;
+			const cursors: { rowsRead: number }[] = [];
+			sql.exec = ((...args: Parameters<typeof exec>) => {
+				const cursor = exec.apply(sql, args);
+				cursors.push(cursor);
+				return cursor;
+			}) as typeof exec;
+			let granted: string[];
+			try {
+				granted = (await instance.lease(leaseWants)).map((lease) => lease.job.conversionId);
+			} finally {
+				sql.exec = exec;
+			}
+			return { granted, rowsRead: cursors.reduce((sum, cursor) => sum + cursor.rowsRead, 0), waiting };
+		});
+		// No account holds or held a lease: each one's share is none.
+		expect(granted).toEqual(selectJobs(waiting, leaseWants, now).map((job) => job.conversion_id));
+		expect(granted).toHaveLength(3);
+		expect(rowsRead).toBeLessThan(2_000);
+	});
 });
 
 describe("long-poll", () => {
