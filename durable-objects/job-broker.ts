@@ -6,8 +6,9 @@
  *   `leased` (held by `lease_id`), `failing` (its conversion must be failed in D1; retried until that write
  *   succeeds) or `done` (kept for a day so a duplicate enqueue is a no-op). `attempts` counts leases granted.
  * - `leases`: every lease ever granted; `outcome` is null while it is active, then `completed`, `failed`,
- *   `released`, `expired` or `discarded`; `report_digest` is the runner's report for it (`recordReport`). Ended
- *   leases are kept for a day so a repeated report is answered.
+ *   `released`, `expired` or `discarded`; `report_digest` is the runner's report for it (`recordReport`, or `fail`
+ *   with `fail_decision`, the answer a repeat of that failure gets). Ended leases are kept for a day so a repeated
+ *   report is answered.
  * - `output_uploads`: the R2 multipart uploads of outputs that runners started and have not completed or abandoned
  *   yet. One whose lease has ended is aborted here (`#abortAbandonedUploads`): its runner died or lost the lease
  *   mid-upload, and nobody else would ever abort it (R2 keeps an incomplete upload's parts until its lifecycle rule,
@@ -90,6 +91,8 @@ type LeaseRow = {
 	attempt: number;
 	expires_at: number;
 	outcome: string | null;
+	report_digest: string | null;
+	fail_decision: string | null;
 };
 
 /** A job as stored: SQLite has no booleans, so `use_preview` is 0 or 1 here and nowhere else. */
@@ -183,6 +186,10 @@ export class JobBroker extends DurableObject<Env> {
 		// `report_digest` came with repeatable reports; a lease completed before it answers any repeat, as it did.
 		if (!leaseColumns.some((column) => column.name === "report_digest")) {
 			this.#sql.exec("ALTER TABLE leases ADD COLUMN report_digest TEXT");
+		}
+		// `fail_decision` came with repeatable failure reports; a lease failed before it answers a repeat as lost, as it did.
+		if (!leaseColumns.some((column) => column.name === "fail_decision")) {
+			this.#sql.exec("ALTER TABLE leases ADD COLUMN fail_decision TEXT");
 		}
 		// For each grant's account shares (`#shares`): a lookup per account, not a pass over its day of leases.
 		this.#sql.exec("CREATE INDEX IF NOT EXISTS leases_by_account_kind ON leases (account_id, use_preview, ended_at)");
@@ -374,22 +381,36 @@ export class JobBroker extends DurableObject<Env> {
 	/**
 	 * A runner failed its job. Transient failures go back to the queue after a delay until the attempts run out;
 	 * permanent ones (and exhausted ones) fail the conversion in D1 with the client-facing message for `reason`.
+	 * `digest` names the report (`reportDigest` of its body): the same report again (its runner lost the answer) is
+	 * answered with the decision taken for it, and changes nothing; null when the lease is no longer active otherwise.
 	 */
 	async fail(
 		leaseId: string,
 		report: { kind: "transient" | "permanent"; reason: FailureCode; message: string; reportedReason?: string },
+		digest?: string,
 	): Promise<{ decision: "requeued" | "failed" } | null> {
 		const now = this.clock();
 		const decision = this.ctx.storage.transactionSync(() => {
 			const row = this.#leaseRow(leaseId);
-			if (!row || row.outcome !== null) return null;
+			if (!row) return null;
+			if (row.outcome !== null) {
+				const repeated = row.outcome === "failed" && digest !== undefined && row.report_digest === digest;
+				return repeated && row.fail_decision ? { repeat: row.fail_decision as "requeued" | "failed" } : null;
+			}
 			this.#endLease(leaseId, "failed", now);
 			const attempts = this.#attempts(row.conversion_id);
 			const next = afterRunnerFailure(attempts, report.kind, report.reason, now);
 			this.#apply(row.conversion_id, next, now);
+			this.#sql.exec(
+				"UPDATE leases SET report_digest = ?, fail_decision = ? WHERE lease_id = ?",
+				digest ?? null,
+				next.action === "requeue" ? "requeued" : "failed",
+				leaseId,
+			);
 			return next;
 		});
 		if (!decision) return null;
+		if ("repeat" in decision) return { decision: decision.repeat };
 		this.#log("warn", "runner reported a failure", {
 			lease_id: leaseId,
 			kind: report.kind,
@@ -521,7 +542,7 @@ export class JobBroker extends DurableObject<Env> {
 				.toArray()
 				.filter((lease) => this.#giveBack(lease.lease_id, now)).length;
 			const overdue = this.#sql
-				.exec<LeaseRow>(
+				.exec<Omit<LeaseRow, "report_digest" | "fail_decision">>(
 					`SELECT l.lease_id, l.conversion_id, l.account_id, l.attempt, l.expires_at, l.outcome
 					 FROM leases l WHERE l.outcome IS NULL AND l.expires_at <= ?`,
 					now,
@@ -867,7 +888,8 @@ export class JobBroker extends DurableObject<Env> {
 	#leaseRow(leaseId: string): LeaseRow | undefined {
 		return this.#sql
 			.exec<LeaseRow>(
-				"SELECT lease_id, conversion_id, account_id, attempt, expires_at, outcome FROM leases WHERE lease_id = ?",
+				`SELECT lease_id, conversion_id, account_id, attempt, expires_at, outcome, report_digest, fail_decision
+				 FROM leases WHERE lease_id = ?`,
 				leaseId,
 			)
 			.toArray()[0];

@@ -2,7 +2,7 @@
  * A runner's final report whose answer is lost on the way back: the Worker applied it, the runner never heard so.
  * The runner (its own process, `dsp` and `rvc` engines) talks to the Worker (wrangler's test harness: D1, R2,
  * Queues, Durable Objects) through a real HTTP proxy that forwards every request, and drops the first answer of
- * each report after the Worker gave it: the connection is reset, or a 502 stands in for it. The runner must send
+ * each report after the Worker gave it: the connection is reset, or a 502 or 503 stands in for it. The runner must send
  * the very same report again, the Worker must take the repeat as the report it already applied (200, not
  * `lease_lost`), and the runner must count the job as what it was.
  */
@@ -21,8 +21,8 @@ import { makeWav } from "../support/wav-generator.ts";
 const FIXTURES = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
 const MODEL = new Uint8Array(readFileSync(path.join(FIXTURES, "v2-f0-40k.pth")));
 
-/** How the proxy loses the first answer to a report: the connection reset, or a 502 in its place. */
-type Loss = "reset" | "502";
+/** How the proxy loses the first answer to a report: the connection reset, or a gateway's status in its place. */
+type Loss = "reset" | 502 | 503;
 
 /** One report as it went through the proxy: what the runner sent, and what the Worker answered. */
 interface PassedReport {
@@ -34,7 +34,7 @@ interface PassedReport {
 }
 
 /** Which reports to lose the first answer of, by the last segment of their path. */
-const LOSSES: Record<string, Loss> = { complete: "reset", "voice-validation": "502" };
+const LOSSES: Record<string, Loss> = { complete: "reset", "voice-validation": 502, fail: 503 };
 const REPORT = /^\/internal\/v1\/leases\/[^/]+\/(complete|fail|voice-validation)$/;
 
 /** A forwarding proxy in front of `target` that loses the first answer of each report named in `LOSSES`. */
@@ -80,7 +80,7 @@ function startLossyProxy(target: string) {
 					return;
 				}
 				if (dropped) {
-					response.writeHead(502, { "content-type": "text/plain" }).end("bad gateway");
+					response.writeHead(Number(loss), { "content-type": "text/plain" }).end("the answer was lost");
 					return;
 				}
 			}
@@ -201,6 +201,43 @@ describe("a runner's report whose answer was lost", () => {
 			.bind(created.id)
 			.all<{ type: string }>();
 		expect(events.results.map((event) => event.type)).toEqual(["conversion.completed"]);
+	});
+
+	it("fails a conversion once, sends the same failure again after a 503, and counts the job failed", async () => {
+		const voiceId = await stack.addVoice({ name: "Lost Failure Alto", tags: [] });
+		// A float WAV with a NaN sample half a second in: its header is sound, and the runner fails it as corrupted.
+		const source = makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000 * 2, encoding: "float", bits: 32 });
+		new DataView(source.buffer).setFloat32(44 + 4 * 8_000, Number.NaN, true);
+		const file = await api<{ id: string; upload_url: string }>("/api/v1/audio-files", {
+			method: "POST",
+			body: { file_name: "take.wav", mime_type: "audio/wav" },
+		});
+		const put = await fetch(file.upload_url, {
+			method: "PUT",
+			headers: { "Content-Type": "audio/wav" },
+			body: Buffer.from(source),
+		});
+		expect(put.status).toBe(200);
+		const created = await api<{ id: string }>("/api/v1/voice-conversions", {
+			method: "POST",
+			body: { audio_file_id: file.id, voice_model_id: voiceId, pitch_shift: "same_octave", use_preview: false },
+		});
+		const [first, repeat, ...more] = await until("a repeated failure", async () => reportsOf("fail"));
+		expect(JSON.parse(first?.body ?? "{}")).toMatchObject({ kind: "permanent", reason: "corrupted_source" });
+		expect(first).toMatchObject({ status: 200, dropped: true });
+		expect(repeat).toMatchObject({ status: 200, dropped: false });
+		expect(repeat?.body).toBe(first?.body);
+		expect(repeat?.answer).toBe(first?.answer);
+		expect(more).toEqual([]);
+		expect(await api(`/api/v1/voice-conversions/${created.id}`)).toMatchObject({ status: "failed" });
+		await until("the job counted", async () =>
+			(await jobsCounted("dsp", "failed_permanent")) === 1 ? true : undefined,
+		);
+		expect(await jobsCounted("dsp", "lease_lost")).toBe(0);
+		const events = await stack.env.DB.prepare("SELECT type FROM events WHERE subject_id = ?")
+			.bind(created.id)
+			.all<{ type: string }>();
+		expect(events.results.map((event) => event.type)).toEqual(["conversion.failed"]);
 	});
 
 	it("ends a voice's validation once, sends the same report again after a 502, and counts the job completed", async () => {

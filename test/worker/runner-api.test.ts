@@ -604,6 +604,38 @@ describe("duplicates and reordering", () => {
 		}
 	});
 
+	it("answers a repeated failure report (a retry after a lost answer) with the decision it took, and refuses a different one", async () => {
+		const decisionOf = async (response: Response) => {
+			expect(response.status).toBe(200);
+			return (await json<{ data: { decision: string } }>(response)).data.decision;
+		};
+		// Transient: the job went back to the queue once, and the repeat charges no second attempt.
+		const { alice, worker, created } = await deliveredConversion();
+		const lease = await worker.leaseOne();
+		expect(await decisionOf(await worker.fail(lease.lease_id, "transient", "internal"))).toBe("requeued");
+		expect(await decisionOf(await worker.fail(lease.lease_id, "transient", "internal"))).toBe("requeued");
+		const other = await worker.fail(lease.lease_id, "permanent", "internal");
+		expect(other.status).toBe(409);
+		expect(await json(other)).toMatchObject({ code: "lease_lost" });
+		expect((await alice.get(created.id)).status).not.toBe("failed");
+		await shiftBrokerClock(60_000);
+		const retried = await worker.leaseOne();
+		expect(retried).toMatchObject({ conversion_id: created.id, attempt: 2 });
+
+		// Permanent, sent twice at once: both answered alike, one failure and one event.
+		const answers = await Promise.all([
+			worker.fail(retried.lease_id, "permanent", "corrupted_source"),
+			worker.fail(retried.lease_id, "permanent", "corrupted_source"),
+		]);
+		for (const answer of answers) expect(await decisionOf(answer)).toBe("failed");
+		expect(await decisionOf(await worker.fail(retried.lease_id, "permanent", "corrupted_source"))).toBe("failed");
+		expect(await alice.get(created.id)).toMatchObject({
+			status: "failed",
+			error_message: FAILURE_MESSAGES.corrupted_source,
+		});
+		expect(await eventsFor(created.id)).toHaveLength(1);
+	});
+
 	it("ignores duplicate, late and reordered job messages and promotions", async () => {
 		const alice = await user();
 		const worker = await runner();

@@ -4,7 +4,7 @@ import { FailRequest, isFailureReason } from "../../contracts/runner.ts";
 import { jobBroker } from "../../conversions/job-broker-client.ts";
 import { ok } from "../../http/respond.ts";
 import { defineRoute } from "../../http/route.ts";
-import { LeaseParams, leaseLost, runnerResponses } from "./lease-params.ts";
+import { LeaseParams, leaseLost, reportDigest, runnerResponses } from "./lease-params.ts";
 
 const FailOutcome = z.object({
 	/** `requeued`: the job will be tried again; `failed`: the conversion failed with a client-facing message. */
@@ -23,10 +23,12 @@ export const failLeaseRoute = defineRoute({
 	responses: { 200: { description: "What happens to the job", schema: envelope(FailOutcome) }, ...runnerResponses },
 	async handler({ env, params, body }) {
 		const { reason, ...report } = body;
+		// The same report again (its runner lost the answer) gets the same answer; another one after it is refused.
 		const result = await jobBroker(env).fail(
 			params.lease_id,
 			// A reason added to runners after this Worker: an internal failure, under the runner's name in the log.
 			isFailureReason(reason) ? { ...report, reason } : { ...report, reason: "internal", reportedReason: reason },
+			await reportDigest(body),
 		);
 		if (!result) throw leaseLost();
 		return ok(result);
