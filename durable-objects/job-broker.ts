@@ -424,11 +424,16 @@ export class JobBroker extends DurableObject<Env> {
 	}
 
 	/** Gives a job back unfinished (runner shutting down): no attempt is charged, and it is leasable at once. */
+	/**
+	 * A runner gives its job back unfinished. True once it is back (or was given back by this lease before: a runner
+	 * repeating the release after its answer was lost is told the same, and nothing changes again); false for a lease
+	 * unknown or ended otherwise.
+	 */
 	async release(leaseId: string): Promise<boolean> {
 		const now = this.clock();
 		const released = this.ctx.storage.transactionSync(() => this.#giveBack(leaseId, now));
 		if (released) await this.#afterChange();
-		return released;
+		return released || this.#leaseRow(leaseId)?.outcome === "released";
 	}
 
 	/** Ends an active lease as released and puts its job back, uncharged (inside a transaction). */

@@ -281,11 +281,20 @@ describe("conversion lifecycle through the runner API", () => {
 		const { worker, created } = await deliveredConversion();
 		const first = await worker.leaseOne();
 		expect((await worker.release(first.lease_id)).status).toBe(200);
+		// Released again (its runner lost the first answer): the same answer, and the job is not given back twice.
+		expect((await worker.release(first.lease_id)).status).toBe(200);
 		expect((await worker.complete(first.lease_id)).status).toBe(409);
 		const second = await worker.leaseOne();
 		expect(second).toMatchObject({ conversion_id: created.id, attempt: 1 });
+		expect((await worker.release(second.lease_id)).status).toBe(200);
+		const third = await worker.leaseOne();
+		expect(third).toMatchObject({ conversion_id: created.id, attempt: 1 });
+		// The first lease's release, repeated once more while the job is leased again, changes nothing.
+		expect((await worker.release(first.lease_id)).status).toBe(200);
+		expect((await worker.heartbeat(third.lease_id)).status).toBe(200);
 		expect(second.lease_id).not.toBe(first.lease_id);
-		expect((await worker.finish(second)).status).toBe(200);
+		expect((await worker.finish(third)).status).toBe(200);
+		expect((await worker.release(third.lease_id)).status).toBe(409);
 	});
 
 	/**
