@@ -251,6 +251,9 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
 				: {}),
 		},
 		artifacts: [],
+		// The engine's own graph, as a `.pth` voice or a service voice runs it: on the model thread, not in the process
+		// of an account's uploaded ONNX (`session-host-process.ts`), whose memory this process's RSS would not count.
+		account_voice: false,
 	};
 	const convert = async (seconds: number, output?: Float32Array[], paths = artifactPaths): Promise<number> => {
 		const started = performance.now();

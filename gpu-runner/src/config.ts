@@ -40,6 +40,9 @@ export const RunnerEnv = z.object({
 	RUNNER_RVC_MODEL_THREADS: integer(1, 32).optional(),
 	RUNNER_RVC_CACHED_VOICES: integer(1, 16).optional(),
 	RUNNER_RVC_INDEX_CACHE_MB: integer(100, 1_000_000).optional(),
+	RUNNER_RVC_ONNX_RUN_SECONDS_PER_AUDIO_SECOND: z.coerce.number().min(0.01).max(10_000).optional(),
+	RUNNER_RVC_ONNX_RUN_MIN_SECONDS: z.coerce.number().min(0.1).max(86_400).optional(),
+	RUNNER_RVC_ONNX_MEMORY_MB: integer(64, 10_000_000).optional(),
 });
 
 export interface RunnerConfig {
@@ -70,6 +73,11 @@ export interface RunnerConfig {
 	rvcCachedVoices: number | undefined;
 	/** Bytes the rvc engine's loaded feature indexes may hold (`RvcEngineOptions.maxCachedIndexBytes`); unset: the engine's default. */
 	rvcIndexCacheBytes: number | undefined;
+	/**
+	 * Limits of an account's uploaded ONNX synthesizer, run in a process of its own (`RvcEngineOptions.
+	 * uploadedSynthesizerLimits`); each unset one keeps the engine's default.
+	 */
+	rvcUploadedSynthesizerLimits: { secondsPerAudioSecond?: number; minRunSeconds?: number; memoryBytes?: number };
 }
 
 export class ConfigError extends Error {
@@ -113,5 +121,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): RunnerConfig {
 		rvcModelThreads: e.RUNNER_RVC_MODEL_THREADS,
 		rvcCachedVoices: e.RUNNER_RVC_CACHED_VOICES,
 		rvcIndexCacheBytes: e.RUNNER_RVC_INDEX_CACHE_MB === undefined ? undefined : e.RUNNER_RVC_INDEX_CACHE_MB * 1e6,
+		rvcUploadedSynthesizerLimits: {
+			...(e.RUNNER_RVC_ONNX_RUN_SECONDS_PER_AUDIO_SECOND !== undefined
+				? { secondsPerAudioSecond: e.RUNNER_RVC_ONNX_RUN_SECONDS_PER_AUDIO_SECOND }
+				: {}),
+			...(e.RUNNER_RVC_ONNX_RUN_MIN_SECONDS !== undefined ? { minRunSeconds: e.RUNNER_RVC_ONNX_RUN_MIN_SECONDS } : {}),
+			...(e.RUNNER_RVC_ONNX_MEMORY_MB !== undefined ? { memoryBytes: e.RUNNER_RVC_ONNX_MEMORY_MB * 1024 * 1024 } : {}),
+		},
 	};
 }

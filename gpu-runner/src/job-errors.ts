@@ -4,7 +4,7 @@
  * engine's own error marked `permanent` (a model or index that cannot be read, invalid voice params); anything
  * else thrown while processing a job is reported as a transient `internal` failure so the broker tries again.
  */
-import type { FAILURE_REASONS } from "../../src/contracts/runner.ts";
+import { FAILURE_REASONS } from "../../src/contracts/runner.ts";
 
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 
@@ -38,8 +38,13 @@ export function unsupportedFormat(message: string): PermanentJobError {
  */
 export function permanentFailure(error: unknown): { reason: FailureReason } | null {
 	if (error instanceof PermanentJobError) return { reason: error.reason };
-	if (error instanceof Error && (error as Error & { permanent?: unknown }).permanent === true) {
-		return { reason: "internal" };
+	const facts = error as Error & { permanent?: unknown; failureReason?: unknown };
+	if (error instanceof Error && facts.permanent === true) {
+		// An engine may name a reason of the API's own (the rvc engine's `voice_model_limits`), else `internal`.
+		return { reason: isFailureReason(facts.failureReason) ? facts.failureReason : "internal" };
 	}
 	return null;
 }
+
+const isFailureReason = (reason: unknown): reason is FailureReason =>
+	typeof reason === "string" && (FAILURE_REASONS as readonly string[]).includes(reason);

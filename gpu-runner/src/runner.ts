@@ -81,6 +81,7 @@ export async function runRunner(config: RunnerConfig, logger: Logger = jsonLogge
 		...(config.rvcIndexCacheBytes !== undefined ? { maxCachedIndexBytes: config.rvcIndexCacheBytes } : {}),
 		contentvecInt8: config.rvcContentvecInt8,
 		...(config.rvcFeatureArenas !== undefined ? { featureArenas: config.rvcFeatureArenas } : {}),
+		uploadedSynthesizerLimits: config.rvcUploadedSynthesizerLimits,
 	});
 	for (const [name, { info }] of engines) {
 		engineProviders[name] = { execution_provider: info.executionProvider };

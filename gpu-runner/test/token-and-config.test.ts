@@ -89,6 +89,22 @@ describe("config", () => {
 		expect(loadConfig({ ...minimal, RUNNER_RVC_INDEX_CACHE_MB: "2500" }).rvcIndexCacheBytes).toBe(2.5e9);
 		for (const bad of ["0", "99", "1500.5", "2GB", "1000001"])
 			expect(() => loadConfig({ ...minimal, RUNNER_RVC_INDEX_CACHE_MB: bad })).toThrow(/RUNNER_RVC_INDEX_CACHE_MB: /);
+		expect(config.rvcUploadedSynthesizerLimits).toEqual({});
+		expect(
+			loadConfig({
+				...minimal,
+				RUNNER_RVC_ONNX_RUN_SECONDS_PER_AUDIO_SECOND: "2.5",
+				RUNNER_RVC_ONNX_RUN_MIN_SECONDS: "30",
+				RUNNER_RVC_ONNX_MEMORY_MB: "4096",
+			}).rvcUploadedSynthesizerLimits,
+		).toEqual({ secondsPerAudioSecond: 2.5, minRunSeconds: 30, memoryBytes: 4096 * 1024 * 1024 });
+		for (const [name, bad] of [
+			["RUNNER_RVC_ONNX_RUN_SECONDS_PER_AUDIO_SECOND", "0"],
+			["RUNNER_RVC_ONNX_RUN_MIN_SECONDS", "-1"],
+			["RUNNER_RVC_ONNX_MEMORY_MB", "1.5"],
+			["RUNNER_RVC_ONNX_MEMORY_MB", "8GB"],
+		] as const)
+			expect(() => loadConfig({ ...minimal, [name]: bad })).toThrow(new RegExp(`${name}: `));
 		expect(loadConfig({ ...minimal, RUNNER_RVC_CONTENTVEC_INT8: "1" }).rvcContentvecInt8).toBe(true);
 		expect(() => loadConfig({ ...minimal, RUNNER_RVC_CONTENTVEC_INT8: "yes" })).toThrow(/RUNNER_RVC_CONTENTVEC_INT8/);
 		expect(loadConfig({ ...minimal, RUNNER_RVC_FEATURE_ARENAS: "true" }).rvcFeatureArenas).toBe(true);

@@ -116,6 +116,12 @@ export const VoiceDescriptor = z.object({
 	artifacts: z.array(ModelArtifact),
 	/** The voice's typical pitch range (its sample's), for `pitch_shift` `auto`; null when unknown. */
 	pitch_range_hz: z.object({ low: z.number().positive(), high: z.number().positive() }).nullish(),
+	/**
+	 * True for an account's own voice (uploaded through the API), false for one of the service's (the operator's). An
+	 * `rvc` runner runs an account's uploaded ONNX synthesizer in a process it can stop at its limits. Older Workers
+	 * omit it: taken as an account's.
+	 */
+	account_voice: z.boolean().optional(),
 });
 export type VoiceDescriptor = z.infer<typeof VoiceDescriptor>;
 
@@ -282,6 +288,11 @@ export const FAILURE_REASONS = [
 	"unsupported_format",
 	"too_large",
 	"output_too_large",
+	/**
+	 * An account's uploaded voice model was stopped during the conversion for passing the runner's limits on a run's
+	 * time or its memory: the voice's fault, which another attempt would repeat.
+	 */
+	"voice_model_limits",
 	"internal",
 ] as const;
 

@@ -210,6 +210,7 @@ export async function findLeaseSources(env: Pick<Env, "DB">, ids: string[]) {
 			},
 			voice: {
 				id: voices.id,
+				accountId: voices.accountId,
 				name: voices.name,
 				engine: voices.engine,
 				engineParams: voices.engineParams,

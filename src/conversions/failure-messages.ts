@@ -1,6 +1,7 @@
 /**
  * Why a conversion failed, in words a client understands (spec section 7: corrupted source audio, unsupported
- * format, file over 100 MB, internal error; and, added, an output too large for one WAV). Runner and operator
+ * format, file over 100 MB, internal error; and, added, an output too large for one WAV, and an account's voice model
+ * stopped at the runner's limits). Runner and operator
  * details are logged, never shown verbatim: every `error_message` a client sees comes from this table.
  */
 import type { PreprocessingErrorCode } from "../audio-files/probe/probe-failure.ts";
@@ -19,6 +20,8 @@ export const FAILURE_MESSAGES = {
 		"The uploaded source audio could not be found in storage. Register and upload the file again, then create a new conversion.",
 	source_deleted:
 		"The source audio file was deleted before it could be converted. Upload it again and create a new conversion.",
+	voice_model_limits:
+		"The voice's model was stopped during the conversion because it ran longer or used more memory than a voice model may. Converting with this voice again will fail the same way: use another voice, or have the voice's owner upload a model as RVC exports it.",
 	internal: "An internal error occurred while converting the audio. Please create the conversion again.",
 	attempts_exhausted: `The conversion failed after ${MAX_ATTEMPTS} attempts because the conversion worker stopped responding. Please create the conversion again.`,
 	timed_out:

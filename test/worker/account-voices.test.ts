@@ -132,6 +132,8 @@ describe("account voices", () => {
 		expect(granted?.voice.params).toMatchObject({ sample_rate: 40_000, index_rate: 0.5, f0: true, feature_dim: 768 });
 		expect(granted?.voice.artifacts.find((a) => a.name === "synthesizer")?.sha256).toBe("c".repeat(64));
 		expect(granted?.voice.pitch_range_hz).toEqual({ low: 150, high: 300 });
+		// An account's voice: a runner runs its uploaded ONNX synthesizer in a process it can stop at its limits.
+		expect(granted?.voice.account_voice).toBe(true);
 	});
 
 	it("lists the service's voices and only the caller's own, filtered by owner and status", async () => {

@@ -77,7 +77,8 @@ describe("conversion lifecycle through the runner API", () => {
 			voice_settings: null,
 			use_preview: false,
 			preview_seconds: 10,
-			voice: { id: voiceId, name: "Aria", engine: "dsp", params: { formant_shift: 1.1 } },
+			// A service voice: not an account's, so a runner runs an uploaded synthesizer of it on its model thread.
+			voice: { id: voiceId, name: "Aria", engine: "dsp", params: { formant_shift: 1.1 }, account_voice: false },
 			source: { mime_type: "audio/wav", format: "wav", sample_rate: 16_000, channels: 1, duration_seconds: 1 },
 			output: { content_type: "audio/wav" },
 		});

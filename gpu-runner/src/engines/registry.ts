@@ -22,6 +22,11 @@ export interface EngineOptions {
 	contentvecInt8?: boolean;
 	/** rvc: ContentVec and RMVPE keep memory arenas on the CPU (`RUNNER_RVC_FEATURE_ARENAS`; unset: the engine's default). */
 	featureArenas?: boolean;
+	/**
+	 * rvc: limits of an account's uploaded ONNX synthesizer, run in a process of its own (`RUNNER_RVC_ONNX_*`; each unset
+	 * one: the engine's default).
+	 */
+	uploadedSynthesizerLimits?: { secondsPerAudioSecond?: number; minRunSeconds?: number; memoryBytes?: number };
 }
 
 export type EngineFactory = (options: EngineOptions) => Engine | Promise<Engine>;

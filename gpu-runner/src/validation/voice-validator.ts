@@ -235,6 +235,7 @@ export function createVoiceValidator(options: { artifacts: ArtifactCache; engine
 					carriesRmvpe,
 				),
 				artifacts: [],
+				account_voice: true,
 			};
 			await selfTest(options.engine, voice, paths, signal);
 

@@ -65,6 +65,7 @@ export async function buildLease(
 				voice.pitchRangeLowHz !== null && voice.pitchRangeHighHz !== null
 					? { low: voice.pitchRangeLowHz, high: voice.pitchRangeHighHz }
 					: null,
+			account_voice: voice.accountId !== null,
 			artifacts: await Promise.all(
 				artifacts.map(async (artifact) => ({
 					name: artifact.name,

@@ -14,7 +14,12 @@ export type RvcErrorCode =
 	/** The engine was used before `init()` or after `dispose()`. */
 	| "not_ready"
 	/** The thread that runs the models stopped under the job (`session-host.ts`); the job can run again. */
-	| "model_thread_stopped";
+	| "model_thread_stopped"
+	/**
+	 * An account's uploaded synthesizer passed its process's deadline or memory ceiling and was killed
+	 * (`session-host-process.ts`): the voice's fault, failed for good as `voice_model_limits`.
+	 */
+	| "model_limit_exceeded";
 
 /**
  * The engine's one error type. `permanent` says whether running the same job again (on this runner) would fail
@@ -23,12 +28,15 @@ export type RvcErrorCode =
 export class RvcEngineError extends Error {
 	readonly code: RvcErrorCode;
 	readonly permanent: boolean;
+	/** The runner API's failure reason for a permanent failure, where it is not `internal` (`permanentFailure`). */
+	readonly failureReason: string | undefined;
 
 	constructor(code: RvcErrorCode, message: string, options: { permanent?: boolean; cause?: unknown } = {}) {
 		super(message, { cause: options.cause });
 		this.name = "RvcEngineError";
 		this.code = code;
 		this.permanent = options.permanent ?? (code !== "not_ready" && code !== "model_thread_stopped");
+		this.failureReason = code === "model_limit_exceeded" ? "voice_model_limits" : undefined;
 	}
 }
 

@@ -29,7 +29,8 @@ import { quantizeMatMuls } from "./int8-matmul.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
 import { once } from "./once.ts";
 import { RMVPE_PITCH_BINS } from "./pitch.ts";
-import { type ModelSession, SessionHost } from "./session-host.ts";
+import { type ModelHost, type ModelSession, SessionHost } from "./session-host.ts";
+import { ModelLimitError } from "./session-host-process.ts";
 import { DECODE_SPAN_MARGIN_FRAMES } from "./synthesizer-graph.ts";
 import { ThreadStoppedError } from "./thread-client.ts";
 
@@ -65,7 +66,20 @@ function threadStopped(doing: string, error: ThreadStoppedError): RvcEngineError
 }
 
 /**
- * One loaded model, its session on the cache's `SessionHost` thread. Runs are serialised per model (and per
+ * An account's uploaded synthesizer stopped at one of its process's limits (`session-host-process.ts`): the voice's
+ * fault, not the runner's; running it again would do the same.
+ */
+function limitExceeded(role: ModelRole, path: string, error: ModelLimitError): RvcEngineError {
+	return new RvcEngineError(
+		"model_limit_exceeded",
+		`${role} model ${path} (an account's uploaded ONNX) was stopped: ${error.message}`,
+		{ cause: error },
+	);
+}
+
+/**
+ * One loaded model, its session on the cache's `SessionHost` thread (or, for an account's uploaded synthesizer, in a
+ * `ProcessSessionHost`'s process). Runs are serialised per model (and per
  * host, whose thread runs one at a time), which keeps memory bounded.
  */
 class OnnxModel {
@@ -80,7 +94,7 @@ class OnnxModel {
 		this.session = session;
 	}
 
-	static async load(role: ModelRole, path: string, settings: SessionSettings, host: SessionHost): Promise<OnnxModel> {
+	static async load(role: ModelRole, path: string, settings: SessionSettings, host: ModelHost): Promise<OnnxModel> {
 		try {
 			const options = sessionOptionsFor(settings.provider, {
 				...settings,
@@ -93,6 +107,7 @@ class OnnxModel {
 			return new OnnxModel(role, path, session);
 		} catch (error) {
 			if (error instanceof ThreadStoppedError) throw threadStopped(`loading ${role} model ${path}`, error);
+			if (error instanceof ModelLimitError) throw limitExceeded(role, path, error);
 			const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
 			throw new RvcEngineError(
 				"invalid_model",
@@ -128,6 +143,7 @@ class OnnxModel {
 				return await this.session.run(feeds);
 			} catch (error) {
 				if (error instanceof ThreadStoppedError) throw threadStopped(`running ${this.role} model`, error);
+				if (error instanceof ModelLimitError) throw limitExceeded(this.role, this.path, error);
 				const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
 				const shapes = Object.entries(feeds)
 					.map(([name, t]) => `${name} ${t.type}${describeShape(t.dims)}`)
@@ -357,12 +373,21 @@ export interface LoadedModels {
 	synthesizer: SynthesizerModel;
 }
 
-/** Model files by role; `rmvpe` is optional. */
-export type ModelPaths = Record<"contentvec" | "synthesizer", string> & { rmvpe?: string };
+/**
+ * Model files by role; `rmvpe` is optional. `isolateSynthesizer`: the synthesizer is an account's uploaded ONNX graph,
+ * run in a process the runner can kill (`ModelCacheOptions.newIsolatedHost`).
+ */
+export type ModelPaths = Record<"contentvec" | "synthesizer", string> & {
+	rmvpe?: string;
+	isolateSynthesizer?: boolean;
+};
 
 interface CacheEntry {
 	role: ModelRole;
 	path: string;
+	/** Where its session is: the cache's thread, or its process for isolated synthesizers. */
+	host: ModelHost;
+	isolated: boolean;
 	model: Promise<OnnxModel>;
 	/** The model once loaded. */
 	loaded?: OnnxModel;
@@ -372,18 +397,29 @@ interface CacheEntry {
 	lastUsed: number;
 }
 
-/** Releases a dropped entry's session once it has loaded; settles either way (a failed load has none). */
+/**
+ * Releases a dropped entry's session once it has loaded; settles either way (a failed load has none). An isolated
+ * one's process is ended instead, with its session and any run in it (`ProcessSessionHost.close`).
+ */
 function releaseSession(entry: CacheEntry): Promise<void> {
+	if (entry.isolated) return entry.host.close().catch(() => undefined);
 	return entry.model.then((model) => model.release()).catch(() => undefined);
 }
 
-/** A cache entry's key: one session per role and file. */
-const entryKey = (role: ModelRole, path: string): string => `${role}\u0000${path}`;
+/** A cache entry's key: one session per role, file and host kind. */
+const entryKey = (role: ModelRole, path: string, isolated = false): string =>
+	`${role}\u0000${path}${isolated ? "\u0000isolated" : ""}`;
 
 /** Where a `ModelCache` runs its sessions, where it takes the feature models from, and how many voices it keeps. */
 export interface ModelCacheOptions {
 	/** Where the sessions run: a new `SessionHost` by default; tests pass their own. */
-	newHost?: () => SessionHost;
+	newHost?: () => ModelHost;
+	/**
+	 * Where isolated synthesizers run (`ModelPaths.isolateSynthesizer`): a `ProcessSessionHost` with the engine's
+	 * limits, one for each such synthesizer loaded, so that one killed at a limit takes no other voice's runs with it,
+	 * and the next job that needs it loads it in a fresh one. Without it, none can load.
+	 */
+	newIsolatedHost?: () => ModelHost;
 	/** The cache ContentVec and RMVPE come from (not disposed with this one); by default this one. */
 	features?: ModelCache;
 	/**
@@ -410,9 +446,10 @@ export class ModelCache {
 	readonly #settings: SessionSettings;
 	readonly #capacity: number;
 	readonly #maxSynthesizers: number;
-	readonly #newHost: () => SessionHost;
+	readonly #newHost: () => ModelHost;
+	readonly #newIsolatedHost: (() => ModelHost) | undefined;
 	readonly #features: ModelCache | undefined;
-	#host: SessionHost;
+	#host: ModelHost;
 	#clock = 0;
 	#disposed = false;
 
@@ -421,17 +458,25 @@ export class ModelCache {
 		this.#capacity = capacity;
 		this.#maxSynthesizers = options.maxSynthesizers ?? Number.POSITIVE_INFINITY;
 		this.#newHost = options.newHost ?? (() => new SessionHost());
+		this.#newIsolatedHost = options.newIsolatedHost;
 		this.#features = options.features;
 		this.#host = this.#newHost();
 	}
 
 	/** A thread that stopped under its jobs took their sessions with it: start again on a new one. */
-	#liveHost(): SessionHost {
+	#liveHost(): ModelHost {
 		if (this.#host.stopped) {
-			this.#entries.clear();
+			for (const [key, entry] of this.#entries) if (entry.host === this.#host) this.#entries.delete(key);
 			this.#host = this.#newHost();
 		}
 		return this.#host;
+	}
+
+	/** A new process for an isolated synthesizer. */
+	#isolatedHost(): ModelHost {
+		if (this.#newIsolatedHost === undefined)
+			throw new RvcEngineError("not_ready", "this model cache has no process for uploaded synthesizers");
+		return this.#newIsolatedHost();
 	}
 
 	get size(): number {
@@ -443,16 +488,27 @@ export class ModelCache {
 	 * transient use evicts nothing, does not count as a use for eviction order, and a model it loads is dropped
 	 * after it unless a lasting use took it meanwhile.
 	 */
-	async #acquire(role: ModelRole, path: string, transient: boolean): Promise<{ entry: CacheEntry; model: OnnxModel }> {
+	async #acquire(
+		role: ModelRole,
+		path: string,
+		transient: boolean,
+		isolated = false,
+	): Promise<{ entry: CacheEntry; model: OnnxModel }> {
 		if (this.#disposed) throw new RvcEngineError("not_ready", "model cache used after dispose()");
-		const host = this.#liveHost();
-		const key = entryKey(role, path);
+		const shared = this.#liveHost();
+		const key = entryKey(role, path, isolated);
 		let entry = this.#entries.get(key);
+		// An isolated synthesizer whose process was killed (at a limit, under another job) or died: loaded again.
+		if (entry?.host.stopped === true) {
+			this.#entries.delete(key);
+			entry = undefined;
+		}
 		if (entry === undefined) {
+			const host = isolated ? this.#isolatedHost() : shared;
 			// Room first: what this load replaces is released (on the same thread, in order) before it starts.
 			const released = transient ? [] : this.#evict(role);
 			const model = Promise.all(released).then(() => OnnxModel.load(role, path, this.#settings, host));
-			const created: CacheEntry = { role, path, model, transient, users: 0, lastUsed: 0 };
+			const created: CacheEntry = { role, path, host, isolated, model, transient, users: 0, lastUsed: 0 };
 			this.#entries.set(key, created);
 			model.then(
 				(loaded) => {
@@ -460,6 +516,7 @@ export class ModelCache {
 				},
 				() => {
 					if (this.#entries.get(key) === created) this.#entries.delete(key);
+					if (isolated) void host.close();
 				},
 			);
 			entry = created;
@@ -479,7 +536,7 @@ export class ModelCache {
 
 	#releaseUse(entry: CacheEntry): void {
 		entry.users--;
-		const key = entryKey(entry.role, entry.path);
+		const key = entryKey(entry.role, entry.path, entry.isolated);
 		if (entry.transient && entry.users === 0 && this.#entries.get(key) === entry) {
 			this.#entries.delete(key);
 			void releaseSession(entry);
@@ -529,10 +586,12 @@ export class ModelCache {
 		for (const role of roles) {
 			const owner = role === "synthesizer" ? this : (this.#features ?? this);
 			settled.push(
-				await owner.#acquire(role, paths[role] as string, transient).then(
-					(value) => ({ status: "fulfilled", value: { owner, ...value } }) as const,
-					(reason: unknown) => ({ status: "rejected", reason }) as const,
-				),
+				await owner
+					.#acquire(role, paths[role] as string, transient, role === "synthesizer" && paths.isolateSynthesizer === true)
+					.then(
+						(value) => ({ status: "fulfilled", value: { owner, ...value } }) as const,
+						(reason: unknown) => ({ status: "rejected", reason }) as const,
+					),
 			);
 		}
 		const release = once(() => {
@@ -589,9 +648,12 @@ export class ModelCache {
 	}
 
 	#loadedSynthesizer(path: string): CacheEntry | undefined {
-		if (this.#disposed || this.#host.stopped) return undefined;
-		const entry = this.#entries.get(entryKey("synthesizer", path));
-		return entry?.loaded === undefined ? undefined : entry;
+		if (this.#disposed) return undefined;
+		for (const isolated of [false, true]) {
+			const entry = this.#entries.get(entryKey("synthesizer", path, isolated));
+			if (entry?.loaded !== undefined && !entry.host.stopped) return entry;
+		}
+		return undefined;
 	}
 
 	/**

@@ -50,11 +50,13 @@ import { IndexCache } from "./index-cache.ts";
 import type { IndexThread } from "./index-thread.ts";
 import { StreamingLoudnessMix } from "./loudness-mix.ts";
 import { LogMelSpectrogram, RMVPE_HOP, RMVPE_SAMPLE_RATE } from "./mel.ts";
+import { ONNX_INSPECTION_SECONDS } from "./model-inspection.ts";
 import { type LoadedModels, ModelCache, type ModelPaths, type SynthesizerModel } from "./models.ts";
 import { synthesizerGraphProblem } from "./onnx-graph-rules.ts";
 import { applyVoiceSettings, CPU_PARAM_DEFAULTS, parseRvcParams, type RvcParams, speakerProblem } from "./params.ts";
 import { decodeSalience, shiftAndQuantise } from "./pitch.ts";
 import { NormalNoise } from "./random.ts";
+import { ProcessSessionHost } from "./session-host-process.ts";
 import { SlotPool } from "./slot-pool.ts";
 import { synthesizerOnnxPath, synthesizerSpeakers } from "./synthesizer-file.ts";
 import { DECODE_SPAN_MARGIN_FRAMES } from "./synthesizer-graph.ts";
@@ -156,8 +158,53 @@ export interface RvcEngineOptions {
 	 * hold another voice's, so that it can be lent them.
 	 */
 	lendIdleThreads?: boolean;
+	/**
+	 * The limits an account's uploaded ONNX synthesizer runs under, in a process of its own (`session-host-process.ts`):
+	 * each run's deadline, `secondsPerAudioSecond` times the window's audio (at least `minRunSeconds`), and the
+	 * process's memory ceiling. Defaults: `UPLOADED_SYNTHESIZER_LIMITS`.
+	 */
+	uploadedSynthesizerLimits?: Partial<UploadedSynthesizerLimits>;
 	/** Called after each chunk, for metrics and the benchmark. */
 	onChunk?: (stats: RvcChunkStats) => void;
+}
+
+export interface UploadedSynthesizerLimits {
+	/** A run's deadline per second of the window's audio (`RUNNER_RVC_ONNX_RUN_SECONDS_PER_AUDIO_SECOND`). */
+	secondsPerAudioSecond: number;
+	/** The shortest deadline a run gets, its load's too (`RUNNER_RVC_ONNX_RUN_MIN_SECONDS`). */
+	minRunSeconds: number;
+	/** The most resident memory its process may reach, in bytes (`RUNNER_RVC_ONNX_MEMORY_MB`). */
+	memoryBytes: number;
+}
+
+/**
+ * Defaults of `RvcEngineOptions.uploadedSynthesizerLimits` (README, "At conversion": measured on RVC's full-size 40 kHz
+ * v2 export, 2 threads of a busy 2-core machine). Genuine exports ran a window at 1.0 to 2.3 times real time there;
+ * 10 s per audio second, at least 60 s, is 4 times the slowest or more. The process peaked at 6.2 GB at the CPU's
+ * longest window (6 998 frames, decoded whole); the ceiling is about twice that.
+ */
+export const UPLOADED_SYNTHESIZER_LIMITS: UploadedSynthesizerLimits = {
+	secondsPerAudioSecond: 10,
+	minRunSeconds: 60,
+	memoryBytes: 12_288 * 1024 * 1024,
+};
+
+/** A process host for an account's uploaded synthesizer under `limits`. */
+function uploadedSynthesizerHost(limits: UploadedSynthesizerLimits): ProcessSessionHost {
+	return new ProcessSessionHost({
+		runLimit(feeds) {
+			// The window's frames, 100 a second (phone is [1, frames, features]).
+			const frames = Number(feeds.phone?.dims[1] ?? 0);
+			const seconds = frames / 100;
+			return {
+				seconds: Math.max(limits.minRunSeconds, limits.secondsPerAudioSecond * seconds),
+				run: `${frames} frames (${seconds.toFixed(1)} s of audio)`,
+			};
+		},
+		// Validation loaded it within ONNX_INSPECTION_SECONDS; a load is not held to a shorter floor than that.
+		loadSeconds: Math.max(ONNX_INSPECTION_SECONDS, limits.minRunSeconds),
+		memoryBytes: limits.memoryBytes,
+	});
 }
 
 /**
@@ -517,7 +564,10 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			if (problem !== undefined) throw new RvcEngineError("invalid_params", `invalid rvc voice params: ${problem}`);
 		}
 		if (synthesizer !== paths.synthesizer) builtFrom.set(paths.synthesizer, synthesizer);
-		return { ...paths, synthesizer };
+		// An account's uploaded graph runs in a process the runner can kill at its limits; the graph built from a
+		// `.pth` is the engine's own, and a service voice's is the operator's: both stay on the model thread.
+		const isolateSynthesizer = synthesizer === paths.synthesizer && files.voice.account_voice !== false;
+		return { ...paths, synthesizer, ...(isolateSynthesizer ? { isolateSynthesizer } : {}) };
 	};
 	/** The job's models, from a model cache (and its thread) lent to this job until `release`. */
 	const acquireModels = async (files: VoiceFiles, params: RvcParams, transient: boolean) => {
@@ -670,12 +720,14 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 						)
 					: undefined;
 			cachedVoices = Math.max(1, Math.floor(options.cachedVoices ?? (cpu ? 1 : 4)));
+			const uploadedLimits = { ...UPLOADED_SYNTHESIZER_LIMITS, ...options.uploadedSynthesizerLimits };
 			caches = new SlotPool(
 				Array.from(
 					{ length: threads },
 					() =>
 						new ModelCache(settings, options.maxCachedModels ?? 6, {
 							maxSynthesizers: cachedVoices,
+							newIsolatedHost: () => uploadedSynthesizerHost(uploadedLimits),
 							...(features !== undefined ? { features } : {}),
 						}),
 				),
@@ -702,6 +754,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 					cached_voices: cachedVoices,
 					cached_indexes: cachedIndexes,
 					cached_index_bytes: cachedIndexBytes,
+					uploaded_synthesizer_limits: uploadedLimits,
 				},
 			};
 		},
@@ -833,6 +886,11 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				}
 				yield* out(loudness.end());
 				for (const channels of shifter?.flush() ?? []) yield { sampleRate: params.sampleRate, channels };
+			} catch (error) {
+				// The voice's fault: its failure names the voice as well as the model file.
+				if (error instanceof RvcEngineError && error.code === "model_limit_exceeded")
+					throw new RvcEngineError(error.code, `rvc voice ${job.voice.id}: ${error.message}`, { cause: error });
+				throw error;
 			} finally {
 				releaseIndex();
 				release();

@@ -34,9 +34,20 @@ export interface ModelSession {
 	release(): Promise<void>;
 }
 
+/**
+ * Where sessions are made and run: a thread of the runner's (`SessionHost`), or a process of their own that the
+ * runner can kill (`ProcessSessionHost`, `session-host-process.ts`, for an account's uploaded synthesizer).
+ */
+export interface ModelHost {
+	/** True once the host is gone: every request fails. */
+	readonly stopped: boolean;
+	create(source: string | Uint8Array, options: ort.InferenceSession.SessionOptions): Promise<ModelSession>;
+	close(): Promise<void>;
+}
+
 const WORKER_URL = new URL("./session-host-worker.ts", import.meta.url);
 
-export class SessionHost {
+export class SessionHost implements ModelHost {
 	readonly #thread = new ThreadClient<HostRequest>(WORKER_URL, "model thread");
 
 	/** True once the thread is gone: every request fails with `ThreadStoppedError`. */

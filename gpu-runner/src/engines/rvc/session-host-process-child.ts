@@ -1,0 +1,26 @@
+/**
+ * The process behind `ProcessSessionHost` (`session-host-process.ts`): it owns the onnxruntime session of an account's
+ * uploaded synthesizer and runs it, one request at a time, answering over IPC (advanced serialization: typed arrays
+ * cross as they are) with the responses of `thread-protocol.ts`. The runner kills it when a run outlasts its deadline
+ * or the process its memory ceiling. Kept to node builtins, onnxruntime-node and `session-host-handler.ts`: it is
+ * forked outside any bundler.
+ */
+import { handleHostRequest } from "./session-host-handler.ts";
+import type { HostRequest } from "./session-wire.ts";
+import type { ThreadResponse } from "./thread-protocol.ts";
+
+let queue: Promise<void> = Promise.resolve();
+
+process.on("message", (request: HostRequest) => {
+	queue = queue.then(async () => {
+		let response: ThreadResponse;
+		try {
+			response = { id: request.id, ok: true, value: (await handleHostRequest(request)).value };
+		} catch (error) {
+			response = { id: request.id, ok: false, message: error instanceof Error ? error.message : String(error) };
+		}
+		await new Promise<void>((resolve) => process.send?.(response, undefined, {}, () => resolve()));
+	});
+});
+// The runner gone (its end of the channel closed): nothing is left to serve.
+process.on("disconnect", () => process.exit(0));

@@ -1,0 +1,295 @@
+/**
+ * onnxruntime sessions in a child process that the runner can kill: the host of an account's uploaded synthesizer.
+ *
+ * An uploaded ONNX graph decides what onnxruntime computes and allocates. Validation refuses control flow
+ * (`onnx-graph-rules.ts`) and a cost that grows too fast between 125 and 500 frames (`onnx-cost.ts`), but a graph can
+ * misbehave only above 500 frames (a shape of `max(0, frames - 1000)`), only at some lengths or on some input values.
+ * On a model thread (`session-host.ts`) such a run could not be ended: onnxruntime-node's `run` holds its thread until
+ * it returns, for hours, or until the machine's memory is gone, and every job of the runner with it. Here each run
+ * gets a deadline, and the process a ceiling on its peak resident memory (`VmHWM`, read from `/proc` while a request
+ * is out and again when its answer comes, so a peak between two reads is seen too); past either, the process is
+ * killed and the request fails with `ModelLimitError`. The host is then `stopped`, as a model thread that died is, and
+ * the cache that owns it starts a fresh one for the next job (`ModelCache`).
+ *
+ * Requests go one at a time (a run's deadline starts when it is sent, not while it waits behind another), over IPC
+ * with advanced serialization: tensors are copied across (structured clone), which the process hop costs on top of a
+ * model thread's (README, "Uploaded ONNX synthesizers").
+ */
+import { type ChildProcess, fork } from "node:child_process";
+import { readFile } from "node:fs/promises";
+import "./onnxruntime-telemetry-off.ts";
+import * as ort from "onnxruntime-node";
+import type { ModelHost, ModelSession } from "./session-host.ts";
+import type { HostRequest, TensorData, WireTensor } from "./session-wire.ts";
+import { type RequestBody, ThreadRequestError, ThreadStoppedError } from "./thread-client.ts";
+import { forPosting, type ThreadResponse } from "./thread-protocol.ts";
+
+/** The limits a `ProcessSessionHost` holds its process to. */
+export interface ProcessHostLimits {
+	/** How long a run of these feeds may take, and what the run is, in words (for the failure's message). */
+	runLimit(feeds: Record<string, ort.Tensor>): { seconds: number; run: string };
+	/** How long loading a session may take. */
+	loadSeconds: number;
+	/** The most resident memory the process may reach (its peak, `VmHWM`), in bytes. */
+	memoryBytes: number;
+	/** How often the process's memory is read while a request is out (default 50 ms). */
+	pollMilliseconds?: number;
+}
+
+/** A request stopped because the process passed one of its limits; the process is gone. */
+export class ModelLimitError extends Error {
+	readonly limit: "time" | "memory";
+
+	constructor(limit: "time" | "memory", message: string) {
+		super(message);
+		this.name = "ModelLimitError";
+		this.limit = limit;
+	}
+}
+
+interface Created {
+	session: number;
+	inputNames: string[];
+	outputNames: string[];
+	inputMetadata: ort.InferenceSession.ValueMetadata[];
+	outputMetadata: ort.InferenceSession.ValueMetadata[];
+}
+
+interface Pending {
+	resolve: (value: unknown) => void;
+	reject: (error: Error) => void;
+}
+
+const CHILD_URL = new URL("./session-host-process-child.ts", import.meta.url);
+const MIB = 1024 * 1024;
+
+/**
+ * The model processes alive, killed when the runner's process exits: a process in a run notices its channel close only
+ * after the run, which for a graph that computes for hours is hours after the runner is gone.
+ */
+const alive = new Set<ChildProcess>();
+let killOnExit = false;
+
+/** The peak resident memory of process `pid` in bytes (`VmHWM` in `/proc/<pid>/status`); undefined once it is gone. */
+async function peakResidentBytes(pid: number): Promise<number | undefined> {
+	try {
+		const status = await readFile(`/proc/${pid}/status`, "utf8");
+		const kib = /^VmHWM:\s+(\d+) kB/m.exec(status)?.[1];
+		return kib === undefined ? undefined : Number(kib) * 1024;
+	} catch {
+		return undefined;
+	}
+}
+
+export class ProcessSessionHost implements ModelHost {
+	readonly #child: ChildProcess;
+	readonly #limits: ProcessHostLimits;
+	#pending: (Pending & { id: number }) | undefined;
+	/** Requests go one at a time: each waits for the one before it. */
+	#queue: Promise<unknown> = Promise.resolve();
+	#nextId = 1;
+	#stopped: Error | undefined;
+	#closed: Promise<void> | undefined;
+	#stderr = "";
+	readonly #exited: Promise<void>;
+
+	constructor(limits: ProcessHostLimits) {
+		this.#limits = limits;
+		this.#child = fork(CHILD_URL, [], { stdio: ["ignore", "ignore", "pipe", "ipc"], serialization: "advanced" });
+		alive.add(this.#child);
+		if (!killOnExit) {
+			killOnExit = true;
+			process.once("exit", () => {
+				for (const child of alive) child.kill("SIGKILL");
+			});
+		}
+		this.#child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
+			this.#stderr = (this.#stderr + chunk).slice(-4000);
+		});
+		this.#child.on("message", (response: ThreadResponse) => {
+			const pending = this.#pending;
+			if (pending === undefined || pending.id !== response.id) return;
+			this.#pending = undefined;
+			if (response.ok) pending.resolve(response.value);
+			else pending.reject(new ThreadRequestError(response.message, response.code, response.permanent));
+		});
+		this.#child.on("error", (error) =>
+			this.#stop(new ThreadStoppedError(`the model process failed: ${error.message}`, { cause: error })),
+		);
+		this.#exited = new Promise((resolve) => {
+			this.#child.on("exit", (code, signal) => {
+				alive.delete(this.#child);
+				const said = this.#stderr.trim().split("\n").at(-1);
+				this.#stop(
+					new ThreadStoppedError(`the model process exited (${signal ?? `code ${code}`})${said ? `: ${said}` : ""}`),
+				);
+				resolve();
+			});
+		});
+		this.#idle(true);
+	}
+
+	/** True once the process is gone (killed at a limit, closed, or died): every request fails. */
+	get stopped(): boolean {
+		return this.#stopped !== undefined;
+	}
+
+	/** The process's id, while it runs. */
+	get pid(): number | undefined {
+		return this.#child.pid;
+	}
+
+	/** Idle, the process does not keep the runner alive; while a request is out, it does. */
+	#idle(idle: boolean): void {
+		const channel = this.#child.channel as { ref(): void; unref(): void } | undefined;
+		if (idle) {
+			this.#child.unref();
+			channel?.unref();
+		} else {
+			this.#child.ref();
+			channel?.ref();
+		}
+	}
+
+	#stop(reason: Error): void {
+		this.#stopped ??= reason;
+		const pending = this.#pending;
+		this.#pending = undefined;
+		pending?.reject(reason);
+	}
+
+	/** Kills the process for passing a limit: the request out fails with `error`, later ones as stopped. */
+	#kill(error: ModelLimitError): void {
+		if (this.#stopped !== undefined) return;
+		this.#stop(error);
+		this.#stopped = new ThreadStoppedError(`the model process was stopped: ${error.message}`);
+		this.#child.kill("SIGKILL");
+	}
+
+	/** Kills the process where `peak` is past the ceiling; the error the request out fails with, if so. */
+	#overMemory(peak: number | undefined): ModelLimitError | undefined {
+		if (peak === undefined || peak <= this.#limits.memoryBytes) return undefined;
+		const error = new ModelLimitError(
+			"memory",
+			`its process reached ${Math.round(peak / MIB)} MiB of memory, past the ceiling of ${Math.round(this.#limits.memoryBytes / MIB)} MiB (RUNNER_RVC_ONNX_MEMORY_MB)`,
+		);
+		this.#kill(error);
+		return error;
+	}
+
+	/**
+	 * Sends one request once those before it are answered, killing the process if it outlasts `deadline` or the process
+	 * passes its memory ceiling meanwhile (checked again when the answer comes, before it is taken).
+	 */
+	#request(body: RequestBody<HostRequest>, deadline?: { seconds: number; message: () => string }): Promise<unknown> {
+		const sent = this.#queue.then(
+			() =>
+				new Promise<unknown>((resolve, reject) => {
+					if (this.#stopped !== undefined) return reject(this.#stopped);
+					const id = this.#nextId++;
+					const pid = this.#child.pid as number;
+					let timer: NodeJS.Timeout | undefined;
+					let reading = false;
+					const poll = setInterval(() => {
+						if (reading) return;
+						reading = true;
+						void peakResidentBytes(pid).then((peak) => {
+							reading = false;
+							if (this.#pending?.id === id) this.#overMemory(peak);
+						});
+					}, this.#limits.pollMilliseconds ?? 50);
+					const done = () => {
+						clearInterval(poll);
+						clearTimeout(timer);
+						this.#idle(true);
+					};
+					this.#pending = {
+						id,
+						resolve: (value) => {
+							clearTimeout(timer);
+							clearInterval(poll);
+							// The answer is in; its peak may have come between two reads.
+							void peakResidentBytes(pid).then((peak) => {
+								done();
+								// Its answer already taken off `#pending`: the limit's error goes to it here.
+								const exceeded = this.#overMemory(peak);
+								if (exceeded !== undefined) reject(exceeded);
+								else resolve(value);
+							});
+						},
+						reject: (error) => {
+							done();
+							reject(error);
+						},
+					};
+					if (deadline !== undefined) {
+						timer = setTimeout(
+							() => this.#kill(new ModelLimitError("time", deadline.message())),
+							deadline.seconds * 1000,
+						);
+					}
+					this.#idle(false);
+					this.#child.send({ ...body, id } as HostRequest);
+				}),
+		);
+		this.#queue = sent.catch(() => undefined);
+		return sent;
+	}
+
+	/** A session in the process, from a file or the model's bytes (copied across). */
+	async create(source: string | Uint8Array, options: ort.InferenceSession.SessionOptions): Promise<ModelSession> {
+		const { loadSeconds } = this.#limits;
+		const created = (await this.#request(
+			{ op: "create", source, options },
+			{ seconds: loadSeconds, message: () => `it did not load within ${loadSeconds} s` },
+		)) as Created;
+		let released = false;
+		return {
+			inputNames: created.inputNames,
+			outputNames: created.outputNames,
+			inputMetadata: created.inputMetadata,
+			outputMetadata: created.outputMetadata,
+			run: async (feeds) => {
+				const wire: Record<string, WireTensor> = {};
+				for (const [name, tensor] of Object.entries(feeds)) {
+					wire[name] = { type: tensor.type, data: forPosting(tensor.data as TensorData), dims: [...tensor.dims] };
+				}
+				const limit = this.#limits.runLimit(feeds);
+				const outputs = (await this.#request(
+					{ op: "run", session: created.session, feeds: wire },
+					{
+						seconds: limit.seconds,
+						message: () =>
+							`a run of ${limit.run} did not finish within its deadline of ${Math.round(limit.seconds)} s (RUNNER_RVC_ONNX_RUN_SECONDS_PER_AUDIO_SECOND, RUNNER_RVC_ONNX_RUN_MIN_SECONDS)`,
+					},
+				)) as Record<string, WireTensor>;
+				const result: Record<string, ort.Tensor> = {};
+				for (const [name, t] of Object.entries(outputs)) {
+					result[name] = new ort.Tensor(t.type as "float32", t.data as Float32Array, t.dims);
+				}
+				return result;
+			},
+			release: async () => {
+				if (released || this.stopped) return;
+				released = true;
+				await this.#request({ op: "release", session: created.session });
+			},
+		};
+	}
+
+	/**
+	 * Ends the process at once, its sessions with it: a run in progress fails (`ThreadStoppedError`) instead of being
+	 * waited for, so that disposing of the engine (the runner's shutdown) is not held by an uploaded graph for up to its
+	 * deadline. Unlike a model thread's, ending a process under a native run is safe: the system frees what it held.
+	 */
+	close(): Promise<void> {
+		this.#closed ??= (async () => {
+			this.#stop(new ThreadStoppedError("the model process was closed"));
+			if (this.#child.exitCode === null && this.#child.signalCode === null) {
+				this.#child.kill("SIGKILL");
+				await this.#exited;
+			}
+		})();
+		return this.#closed;
+	}
+}
