@@ -110,6 +110,16 @@ async function convertTwoSeconds(voiceId: string) {
 	return readWav(new Uint8Array(await (await fetch(String(current.output_url))).arrayBuffer()));
 }
 
+/** The webhook delivery about voice `id` (the tests' voices each announce one, in whatever order they settle). */
+async function voiceDelivery(id: string, timeoutMs = 30_000) {
+	for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; ) {
+		const found = receiver.received.find((r) => r.path === "/voices" && JSON.parse(r.body).data?.voice?.id === id);
+		if (found) return found;
+		await new Promise((r) => setTimeout(r, 100));
+	}
+	throw new Error(`no webhook delivery for voice ${id} within ${timeoutMs} ms`);
+}
+
 async function waitForVoice(id: string, timeoutMs = 60_000): Promise<Voice> {
 	const deadline = Date.now() + timeoutMs;
 	while (Date.now() < deadline) {
@@ -185,8 +195,7 @@ describe("account voices end to end", () => {
 		expect(voice.files.index).toMatchObject({ kind: "faiss_index", size_bytes: INDEX.length });
 		expect(statuses.at(-1)).toBe("ready");
 
-		await receiver.waitFor("/voices", 1, 30_000);
-		const delivery = receiver.received.find((r) => JSON.parse(r.body).data?.voice?.id === created.id);
+		const delivery = await voiceDelivery(created.id);
 		expect(delivery?.headers["x-webhook-event"]).toBe("voice_ready");
 		const verified = await verifyWebhook({ secret, headers: delivery?.headers ?? {}, body: delivery?.body ?? "" });
 		expect(verified).toMatchObject({ ok: true, event: "voice_ready" });
@@ -260,8 +269,7 @@ describe("account voices end to end", () => {
 		const voice = await waitForVoice(created.id);
 		expect(voice.status).toBe("failed");
 		expect(voice.error_message).toMatch(/^The index holds 768-wide features but the model reads 256-wide ones/);
-		await receiver.waitFor("/voices", 2, 30_000);
-		const delivery = receiver.received.find((r) => JSON.parse(r.body).data?.voice?.id === created.id);
+		const delivery = await voiceDelivery(created.id);
 		expect(delivery?.headers["x-webhook-event"]).toBe("voice_failed");
 
 		const truncated = await createAndUpload("Truncated", { model: fixture("refused-truncated.pth") });
