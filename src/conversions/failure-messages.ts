@@ -21,7 +21,7 @@ export const FAILURE_MESSAGES = {
 	source_deleted:
 		"The source audio file was deleted before it could be converted. Upload it again and create a new conversion.",
 	voice_model_limits:
-		"The voice's model was stopped during the conversion because it ran longer or used more memory than a voice model may. Converting with this voice again will fail the same way: use another voice, or have the voice's owner upload a model as RVC exports it.",
+		"The voice's model was stopped during the conversion because it ran longer or used more memory than a voice model may. Converting with this voice again will fail the same way: create the conversion with another voice, or have the voice's owner create the voice again from the model as RVC exports it.",
 	internal: "An internal error occurred while converting the audio. Please create the conversion again.",
 	attempts_exhausted: `The conversion failed after ${MAX_ATTEMPTS} attempts because the conversion worker stopped responding. Please create the conversion again.`,
 	timed_out:
