@@ -6,7 +6,7 @@
  * uploaded synthesizer converts there to the same output as on the model thread; service voices and `.pth` voices stay
  * on the model thread. Limits come from the runner's settings (`RUNNER_RVC_ONNX_*`, `loadConfig`), set small here.
  */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -15,11 +15,12 @@ import { loadConfig } from "../../src/config.ts";
 import type { Engine } from "../../src/engines/engine.ts";
 import { createRvcEngine } from "../../src/engines/rvc/index.ts";
 import { inspectModelFile } from "../../src/engines/rvc/model-inspection.ts";
+import { ModelCache } from "../../src/engines/rvc/models.ts";
 import { ModelLimitError, ProcessSessionHost } from "../../src/engines/rvc/session-host-process.ts";
 import { ThreadStoppedError } from "../../src/engines/rvc/thread-client.ts";
 import { type FakeJob, FakeRunnerApi } from "../helpers/fake-runner-api.ts";
 import { startTestRunner, wavJob } from "../helpers/runner-harness.ts";
-import { buildTinyContentVec, buildTinySynthesizer } from "./support/tiny-models.ts";
+import { buildTinyContentVec, buildTinySynthesizer, writeModels } from "./support/tiny-models.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
 const LATE_MATMUL = join(FIXTURES, "onnx", "late-matmul.onnx");
@@ -97,6 +98,69 @@ async function reportsOf(jobs: FakeJob[]) {
 	return finals();
 }
 
+/** `/proc/<pid>/stat`'s fields after the command's name: state, parent, ...; undefined once the process is gone. */
+function statOf(pid: number): string[] | undefined {
+	try {
+		const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+		return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+	} catch {
+		return undefined;
+	}
+}
+
+/** Whether process `pid` is gone (reaped, or dead and waiting to be). */
+const gone = (pid: number): boolean => {
+	const state = statOf(pid)?.[0];
+	return state === undefined || state === "Z";
+};
+
+/** The model processes this test's process started (`session-host-process-child.ts`). */
+function modelProcesses(): number[] {
+	return readdirSync("/proc")
+		.filter((entry) => /^\d+$/.test(entry))
+		.map(Number)
+		.filter((pid) => {
+			if (Number(statOf(pid)?.[1]) !== process.pid) return false;
+			try {
+				return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("session-host-process-child");
+			} catch {
+				return false;
+			}
+		});
+}
+
+/** The peak resident memory of process `pid` in MiB (0 once it is gone). */
+function peakMiB(pid: number): number {
+	try {
+		const kib = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1];
+		return Number(kib ?? 0) / 1024;
+	} catch {
+		return 0;
+	}
+}
+
+/**
+ * The model process in late-matmul's product (its 400 MB matrices allocated; a process alone holds about 100 MiB),
+ * once one is.
+ */
+async function processInProduct(): Promise<number> {
+	let found: number | undefined;
+	await api.waitFor(() => {
+		found = modelProcesses().find((pid) => peakMiB(pid) > 300);
+		return found !== undefined;
+	}, 60_000);
+	return found as number;
+}
+
+/** A runner of capacity 1 with the engine, its lease heartbeats every second. */
+function startRunner() {
+	api.heartbeatIntervalSeconds = 1;
+	runner = startTestRunner(api, {
+		engines: new Map([["rvc", { engine: engine as Engine, info: { name: "rvc", executionProvider: "cpu" } }]]),
+	});
+	return runner;
+}
+
 describe("an account's uploaded ONNX synthesizer in a process of its own", () => {
 	it("passes validation's graph and cost rules: it misbehaves only above 1000 frames", async () => {
 		const result = await inspectModelFile(LATE_MATMUL);
@@ -170,6 +234,130 @@ describe("an account's uploaded ONNX synthesizer in a process of its own", () =>
 	});
 });
 
+describe("a job that ends while its uploaded synthesizer runs", () => {
+	// A deadline of 600 s (at least; 10 s per audio second): only the job's end can stop late-matmul's run.
+	const noDeadline = { RUNNER_RVC_ONNX_RUN_MIN_SECONDS: "600" };
+
+	it("stops the run when the lease is lost: its process is killed, the job ends as lost, the voice's next job converts in a fresh one", async () => {
+		await engineWith(noDeadline);
+		const { loop, outcomes } = startRunner();
+		const hostile = hostileJob();
+		api.enqueue(hostile);
+		const pid = await processInProduct();
+		const lease = api.leaseFor(hostile.conversionId);
+		if (lease === undefined) throw new Error("the job was not leased");
+		// The broker takes the job back: the next heartbeat is answered 409 lease_lost.
+		api.lostLeases.add(lease.lease_id);
+		await api.waitFor(() => gone(pid), 30_000);
+		await api.waitFor(() => loop.activeJobs === 0);
+		expect(await outcomes()).toEqual({ lease_lost: 1 });
+		// Nothing reported for a lease the runner no longer holds: not a failure of the voice.
+		expect(api.finalReport(lease.lease_id)).toBeUndefined();
+		const next = voiceJob(2, readFileSync(LATE_MATMUL), { sample_rate: 40_000 });
+		api.enqueue(next);
+		await api.waitFor(() => {
+			const l = api.leaseFor(next.conversionId);
+			return l !== undefined && api.finalReport(l.lease_id) !== undefined;
+		}, 60_000);
+		expect(api.finalReport(api.leaseFor(next.conversionId)?.lease_id ?? "")?.type).toBe("complete");
+		expect(modelProcesses()).not.toContain(pid);
+		expect(modelProcesses()).toHaveLength(1);
+		await api.waitFor(() => loop.activeJobs === 0);
+		expect(await outcomes()).toEqual({ lease_lost: 1, completed: 1 });
+	});
+
+	it("stops the run when the runner shuts down past its grace: the job is released, its process gone", async () => {
+		await engineWith(noDeadline);
+		const { loop, outcomes } = startRunner();
+		const hostile = hostileJob();
+		api.enqueue(hostile);
+		const pid = await processInProduct();
+		// No grace: the job is aborted at once, and its lease given back.
+		const stopped = loop.stop(0);
+		await api.waitFor(() => gone(pid), 30_000);
+		await stopped;
+		const lease = api.leaseFor(hostile.conversionId);
+		expect(api.finalReport(lease?.lease_id ?? "")).toMatchObject({ type: "release", reason: "runner shutting down" });
+		expect(await outcomes()).toEqual({ released: 1 });
+	});
+});
+
+describe("an aborted run in a voice's process that two jobs hold", () => {
+	const contentvec = writeModels({ contentvec: buildTinyContentVec() }).get("contentvec") as string;
+	/** late-matmul's inputs (no pitch) for `frames` frames. */
+	const inputs = (frames: number) => ({
+		phone: new Float32Array(frames * 768).fill(0.01),
+		frames,
+		speakerId: 0,
+		rnd: new Float32Array(frames * 192),
+	});
+
+	it("is left to the other job, and killed once neither holds the process; a job alone has its run killed at once", async () => {
+		const hosts: ProcessSessionHost[] = [];
+		// One cache lent to both jobs, as on a GPU at capacity 2; runs with no deadline to speak of.
+		const cache = new ModelCache({ provider: "cpu", intraOpNumThreads: 1 }, 6, {
+			newIsolatedHost: () => {
+				const host = new ProcessSessionHost({
+					runLimit: () => ({ seconds: 600, run: "late-matmul's product" }),
+					loadSeconds: 60,
+					memoryBytes: 2 ** 40,
+				});
+				hosts.push(host);
+				return host;
+			},
+		});
+		try {
+			const paths = { contentvec, synthesizer: LATE_MATMUL, isolateSynthesizer: true };
+			const [a, b] = [await cache.acquire(paths), await cache.acquire(paths)];
+			expect(hosts).toHaveLength(1);
+			const first = hosts[0] as ProcessSessionHost;
+			const pid = first.pid as number;
+			const aborting = new AbortController();
+			const run = a.models.synthesizer.synthesize(inputs(1500), 400, undefined, aborting.signal).then(
+				() => "finished",
+				(error: unknown) => error,
+			);
+			await processInProduct();
+			const reason = new Error("lease lost");
+			aborting.abort(reason);
+			// The aborted job stops waiting at once, as itself: not the voice's failure.
+			expect(await run).toBe(reason);
+			a.release();
+			// The other job still holds the process: it is not killed under it.
+			expect(first.stopped).toBe(false);
+			expect(first.abandonedRun).toBe(true);
+			expect(gone(pid)).toBe(false);
+			// Once no job holds it, the run nobody waits for is ended with its process.
+			b.release();
+			await api.waitFor(() => gone(pid), 30_000);
+
+			// A job alone with its voice's process: its aborted run is killed at once, and the next job loads the voice
+			// in a fresh process, where it runs.
+			const c = await cache.acquire(paths);
+			expect(hosts).toHaveLength(2);
+			const second = hosts[1] as ProcessSessionHost;
+			const alone = new AbortController();
+			const lone = c.models.synthesizer.synthesize(inputs(1500), 400, undefined, alone.signal).then(
+				() => "finished",
+				(error: unknown) => error,
+			);
+			await processInProduct();
+			alone.abort(reason);
+			expect(await lone).toBe(reason);
+			await api.waitFor(() => gone(second.pid as number), 30_000);
+			expect(second.stopped).toBe(true);
+			c.release();
+			const d = await cache.acquire(paths);
+			expect(hosts).toHaveLength(3);
+			const audio = await d.models.synthesizer.synthesize(inputs(100), 400);
+			expect(audio.length).toBeGreaterThanOrEqual(100 * 400);
+			d.release();
+		} finally {
+			await cache.dispose();
+		}
+	});
+});
+
 describe("process session host", () => {
 	/** RVC's synthesizer inputs without pitch, for `frames` frames. */
 	const feeds = (frames: number) => ({
@@ -207,6 +395,36 @@ describe("process session host", () => {
 		// The process is gone, not left computing.
 		expect(() => process.kill(pid, 0)).toThrow(/ESRCH/);
 		await expect(session.run(feeds(4))).rejects.toBeInstanceOf(ThreadStoppedError);
+	});
+
+	it("fails an aborted run with its job's reason: one still queued fails at once, the one running is killed with its process", async () => {
+		const host = new ProcessSessionHost({
+			runLimit: () => ({ seconds: 600, run: "the slow model" }),
+			loadSeconds: 60,
+			memoryBytes: 2 ** 40,
+		});
+		const session = await host.create(join(FIXTURES, "onnx", "slow-matmul.onnx"), options);
+		const pid = host.pid as number;
+		const [first, second] = [new AbortController(), new AbortController()];
+		const outcome = (run: Promise<unknown>) =>
+			run.then(
+				() => "finished",
+				(error: unknown) => error,
+			);
+		const running = outcome(session.run(feeds(4), { signal: first.signal }));
+		const queued = outcome(session.run(feeds(4), { signal: second.signal }));
+		await new Promise((resolve) => setTimeout(resolve, 200));
+		// The queued run's job ends: it fails at once, and the run ahead of it goes on.
+		second.abort(new Error("second job's lease lost"));
+		expect(await queued).toMatchObject({ message: "second job's lease lost" });
+		expect(host.stopped).toBe(false);
+		expect(gone(pid)).toBe(false);
+		first.abort(new Error("first job's lease lost"));
+		expect(await running).toMatchObject({ message: "first job's lease lost" });
+		expect(host.stopped).toBe(true);
+		await api.waitFor(() => gone(pid), 30_000);
+		await expect(session.run(feeds(4))).rejects.toBeInstanceOf(ThreadStoppedError);
+		await host.close();
 	});
 
 	it("ends its process on close without waiting for the run in progress", async () => {

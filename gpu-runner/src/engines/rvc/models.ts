@@ -86,6 +86,11 @@ class OnnxModel {
 	readonly role: ModelRole;
 	readonly path: string;
 	readonly session: ModelSession;
+	/**
+	 * Whether the job running it is the only one holding it (set by its `ModelCache`, from the entry's users): a run
+	 * aborted in a process is killed with its process only then (`RunControl.soleUser`).
+	 */
+	soleUser: () => boolean = () => true;
 	#queue: Promise<unknown> = Promise.resolve();
 
 	constructor(role: ModelRole, path: string, session: ModelSession) {
@@ -137,11 +142,17 @@ class OnnxModel {
 		return meta.shape;
 	}
 
-	run(feeds: Record<string, ort.Tensor>): Promise<ort.InferenceSession.ReturnType> {
+	/**
+	 * Runs the session once the model's earlier runs are done. `signal`, the job's abort: a session in a process
+	 * (`ProcessSessionHost`) stops the run at once, failing it with the abort's reason; a model thread's run goes on.
+	 */
+	run(feeds: Record<string, ort.Tensor>, signal?: AbortSignal): Promise<ort.InferenceSession.ReturnType> {
 		const result = this.#queue.then(async () => {
 			try {
-				return await this.session.run(feeds);
+				return await this.session.run(feeds, signal === undefined ? undefined : { signal, soleUser: this.soleUser });
 			} catch (error) {
+				// The job ended: whatever the run did is not the model's doing, and the job's end is the abort's.
+				if (signal?.aborted) throw signal.reason;
 				if (error instanceof ThreadStoppedError) throw threadStopped(`running ${this.role} model`, error);
 				if (error instanceof ModelLimitError) throw limitExceeded(this.role, this.path, error);
 				const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
@@ -326,32 +337,41 @@ export class SynthesizerModel {
 	 * Audio samples for the frames; at least `frames x samplesPerFrame` of them. With `decode` (only where
 	 * `decodesSpan`), the decoder runs on its span's frames alone and the samples are theirs, `decode.frames x
 	 * samplesPerFrame` of them; a layout of several pieces (only where `decodesPieces`) decodes them piece by
-	 * piece as rows of one run, with the same samples (`decode-pieces.ts`).
+	 * piece as rows of one run, with the same samples (`decode-pieces.ts`). `signal`: the job's abort, which stops a
+	 * run in a process (`OnnxModel.run`).
 	 */
-	async synthesize(inputs: SynthesizerInputs, samplesPerFrame: number, decode?: DecodeLayout): Promise<Float32Array> {
+	async synthesize(
+		inputs: SynthesizerInputs,
+		samplesPerFrame: number,
+		decode?: DecodeLayout,
+		signal?: AbortSignal,
+	): Promise<Float32Array> {
 		const { frames } = inputs;
 		const dim = inputs.phone.length / frames;
 		const layout = this.decodesSpan ? decode : undefined;
 		if (layout !== undefined && layout.starts.length > 1 && !this.decodesPieces)
 			throw this.model.fail("takes one decode_start, not one per piece (lay the span out with `layout`)");
-		const result = await this.model.run({
-			...(layout !== undefined
-				? {
-						decode_start: new ort.Tensor("int64", BigInt64Array.from(layout.starts, BigInt), [layout.starts.length]),
-						decode_frames: new ort.Tensor("int64", BigInt64Array.of(BigInt(layout.length)), [1]),
-					}
-				: {}),
-			phone: new ort.Tensor("float32", inputs.phone, [1, frames, dim]),
-			phone_lengths: new ort.Tensor("int64", BigInt64Array.of(BigInt(frames)), [1]),
-			...(this.takesPitch && inputs.pitch !== undefined && inputs.pitchf !== undefined
-				? {
-						pitch: new ort.Tensor("int64", inputs.pitch, [1, frames]),
-						pitchf: new ort.Tensor("float32", inputs.pitchf, [1, frames]),
-					}
-				: {}),
-			ds: new ort.Tensor("int64", BigInt64Array.of(BigInt(inputs.speakerId)), [1]),
-			rnd: new ort.Tensor("float32", inputs.rnd, [1, this.noiseChannels, frames]),
-		});
+		const result = await this.model.run(
+			{
+				...(layout !== undefined
+					? {
+							decode_start: new ort.Tensor("int64", BigInt64Array.from(layout.starts, BigInt), [layout.starts.length]),
+							decode_frames: new ort.Tensor("int64", BigInt64Array.of(BigInt(layout.length)), [1]),
+						}
+					: {}),
+				phone: new ort.Tensor("float32", inputs.phone, [1, frames, dim]),
+				phone_lengths: new ort.Tensor("int64", BigInt64Array.of(BigInt(frames)), [1]),
+				...(this.takesPitch && inputs.pitch !== undefined && inputs.pitchf !== undefined
+					? {
+							pitch: new ort.Tensor("int64", inputs.pitch, [1, frames]),
+							pitchf: new ort.Tensor("float32", inputs.pitchf, [1, frames]),
+						}
+					: {}),
+				ds: new ort.Tensor("int64", BigInt64Array.of(BigInt(inputs.speakerId)), [1]),
+				rnd: new ort.Tensor("float32", inputs.rnd, [1, this.noiseChannels, frames]),
+			},
+			signal,
+		);
 		const tensor = result[this.#outputName];
 		if (tensor === undefined || !(tensor.data instanceof Float32Array))
 			throw this.model.fail(`produced no float32 output "${this.#outputName}"`);
@@ -513,6 +533,7 @@ export class ModelCache {
 			model.then(
 				(loaded) => {
 					created.loaded = loaded;
+					loaded.soleUser = () => created.users <= 1;
 				},
 				() => {
 					if (this.#entries.get(key) === created) this.#entries.delete(key);
@@ -537,7 +558,10 @@ export class ModelCache {
 	#releaseUse(entry: CacheEntry): void {
 		entry.users--;
 		const key = entryKey(entry.role, entry.path, entry.isolated);
-		if (entry.transient && entry.users === 0 && this.#entries.get(key) === entry) {
+		// A process killed under its jobs (at a limit, or with an aborted job's run) is of no use to the next; one still
+		// computing the run of a job that was aborted while another job held it is of no use to anybody now.
+		const ended = entry.isolated && (entry.host.stopped || entry.host.abandonedRun === true);
+		if ((entry.transient || ended) && entry.users === 0 && this.#entries.get(key) === entry) {
 			this.#entries.delete(key);
 			void releaseSession(entry);
 		}

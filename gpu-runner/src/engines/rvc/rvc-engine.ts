@@ -365,6 +365,8 @@ async function decodeSpread(
 	samplesPerFrame: number,
 	span: { start: number; frames: number },
 	pieces: number,
+	/** The job's abort: it stops runs in a process (an account's uploaded synthesizer), the lent ones' too. */
+	signal?: AbortSignal,
 ): Promise<{ audio: Float32Array; decodedFrames: number; threads: number }> {
 	try {
 		const layout = own.layout(span, pieces, 1 + lent.length);
@@ -375,7 +377,7 @@ async function decodeSpread(
 		const parts = await Promise.allSettled(
 			runs.map(async (run, i) => {
 				try {
-					return await (synthesizers[i] as SynthesizerModel).synthesize(inputs, samplesPerFrame, run);
+					return await (synthesizers[i] as SynthesizerModel).synthesize(inputs, samplesPerFrame, run, signal);
 				} finally {
 					lent[i - 1]?.release();
 				}
@@ -417,6 +419,8 @@ async function convertWindow(
 		decodePieces: number;
 		/** Idle model threads holding this synthesizer (file path), lent for one run each; none where not wanted. */
 		lendThreads?: (synthesizerPath: string) => Promise<LentSynthesizer[]>;
+		/** The job's abort, for the synthesizer's runs (`decodeSpread`). */
+		signal?: AbortSignal;
 	},
 ): Promise<Float32Array> {
 	const { semitones, mel, noise, onChunk } = job;
@@ -463,6 +467,7 @@ async function convertWindow(
 		samplesPerFrame,
 		span,
 		job.decodePieces,
+		job.signal,
 	);
 	const audio = decoded.audio;
 	let output = audio.subarray(0, frames * samplesPerFrame);
@@ -868,6 +873,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 						spans: selection?.provider !== "cuda",
 						decodePieces,
 						...(lendThreads ? { lendThreads: lend } : {}),
+						signal,
 					});
 				// rms_mix_rate over the whole stream, as RVC mixes its whole output (only the frames it needs are held).
 				const loudness = new StreamingLoudnessMix({

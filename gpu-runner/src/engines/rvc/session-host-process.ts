@@ -9,7 +9,10 @@
  * gets a deadline, and the process a ceiling on its peak resident memory (`VmHWM`, read from `/proc` while a request
  * is out and again when its answer comes, so a peak between two reads is seen too); past either, the process is
  * killed and the request fails with `ModelLimitError`. The host is then `stopped`, as a model thread that died is, and
- * the cache that owns it starts a fresh one for the next job (`ModelCache`).
+ * the cache that owns it starts a fresh one for the next job (`ModelCache`). A run whose job ends meanwhile (its lease
+ * lost, the runner's shutdown: the job's `AbortSignal`, `RunControl`) fails at once with the abort's reason, and its
+ * process is killed with it where no other job holds the session, rather than left computing a result nobody wants
+ * until its deadline.
  *
  * Requests go one at a time (a run's deadline starts when it is sent, not while it waits behind another), over IPC
  * with advanced serialization: tensors are copied across (structured clone), which the process hop costs on top of a
@@ -19,7 +22,7 @@ import { type ChildProcess, fork } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import "./onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
-import type { ModelHost, ModelSession } from "./session-host.ts";
+import type { ModelHost, ModelSession, RunControl } from "./session-host.ts";
 import type { HostRequest, TensorData, WireTensor } from "./session-wire.ts";
 import { type RequestBody, ThreadRequestError, ThreadStoppedError } from "./thread-client.ts";
 import { forPosting, type ThreadResponse } from "./thread-protocol.ts";
@@ -70,6 +73,11 @@ const MIB = 1024 * 1024;
 const alive = new Set<ChildProcess>();
 let killOnExit = false;
 
+/** An abort's reason in words, for the message of a process stopped by it. */
+function describeReason(reason: unknown): string {
+	return reason instanceof Error ? reason.message : String(reason);
+}
+
 /** The peak resident memory of process `pid` in bytes (`VmHWM` in `/proc/<pid>/status`); undefined once it is gone. */
 async function peakResidentBytes(pid: number): Promise<number | undefined> {
 	try {
@@ -89,6 +97,8 @@ export class ProcessSessionHost implements ModelHost {
 	#queue: Promise<unknown> = Promise.resolve();
 	#nextId = 1;
 	#stopped: Error | undefined;
+	/** The request whose job was aborted while it ran, left to finish (`abandonedRun`). */
+	#abandoned: number | undefined;
 	#closed: Promise<void> | undefined;
 	#stderr = "";
 	readonly #exited: Promise<void>;
@@ -134,6 +144,11 @@ export class ProcessSessionHost implements ModelHost {
 		return this.#stopped !== undefined;
 	}
 
+	/** True while the process computes a run whose job was aborted but was left to it (`RunControl.soleUser`). */
+	get abandonedRun(): boolean {
+		return this.#abandoned !== undefined && this.#pending?.id === this.#abandoned;
+	}
+
 	/** The process's id, while it runs. */
 	get pid(): number | undefined {
 		return this.#child.pid;
@@ -160,9 +175,14 @@ export class ProcessSessionHost implements ModelHost {
 
 	/** Kills the process for passing a limit: the request out fails with `error`, later ones as stopped. */
 	#kill(error: ModelLimitError): void {
+		this.#stopFor(error, new ThreadStoppedError(`the model process was stopped: ${error.message}`));
+	}
+
+	/** Kills the process: the request out fails with `error`, later ones with `stopped`. */
+	#stopFor(error: Error, stopped: ThreadStoppedError): void {
 		if (this.#stopped !== undefined) return;
 		this.#stop(error);
-		this.#stopped = new ThreadStoppedError(`the model process was stopped: ${error.message}`);
+		this.#stopped = stopped;
 		this.#child.kill("SIGKILL");
 	}
 
@@ -179,14 +199,27 @@ export class ProcessSessionHost implements ModelHost {
 
 	/**
 	 * Sends one request once those before it are answered, killing the process if it outlasts `deadline` or the process
-	 * passes its memory ceiling meanwhile (checked again when the answer comes, before it is taken).
+	 * passes its memory ceiling meanwhile (checked again when the answer comes, before it is taken). With `control`,
+	 * the job's abort fails the request at once with the signal's reason: one still waiting is never sent; one in the
+	 * process is killed with it where the job is its session's only user (`soleUser`), else left to finish unwatched
+	 * (`abandonedRun`), its answer dropped.
 	 */
-	#request(body: RequestBody<HostRequest>, deadline?: { seconds: number; message: () => string }): Promise<unknown> {
-		const sent = this.#queue.then(
+	#request(
+		body: RequestBody<HostRequest>,
+		deadline?: { seconds: number; message: () => string },
+		control?: RunControl,
+	): Promise<unknown> {
+		const signal = control?.signal;
+		if (signal?.aborted) return Promise.reject(signal.reason);
+		/** The request's id once it is sent. */
+		let sentId: number | undefined;
+		const answered = this.#queue.then(
 			() =>
 				new Promise<unknown>((resolve, reject) => {
 					if (this.#stopped !== undefined) return reject(this.#stopped);
+					if (signal?.aborted) return reject(signal.reason);
 					const id = this.#nextId++;
+					sentId = id;
 					const pid = this.#child.pid as number;
 					let timer: NodeJS.Timeout | undefined;
 					let reading = false;
@@ -232,8 +265,23 @@ export class ProcessSessionHost implements ModelHost {
 					this.#child.send({ ...body, id } as HostRequest);
 				}),
 		);
-		this.#queue = sent.catch(() => undefined);
-		return sent;
+		this.#queue = answered.catch(() => undefined);
+		if (signal === undefined) return answered;
+		return new Promise<unknown>((resolve, reject) => {
+			const aborted = () => {
+				reject(signal.reason);
+				// Not sent yet: it fails when its turn comes, unsent.
+				if (sentId === undefined || this.#pending?.id !== sentId) return;
+				if (control?.soleUser?.() ?? true) {
+					const stopped = new ThreadStoppedError(
+						`the model process was stopped: the job running it ended (${describeReason(signal.reason)})`,
+					);
+					this.#stopFor(stopped, stopped);
+				} else this.#abandoned = sentId;
+			};
+			signal.addEventListener("abort", aborted, { once: true });
+			answered.then(resolve, reject).finally(() => signal.removeEventListener("abort", aborted));
+		});
 	}
 
 	/** A session in the process, from a file or the model's bytes (copied across). */
@@ -249,7 +297,7 @@ export class ProcessSessionHost implements ModelHost {
 			outputNames: created.outputNames,
 			inputMetadata: created.inputMetadata,
 			outputMetadata: created.outputMetadata,
-			run: async (feeds) => {
+			run: async (feeds, control) => {
 				const wire: Record<string, WireTensor> = {};
 				for (const [name, tensor] of Object.entries(feeds)) {
 					wire[name] = { type: tensor.type, data: forPosting(tensor.data as TensorData), dims: [...tensor.dims] };
@@ -262,6 +310,7 @@ export class ProcessSessionHost implements ModelHost {
 						message: () =>
 							`a run of ${limit.run} did not finish within its deadline of ${Math.round(limit.seconds)} s (RUNNER_RVC_ONNX_RUN_SECONDS_PER_AUDIO_SECOND, RUNNER_RVC_ONNX_RUN_MIN_SECONDS)`,
 					},
+					control,
 				)) as Record<string, WireTensor>;
 				const result: Record<string, ort.Tensor> = {};
 				for (const [name, t] of Object.entries(outputs)) {

@@ -24,13 +24,27 @@ interface Created {
 	outputMetadata: ort.InferenceSession.ValueMetadata[];
 }
 
+/**
+ * The job a run is for, where its host can act on the job's end: a process host (`ProcessSessionHost`) stops a run
+ * whose job was aborted; a model thread cannot stop a native run and ignores it.
+ */
+export interface RunControl {
+	/** The job's abort (its lease lost, the runner's shutdown): the run fails with `signal.reason`. */
+	signal?: AbortSignal;
+	/**
+	 * Whether the host may be ended for this abort: true where no other job holds the session (default true). Where
+	 * another does, the run goes on to its end (or its limits) without its job waiting for it.
+	 */
+	soleUser?: () => boolean;
+}
+
 /** What the engine uses of a session: its declared inputs and outputs, `run` and `release`. */
 export interface ModelSession {
 	readonly inputNames: readonly string[];
 	readonly outputNames: readonly string[];
 	readonly inputMetadata: readonly ort.InferenceSession.ValueMetadata[];
 	readonly outputMetadata: readonly ort.InferenceSession.ValueMetadata[];
-	run(feeds: Record<string, ort.Tensor>): Promise<Record<string, ort.Tensor>>;
+	run(feeds: Record<string, ort.Tensor>, control?: RunControl): Promise<Record<string, ort.Tensor>>;
 	release(): Promise<void>;
 }
 
@@ -41,6 +55,11 @@ export interface ModelSession {
 export interface ModelHost {
 	/** True once the host is gone: every request fails. */
 	readonly stopped: boolean;
+	/**
+	 * True while the host computes a run whose job stopped waiting for it (`RunControl`): a process host's, ended by
+	 * its cache once no job holds it. A model thread has none.
+	 */
+	readonly abandonedRun?: boolean;
 	create(source: string | Uint8Array, options: ort.InferenceSession.SessionOptions): Promise<ModelSession>;
 	close(): Promise<void>;
 }
