@@ -1,5 +1,6 @@
 // The playground talks to the public API exactly as any client would: token, voices, upload, conversion, polling.
 import { isVoiceArchive, readVoiceArchive, voiceArchiveChoices } from "./voice-archive.js";
+import { voiceFileProblems } from "./voice-file-kinds.js";
 
 const $ = (id) => document.getElementById(id);
 const state = { token: null, voice: null, resultUrl: null, resumed: false, waveform: null, following: new Set() };
@@ -719,8 +720,15 @@ async function createOwnVoice(event) {
 	let voice = null;
 	let uploaded = false;
 	try {
-		// An archive the page cannot use is refused here, before the voice is registered.
+		// An archive the page cannot use, and a file that is not what its role takes (by its first bytes, as the SDK
+		// checks), are refused here, before the voice is registered. The API checks each file again on upload.
 		const files = await ownVoiceFiles();
+		const refused = await voiceFileProblems(files);
+		if (refused.length > 0) {
+			throw new Error(
+				`${refused.map((problem) => problem.message).join("\n")}\nNothing was registered: pick the right file and upload the voice again.`,
+			);
+		}
 		$("own-voice-status").textContent = "Registering the voice…";
 		voice = await api("/api/v1/voices", {
 			method: "POST",

@@ -606,23 +606,41 @@ describe("playground in headless Chromium", () => {
 		}
 	}, 60_000);
 
-	it("does not keep a voice whose file was refused, and follows the next try through a dropped connection", async () => {
+	it("refuses a file that is not what its role takes before registering the voice, and follows the next try through a dropped connection", async () => {
 		const { page, context, pageErrors } = await openPlayground();
 		try {
 			await signInAndSelectVoice(page);
 			await page.locator("#own-voices-step").waitFor();
+			const registrations: string[] = [];
+			page.on("request", (r) => {
+				if (r.method() === "POST" && r.url().endsWith("/api/v1/voices")) registrations.push(r.url());
+			});
 			await page.fill("#own-voice-name", "Second try");
 			await page.setInputFiles("#own-voice-model", {
 				name: "model.pth",
 				mimeType: "application/octet-stream",
 				buffer: Buffer.from("these bytes are no model"),
 			});
+			// A real image named as a sample: refused by its bytes too, in the same message.
+			await page.setInputFiles("#own-voice-sample", {
+				name: "sample.wav",
+				mimeType: "audio/wav",
+				buffer: demoVoiceImage(demoVoice as (typeof DEMO_VOICES)[number]),
+			});
 			await page.click("#own-voice-create");
 			await page.waitForFunction(() => document.getElementById("error")?.textContent);
-			expect(await page.textContent("#error")).toMatch(
-				/not an RVC checkpoint[\s\S]*\nThe voice "Second try" was not kept: pick the right files and upload it again\.$/,
+			// The SDK's words (and the API's), naming the file; nothing was registered, so nothing is left to delete.
+			expect(await page.textContent("#error")).toBe(
+				[
+					"The model file is not an RVC checkpoint (.pth) or an RVC synthesizer exported to ONNX (recognised by its bytes, not its name): model.pth",
+					"The sample file is not a WAV, MP3 or FLAC recording (recognised by its bytes, not its name): sample.wav",
+					"Nothing was registered: pick the right file and upload the voice again.",
+				].join("\n"),
 			);
+			expect(registrations).toEqual([]);
+			expect(await page.textContent("#own-voice-status")).toBe("");
 			expect(await page.locator("#own-voices li", { hasText: "Second try" }).count()).toBe(0);
+			await page.setInputFiles("#own-voice-sample", []);
 
 			// This time the browser loses the network for the first two looks at the voice being checked.
 			let dropped = 0;
@@ -646,6 +664,43 @@ describe("playground in headless Chromium", () => {
 			await context.close();
 		}
 	}, 120_000);
+
+	it("does not keep a voice whose file the API refused where the page's own check let it through", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			// The page's check is a courtesy; the API's on upload is the authority. A page without it (an older copy,
+			// say) registers the voice, gets the API's 415, and deletes the voice so that its name is free again.
+			const source = await readFile(path.join(ROOT, "public/playground/voice-file-kinds.js"), "utf8");
+			await page.route("**/playground/voice-file-kinds.js", (route) =>
+				route.fulfill({
+					contentType: "text/javascript",
+					body: source.replace(
+						"export async function voiceFileProblems(files) {",
+						"export async function voiceFileProblems(files) {\n\treturn [];",
+					),
+				}),
+			);
+			await page.reload();
+			await page.waitForFunction(() => (document.getElementById("client-secret") as HTMLInputElement).value !== "");
+			await signInAndSelectVoice(page);
+			await page.locator("#own-voices-step").waitFor();
+			await page.fill("#own-voice-name", "Refused by the API");
+			await page.setInputFiles("#own-voice-model", {
+				name: "model.pth",
+				mimeType: "application/octet-stream",
+				buffer: Buffer.from("these bytes are no model"),
+			});
+			await page.click("#own-voice-create");
+			await page.waitForFunction(() => document.getElementById("error")?.textContent);
+			expect(await page.textContent("#error")).toMatch(
+				/^The model file is not an RVC checkpoint[^\n]*; nothing was kept\.[^\n]*\nThe voice "Refused by the API" was not kept: pick the right files and upload it again\.$/,
+			);
+			expect(await page.locator("#own-voices li", { hasText: "Refused by the API" }).count()).toBe(0);
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	}, 60_000);
 
 	it("keeps its text readable in the dark colour scheme", async () => {
 		const { page, context, pageErrors } = await openPlayground({ colorScheme: "dark" });
