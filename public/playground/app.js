@@ -16,6 +16,87 @@ function showError(message) {
 	$("error").textContent = message || "";
 }
 
+/**
+ * The form control each field the API names comes from, by form (a field under one, `files.model.size_bytes`, goes
+ * to it). A field with no control here is listed under the error instead.
+ */
+const FIELD_CONTROLS = {
+	"own-voice-form": {
+		name: "own-voice-name",
+		"files.model": "own-voice-model",
+		"files.index": "own-voice-index",
+		"files.image": "own-voice-image",
+		"files.sample": "own-voice-sample",
+	},
+	"convert-form": {
+		pitch_shift: "pitch",
+		use_preview: "preview",
+		"voice_settings.index_rate": "index_rate",
+		"voice_settings.protect": "protect",
+		"voice_settings.rms_mix_rate": "rms_mix_rate",
+		"voice_settings.formant_shift": "formant_shift",
+		"voice_settings.f0_method": "f0_method",
+	},
+};
+
+function controlFor(formId, field) {
+	const controls = FIELD_CONTROLS[formId];
+	for (let path = String(field); path; path = path.includes(".") ? path.slice(0, path.lastIndexOf(".")) : "") {
+		if (Object.hasOwn(controls, path)) return $(controls[path]);
+	}
+	return null;
+}
+
+/** Takes a field's problem away (the field was changed, or the form is sent again). */
+function clearFieldProblem(control) {
+	const problem = $(`${control.id}-problem`);
+	if (!problem) return;
+	problem.remove();
+	control.removeAttribute("aria-invalid");
+	const rest = (control.getAttribute("aria-describedby") ?? "").split(" ").filter((id) => id && id !== problem.id);
+	if (rest.length > 0) control.setAttribute("aria-describedby", rest.join(" "));
+	else control.removeAttribute("aria-describedby");
+}
+
+function clearFieldProblems(formId) {
+	for (const control of Object.values(FIELD_CONTROLS[formId]).map($)) clearFieldProblem(control);
+}
+
+/**
+ * Shows why a form was refused: the error's message, each field's problem under the control it came from (marked
+ * invalid, and read with it as its description), and the problems of fields without a control listed under the
+ * message. `error.fieldErrors` is the API's `errors` ([{ field, message }]), or the page's own in the same shape.
+ */
+function showFailure(formId, error) {
+	clearFieldProblems(formId);
+	const placed = new Map();
+	const listed = [];
+	for (const { field, message } of error.fieldErrors ?? []) {
+		const control = controlFor(formId, field);
+		if (control) placed.set(control, [...(placed.get(control) ?? []), message]);
+		else listed.push(`${field}: ${message}`);
+	}
+	for (const [control, messages] of placed) {
+		const problem = document.createElement("span");
+		problem.id = `${control.id}-problem`;
+		problem.className = "field-problem error";
+		problem.textContent = messages.join("; ");
+		// Inside the label, under the control; hidden from the label's name (it is the control's description).
+		problem.setAttribute("aria-hidden", "true");
+		control.after(problem);
+		control.setAttribute("aria-invalid", "true");
+		control.setAttribute(
+			"aria-describedby",
+			[control.getAttribute("aria-describedby"), problem.id].filter(Boolean).join(" "),
+		);
+		control.addEventListener("input", () => clearFieldProblem(control), { once: true });
+		const details = control.closest("details");
+		if (details) details.open = true;
+	}
+	// The top message already says the first field's problem: it is not listed twice.
+	showError([error.message, ...listed.filter((line) => !error.message.includes(line))].join("\n"));
+}
+
 function showStatus(status, startedAt) {
 	const seconds = `${((Date.now() - startedAt) / 1000).toFixed(1)} s`;
 	const text = {
@@ -25,11 +106,23 @@ function showStatus(status, startedAt) {
 	$("status").textContent = `Status: ${text ?? `${status} — ${STATUS_TEXT[status] ?? "…"} (${seconds})`}`;
 }
 
-/** A message fit to show: the API's `message`, else the HTTP status; never a stack trace. */
-async function failureMessage(response, what) {
+/**
+ * A refusal fit to show: the API's `message`, else the HTTP status, never a stack trace; with its `status` and the
+ * envelope's field problems (`errors`: [{ field, message }]) as `fieldErrors`.
+ */
+async function failure(response, what) {
 	const body = await response.json().catch(() => ({}));
-	return body.message || `${what} failed (${response.status} ${response.statusText})`;
+	const error = new Error(body.message || `${what} failed (${response.status} ${response.statusText})`);
+	error.status = response.status;
+	error.fieldErrors = fieldErrorsOf(body);
+	return error;
 }
+
+/** The envelope's `errors`, each a field and a message; anything else in it is left out. */
+const fieldErrorsOf = (body) =>
+	Array.isArray(body?.errors)
+		? body.errors.filter((e) => typeof e?.field === "string" && typeof e?.message === "string")
+		: [];
 
 /** The request never got an answer (offline, connection dropped): worth trying again, unlike a refusal. */
 class NetworkError extends Error {}
@@ -62,11 +155,7 @@ async function api(path, init = {}, renewed = false) {
 		state.token = await requestToken();
 		return api(path, init, true);
 	}
-	if (!response.ok) {
-		const error = new Error(await failureMessage(response, `${init.method || "GET"} ${path}`));
-		error.status = response.status;
-		throw error;
-	}
+	if (!response.ok) throw await failure(response, `${init.method || "GET"} ${path}`);
 	return (await response.json()).data;
 }
 
@@ -86,7 +175,7 @@ async function requestToken() {
 		},
 		"Token request",
 	);
-	if (!response.ok) throw new Error(await failureMessage(response, "Token request"));
+	if (!response.ok) throw await failure(response, "Token request");
 	return (await response.json()).access_token;
 }
 
@@ -191,12 +280,13 @@ function upload(url, file, contentType, onProgress = showUploadProgress) {
 		xhr.upload.onprogress = (e) => onProgress(e.loaded, e.lengthComputable ? e.total : file.size);
 		xhr.onload = () => {
 			if (xhr.status !== 200) {
-				let message = `Upload failed (${xhr.status})`;
+				let body = {};
 				try {
-					message = JSON.parse(xhr.responseText).message || message;
+					body = JSON.parse(xhr.responseText);
 				} catch {}
-				const error = new Error(message);
+				const error = new Error(body?.message || `Upload failed (${xhr.status})`);
 				error.status = xhr.status;
+				error.fieldErrors = fieldErrorsOf(body);
 				return reject(error);
 			}
 			// A small body may finish before any progress event reports its end.
@@ -234,6 +324,7 @@ function voiceSettings() {
 async function convert(event) {
 	event.preventDefault();
 	showError("");
+	clearFieldProblems("convert-form");
 	const file = $("file").files[0];
 	if (!file || !state.voice) return;
 	if (file.size >= MAX_SOURCE_BYTES) {
@@ -271,7 +362,7 @@ async function convert(event) {
 	} catch (error) {
 		// A step's "Registering…" or "Uploading…" must not stay up as if it were still under way.
 		if (!$("status").textContent.startsWith("Status:")) $("status").textContent = "";
-		showError(error.message);
+		showFailure("convert-form", error);
 	} finally {
 		$("convert").disabled = false;
 	}
@@ -350,7 +441,7 @@ function wavFormat(bytes) {
 
 async function showResult(conversion, fileName) {
 	const response = await send(conversion.output_url, {}, "Downloading the result");
-	if (!response.ok) throw new Error(await failureMessage(response, "Downloading the result"));
+	if (!response.ok) throw await failure(response, "Downloading the result");
 	const bytes = await response.arrayBuffer();
 	if (state.resultUrl) URL.revokeObjectURL(state.resultUrl);
 	state.resultUrl = URL.createObjectURL(new Blob([bytes], { type: "audio/wav" }));
@@ -715,6 +806,7 @@ async function followValidation(voice, { uploadedHere = false } = {}) {
 async function createOwnVoice(event) {
 	event.preventDefault();
 	showError("");
+	clearFieldProblems("own-voice-form");
 	$("own-voice-create").disabled = true;
 	$("own-voice-progress").replaceChildren();
 	let voice = null;
@@ -725,9 +817,11 @@ async function createOwnVoice(event) {
 		const files = await ownVoiceFiles();
 		const refused = await voiceFileProblems(files);
 		if (refused.length > 0) {
-			throw new Error(
+			const error = new Error(
 				`${refused.map((problem) => problem.message).join("\n")}\nNothing was registered: pick the right file and upload the voice again.`,
 			);
+			error.fieldErrors = refused.map((problem) => problem.field);
+			throw error;
 		}
 		$("own-voice-status").textContent = "Registering the voice…";
 		voice = await api("/api/v1/voices", {
@@ -748,7 +842,8 @@ async function createOwnVoice(event) {
 		await followValidation(voice, { uploadedHere: true });
 	} catch (error) {
 		$("own-voice-status").textContent = "";
-		showError(voice && !uploaded ? await abandonVoice(voice, error.message) : error.message);
+		const message = voice && !uploaded ? await abandonVoice(voice, error.message) : error.message;
+		showFailure("own-voice-form", Object.assign(new Error(message), { fieldErrors: error.fieldErrors }));
 	} finally {
 		$("own-voice-create").disabled = false;
 	}

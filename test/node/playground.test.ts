@@ -795,6 +795,152 @@ describe("playground in headless Chromium", () => {
 		}
 	});
 
+	it("shows each field the API refused a conversion for beside that field, and clears them when sent again", async () => {
+		const { page, context, pageErrors, consoleErrors } = await openPlayground();
+		try {
+			await (await signInAndSelectVoice(page)).click();
+			await page.click("#voice-settings summary");
+			await page.fill("#index_rate", "0.5");
+			await page.fill("#protect", "0.3");
+			// The settings are folded away again: the page opens them to show their problems.
+			await page.click("#voice-settings summary");
+			await page.setInputFiles("#file", {
+				name: "take-9.wav",
+				mimeType: "audio/wav",
+				buffer: Buffer.from(makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 })),
+			});
+			await page.selectOption("#pitch", "auto");
+			const refused = page.waitForResponse(
+				(r) => r.url().endsWith("/api/v1/voice-conversions") && r.request().method() === "POST",
+			);
+			await page.click("#convert");
+			// The test voice is a dsp voice: no index to blend, no consonants to protect, no measured pitch range.
+			const body = await (await refused).json();
+			expect(body.errors.map((e: { field: string }) => e.field).sort()).toEqual([
+				"pitch_shift",
+				"voice_settings.index_rate",
+				"voice_settings.protect",
+			]);
+			await page.locator("#pitch-problem").waitFor();
+			const problems = await page.evaluate(() =>
+				["index_rate", "protect", "pitch"].map((id) => {
+					const control = document.getElementById(id) as HTMLElement;
+					const problem = document.getElementById(`${id}-problem`);
+					return {
+						id,
+						text: problem?.textContent,
+						shown: problem ? problem.getBoundingClientRect().height > 0 : false,
+						besideItsField: problem?.previousElementSibling === control,
+						invalid: control.getAttribute("aria-invalid"),
+						describedBy: control.getAttribute("aria-describedby"),
+					};
+				}),
+			);
+			for (const problem of problems) {
+				expect(problem, problem.id).toMatchObject({
+					shown: true,
+					besideItsField: true,
+					invalid: "true",
+					describedBy: `${problem.id}-problem`,
+				});
+			}
+			const byId = Object.fromEntries(problems.map((p) => [p.id, p.text]));
+			const message = (field: string) => body.errors.find((e: { field: string }) => e.field === field).message;
+			expect(byId).toEqual({
+				index_rate: message("voice_settings.index_rate"),
+				protect: message("voice_settings.protect"),
+				pitch: message("pitch_shift"),
+			});
+			expect(byId.pitch).toMatch(/^auto needs the voice's pitch range/);
+			expect(await page.getAttribute("#voice-settings", "open")).not.toBeNull();
+			// Every field has its place: the message above them is the API's, nothing listed beside it.
+			expect(await page.textContent("#error")).toBe(body.message);
+			// The field is named by the control alone; its problem is its description.
+			expect(await page.getByRole("spinbutton", { name: "Index rate (0–1)", exact: true }).count()).toBe(1);
+			const cdp = await context.newCDPSession(page);
+			const { nodes } = (await cdp.send("Accessibility.getFullAXTree")) as {
+				nodes: { role?: { value?: string }; name?: { value?: string }; description?: { value?: string } }[];
+			};
+			const described = nodes.find((n) => n.role?.value === "spinbutton" && n.name?.value === "Index rate (0–1)");
+			expect(described?.description?.value).toBe(byId.index_rate);
+
+			// Changing a field takes its problem away; sending again clears the rest.
+			await page.fill("#index_rate", "");
+			expect(await page.locator("#index_rate-problem").count()).toBe(0);
+			expect(await page.getAttribute("#index_rate", "aria-invalid")).toBeNull();
+			expect(await page.locator("#protect-problem").count()).toBe(1);
+			await page.fill("#protect", "");
+			await page.selectOption("#pitch", "same_octave");
+			await page.click("#convert");
+			await waitForOutcome(page);
+			await expectCompleted(page);
+			expect(await page.locator(".field-problem").count()).toBe(0);
+			expect(await page.locator("[aria-invalid]").count()).toBe(0);
+			expect(pageErrors).toEqual([]);
+			expect(consoleErrors.filter((e) => !/status of 400/.test(e))).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	}, 60_000);
+
+	it("shows each field of a voice refused by the page or by the API beside that field", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			await signInAndSelectVoice(page);
+			await page.locator("#own-voices-step").waitFor();
+			const registrations: string[] = [];
+			page.on("request", (r) => {
+				if (r.method() === "POST" && r.url().endsWith("/api/v1/voices")) registrations.push(r.url());
+			});
+			await page.fill("#own-voice-name", "Fields");
+			await page.setInputFiles("#own-voice-model", path.join(ROOT, "gpu-runner/test/rvc/fixtures/v2-f0-40k.pth"));
+			// The page's own check: a portrait picked as the sample.
+			await page.setInputFiles("#own-voice-sample", {
+				name: "sample.wav",
+				mimeType: "audio/wav",
+				buffer: demoVoiceImage(demoVoice as (typeof DEMO_VOICES)[number]),
+			});
+			await page.click("#own-voice-create");
+			await page.locator("#own-voice-sample-problem").waitFor();
+			expect(await page.textContent("#own-voice-sample-problem")).toBe("must be a WAV, MP3 or FLAC recording");
+			expect(await page.getAttribute("#own-voice-sample", "aria-invalid")).toBe("true");
+			expect(registrations).toEqual([]);
+
+			// The API's: a name of spaces only, and a portrait (a real PNG) over the image limit of 10 MB.
+			await page.setInputFiles("#own-voice-sample", []);
+			expect(await page.locator("#own-voice-sample-problem").count()).toBe(0);
+			await page.fill("#own-voice-name", "   ");
+			const portrait = path.join(tempDir, "large-portrait.png");
+			await writeFile(portrait, demoVoiceImage(demoVoice as (typeof DEMO_VOICES)[number]));
+			await truncate(portrait, 10_000_001);
+			await page.setInputFiles("#own-voice-image", portrait);
+			const refused = page.waitForResponse(
+				(r) => r.url().endsWith("/api/v1/voices") && r.request().method() === "POST",
+			);
+			await page.click("#own-voice-create");
+			const body = await (await refused).json();
+			expect(body.errors.map((e: { field: string }) => e.field).sort()).toEqual(["files.image.size_bytes", "name"]);
+			await page.locator("#own-voice-image-problem").waitFor();
+			const message = (field: string) => body.errors.find((e: { field: string }) => e.field === field).message;
+			expect(await page.textContent("#own-voice-name-problem")).toBe(message("name"));
+			expect(await page.textContent("#own-voice-image-problem")).toBe(message("files.image.size_bytes"));
+			expect(message("files.image.size_bytes")).toMatch(/at most 10000000 bytes/);
+			for (const id of ["own-voice-name", "own-voice-image"]) {
+				expect(await page.getAttribute(`#${id}`, "aria-invalid"), id).toBe("true");
+				expect(await page.getAttribute(`#${id}`, "aria-describedby"), id).toBe(`${id}-problem`);
+			}
+			// The model's own description stays, the problem joins it (none here: the model was fine).
+			expect(await page.getAttribute("#own-voice-model", "aria-describedby")).toBe("own-voice-archive-contents");
+			expect(await page.textContent("#error")).toBe(body.message);
+			expect(await page.textContent("#own-voice-status")).toBe("");
+			expect(registrations).toHaveLength(1);
+			expect(await page.locator("#own-voices li", { hasText: "Fields" }).count()).toBe(0);
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	}, 60_000);
+
 	it("shows a readable error for a wrong client secret", async () => {
 		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
 		try {
