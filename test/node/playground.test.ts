@@ -139,6 +139,17 @@ async function expectCompleted(page: Page) {
 	expect(await page.textContent("#status")).toMatch(/^Status: completed/);
 }
 
+/** Signs in and opens "Your voices"; the list fills with each voice the page registers (`POST /api/v1/voices`). */
+async function openOwnVoices(page: Page): Promise<string[]> {
+	await signInAndSelectVoice(page);
+	await page.locator("#own-voices-step").waitFor();
+	const registrations: string[] = [];
+	page.on("request", (r) => {
+		if (r.method() === "POST" && r.url().endsWith("/api/v1/voices")) registrations.push(r.url());
+	});
+	return registrations;
+}
+
 /** Until the page's own voice `name` ends its validation; it must end ready, with no error shown. */
 async function expectOwnVoiceReady(page: Page, name: string) {
 	await page.waitForFunction(
@@ -609,12 +620,7 @@ describe("playground in headless Chromium", () => {
 	it("refuses a file that is not what its role takes before registering the voice, and follows the next try through a dropped connection", async () => {
 		const { page, context, pageErrors } = await openPlayground();
 		try {
-			await signInAndSelectVoice(page);
-			await page.locator("#own-voices-step").waitFor();
-			const registrations: string[] = [];
-			page.on("request", (r) => {
-				if (r.method() === "POST" && r.url().endsWith("/api/v1/voices")) registrations.push(r.url());
-			});
+			const registrations = await openOwnVoices(page);
 			await page.fill("#own-voice-name", "Second try");
 			await page.setInputFiles("#own-voice-model", {
 				name: "model.pth",
@@ -886,12 +892,7 @@ describe("playground in headless Chromium", () => {
 	it("shows each field of a voice refused by the page or by the API beside that field", async () => {
 		const { page, context, pageErrors } = await openPlayground();
 		try {
-			await signInAndSelectVoice(page);
-			await page.locator("#own-voices-step").waitFor();
-			const registrations: string[] = [];
-			page.on("request", (r) => {
-				if (r.method() === "POST" && r.url().endsWith("/api/v1/voices")) registrations.push(r.url());
-			});
+			const registrations = await openOwnVoices(page);
 			await page.fill("#own-voice-name", "Fields");
 			await page.setInputFiles("#own-voice-model", path.join(ROOT, "gpu-runner/test/rvc/fixtures/v2-f0-40k.pth"));
 			// The page's own check: a portrait picked as the sample.
@@ -1097,12 +1098,7 @@ describe("playground in headless Chromium", () => {
 	it("asks which model of an archive holding several, and refuses an archive it cannot read before registering", async () => {
 		const { page, context, pageErrors } = await openPlayground();
 		try {
-			await signInAndSelectVoice(page);
-			await page.locator("#own-voices-step").waitFor();
-			const registered: string[] = [];
-			page.on("request", (r) => {
-				if (r.url().endsWith("/api/v1/voices") && r.method() === "POST") registered.push(r.url());
-			});
+			const registered = await openOwnVoices(page);
 			const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
 
 			// A cut archive: refused when picked, and again when sent, with the reader's words; nothing registered.
