@@ -21,11 +21,18 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import "./onnxruntime-telemetry-off.ts";
-import * as ort from "onnxruntime-node";
-import type { ModelHost, ModelSession, RunControl } from "./session-host.ts";
-import type { HostRequest, TensorData, WireTensor } from "./session-wire.ts";
+import type * as ort from "onnxruntime-node";
+import {
+	type CreatedSession,
+	type ModelHost,
+	type ModelSession,
+	type RunControl,
+	tensorsFromWire,
+	wireFeeds,
+} from "./session-host.ts";
+import type { HostRequest } from "./session-wire.ts";
 import { type RequestBody, ThreadRequestError, ThreadStoppedError } from "./thread-client.ts";
-import { forPosting, type ThreadResponse } from "./thread-protocol.ts";
+import type { ThreadResponse } from "./thread-protocol.ts";
 
 /** The limits a `ProcessSessionHost` holds its process to. */
 export interface ProcessHostLimits {
@@ -48,14 +55,6 @@ export class ModelLimitError extends Error {
 		this.name = "ModelLimitError";
 		this.limit = limit;
 	}
-}
-
-interface Created {
-	session: number;
-	inputNames: string[];
-	outputNames: string[];
-	inputMetadata: ort.InferenceSession.ValueMetadata[];
-	outputMetadata: ort.InferenceSession.ValueMetadata[];
 }
 
 interface Pending {
@@ -290,7 +289,7 @@ export class ProcessSessionHost implements ModelHost {
 		const created = (await this.#request(
 			{ op: "create", source, options },
 			{ seconds: loadSeconds, message: () => `it did not load within ${loadSeconds} s` },
-		)) as Created;
+		)) as CreatedSession;
 		let released = false;
 		return {
 			inputNames: created.inputNames,
@@ -298,25 +297,17 @@ export class ProcessSessionHost implements ModelHost {
 			inputMetadata: created.inputMetadata,
 			outputMetadata: created.outputMetadata,
 			run: async (feeds, control) => {
-				const wire: Record<string, WireTensor> = {};
-				for (const [name, tensor] of Object.entries(feeds)) {
-					wire[name] = { type: tensor.type, data: forPosting(tensor.data as TensorData), dims: [...tensor.dims] };
-				}
 				const limit = this.#limits.runLimit(feeds);
-				const outputs = (await this.#request(
-					{ op: "run", session: created.session, feeds: wire },
+				const outputs = await this.#request(
+					{ op: "run", session: created.session, feeds: wireFeeds(feeds) },
 					{
 						seconds: limit.seconds,
 						message: () =>
 							`a run of ${limit.run} did not finish within its deadline of ${Math.round(limit.seconds)} s (RUNNER_RVC_ONNX_RUN_SECONDS_PER_AUDIO_SECOND, RUNNER_RVC_ONNX_RUN_MIN_SECONDS)`,
 					},
 					control,
-				)) as Record<string, WireTensor>;
-				const result: Record<string, ort.Tensor> = {};
-				for (const [name, t] of Object.entries(outputs)) {
-					result[name] = new ort.Tensor(t.type as "float32", t.data as Float32Array, t.dims);
-				}
-				return result;
+				);
+				return tensorsFromWire(outputs);
 			},
 			release: async () => {
 				if (released || this.stopped) return;

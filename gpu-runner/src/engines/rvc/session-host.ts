@@ -16,7 +16,8 @@ import type { HostRequest, TensorData, WireTensor } from "./session-wire.ts";
 import { ThreadClient } from "./thread-client.ts";
 import { fillsOwnBuffer, forPosting } from "./thread-protocol.ts";
 
-interface Created {
+/** What a host's `create` request answers: the session's number on the host, and what it declares. */
+export interface CreatedSession {
 	session: number;
 	inputNames: string[];
 	outputNames: string[];
@@ -64,6 +65,24 @@ export interface ModelHost {
 	close(): Promise<void>;
 }
 
+/** A run's feeds as they cross to a host: the feed's own part of each tensor's data (`forPosting`). */
+export function wireFeeds(feeds: Record<string, ort.Tensor>): Record<string, WireTensor> {
+	const wire: Record<string, WireTensor> = {};
+	for (const [name, tensor] of Object.entries(feeds)) {
+		wire[name] = { type: tensor.type, data: forPosting(tensor.data as TensorData), dims: [...tensor.dims] };
+	}
+	return wire;
+}
+
+/** A run's outputs as a host answers them (`Record<string, WireTensor>`), as tensors over the same data. */
+export function tensorsFromWire(outputs: unknown): Record<string, ort.Tensor> {
+	const result: Record<string, ort.Tensor> = {};
+	for (const [name, t] of Object.entries(outputs as Record<string, WireTensor>)) {
+		result[name] = new ort.Tensor(t.type as "float32", t.data as Float32Array, t.dims);
+	}
+	return result;
+}
+
 const WORKER_URL = new URL("./session-host-worker.ts", import.meta.url);
 
 export class SessionHost implements ModelHost {
@@ -83,28 +102,15 @@ export class SessionHost implements ModelHost {
 		const created = (await this.#thread.request(
 			{ op: "create", source, options },
 			handOver ? [source.buffer as ArrayBuffer] : [],
-		)) as Created;
+		)) as CreatedSession;
 		let released = false;
 		return {
 			inputNames: created.inputNames,
 			outputNames: created.outputNames,
 			inputMetadata: created.inputMetadata,
 			outputMetadata: created.outputMetadata,
-			run: async (feeds) => {
-				const wire: Record<string, WireTensor> = {};
-				for (const [name, tensor] of Object.entries(feeds)) {
-					wire[name] = { type: tensor.type, data: forPosting(tensor.data as TensorData), dims: [...tensor.dims] };
-				}
-				const outputs = (await this.#thread.request({ op: "run", session: created.session, feeds: wire })) as Record<
-					string,
-					WireTensor
-				>;
-				const result: Record<string, ort.Tensor> = {};
-				for (const [name, t] of Object.entries(outputs)) {
-					result[name] = new ort.Tensor(t.type as "float32", t.data as Float32Array, t.dims);
-				}
-				return result;
-			},
+			run: async (feeds) =>
+				tensorsFromWire(await this.#thread.request({ op: "run", session: created.session, feeds: wireFeeds(feeds) })),
 			release: async () => {
 				if (released || this.#thread.stopped) return;
 				released = true;
