@@ -21,6 +21,7 @@ import {
 	type LocalStack,
 	ROOT,
 	startLocalStack,
+	uploadWav,
 } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
@@ -91,11 +92,7 @@ async function createAndUpload(name: string, files: Record<string, Uint8Array>):
 /** Two seconds of tone converted with the voice (full length, no preview): the output WAV. */
 async function convertTwoSeconds(voiceId: string) {
 	const source = makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000 * 2, encoding: "pcm", bits: 16 });
-	const file = await api<{ id: string; upload_url: string }>("/api/v1/audio-files", {
-		method: "POST",
-		body: { file_name: "take.wav", mime_type: "audio/wav" },
-	});
-	await fetch(file.upload_url, { method: "PUT", headers: { "Content-Type": "audio/wav" }, body: Buffer.from(source) });
+	const file = await uploadWav(stack, token, source);
 	const conversion = await api<{ id: string }>("/api/v1/voice-conversions", {
 		method: "POST",
 		body: { audio_file_id: file.id, voice_model_id: voiceId, pitch_shift: "same_octave", use_preview: false },

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scratchDir } from "../../gpu-runner/test/helpers/scratch.ts";
 import { buildTinyContentVec, buildTinyRmvpe } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
 import { runAdmin } from "../../scripts/lib/admin-commands.ts";
-import { type ApiCall, callApi, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
+import { type ApiCall, callApi, type LocalStack, ROOT, startLocalStack, uploadWav } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
 
@@ -171,16 +171,7 @@ describe("a runner's report whose answer was lost", () => {
 	it("completes a conversion once, sends the same completion again after a reset, and counts the job completed", async () => {
 		const voiceId = await stack.addVoice({ name: "Lost Answer Alto", tags: [] });
 		const source = makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000 * 2, encoding: "pcm", bits: 16 });
-		const file = await api<{ id: string; upload_url: string }>("/api/v1/audio-files", {
-			method: "POST",
-			body: { file_name: "take.wav", mime_type: "audio/wav" },
-		});
-		const put = await fetch(file.upload_url, {
-			method: "PUT",
-			headers: { "Content-Type": "audio/wav" },
-			body: Buffer.from(source),
-		});
-		expect(put.status).toBe(200);
+		const file = await uploadWav(stack, token, source);
 		const created = await api<{ id: string }>("/api/v1/voice-conversions", {
 			method: "POST",
 			body: { audio_file_id: file.id, voice_model_id: voiceId, pitch_shift: "fifth_up", use_preview: false },
@@ -208,16 +199,7 @@ describe("a runner's report whose answer was lost", () => {
 		// A float WAV with a NaN sample half a second in: its header is sound, and the runner fails it as corrupted.
 		const source = makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000 * 2, encoding: "float", bits: 32 });
 		new DataView(source.buffer).setFloat32(44 + 4 * 8_000, Number.NaN, true);
-		const file = await api<{ id: string; upload_url: string }>("/api/v1/audio-files", {
-			method: "POST",
-			body: { file_name: "take.wav", mime_type: "audio/wav" },
-		});
-		const put = await fetch(file.upload_url, {
-			method: "PUT",
-			headers: { "Content-Type": "audio/wav" },
-			body: Buffer.from(source),
-		});
-		expect(put.status).toBe(200);
+		const file = await uploadWav(stack, token, source);
 		const created = await api<{ id: string }>("/api/v1/voice-conversions", {
 			method: "POST",
 			body: { audio_file_id: file.id, voice_model_id: voiceId, pitch_shift: "same_octave", use_preview: false },

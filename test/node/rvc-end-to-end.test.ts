@@ -12,7 +12,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildTinyContentVec, buildTinyRmvpe } from "../../gpu-runner/test/rvc/support/tiny-models.ts";
 import { runAdmin } from "../../scripts/lib/admin-commands.ts";
-import { type ApiCall, callApi, type LocalStack, ROOT, startLocalStack } from "../support/local-stack.ts";
+import { type ApiCall, callApi, type LocalStack, ROOT, startLocalStack, uploadWav } from "../support/local-stack.ts";
 import { type RunnerProcess, startRunner } from "../support/runner-process.ts";
 import { makeWav } from "../support/wav-generator.ts";
 import { readWav } from "../support/wav-reader.ts";
@@ -31,17 +31,7 @@ const api = <T = Record<string, unknown>>(route: string, init?: ApiCall) => call
 async function uploadSource(): Promise<{ id: string }> {
 	const sampleRate = 44_100;
 	const source = makeWav({ sampleRate, channels: 1, frames: sampleRate * SOURCE_SECONDS, encoding: "pcm", bits: 16 });
-	const file = await api<{ id: string; upload_url: string }>("/api/v1/audio-files", {
-		method: "POST",
-		body: { file_name: "take.wav", mime_type: "audio/wav" },
-	});
-	const put = await fetch(file.upload_url, {
-		method: "PUT",
-		headers: { "Content-Type": "audio/wav" },
-		body: Buffer.from(source),
-	});
-	expect(put.status).toBe(200);
-	return file;
+	return uploadWav(stack, token, source);
 }
 
 /** The conversion once it completed or failed, polled every 0.5 s for up to 2 minutes. */

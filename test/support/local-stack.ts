@@ -87,6 +87,26 @@ export async function callApi<T = Record<string, unknown>>(
 	return body.data;
 }
 
+/** Registers `bytes` as one of the account's WAV audio files and uploads them to its address: the file's id. */
+export async function uploadWav(
+	stack: LocalStack,
+	token: string,
+	bytes: Uint8Array,
+	fileName = "take.wav",
+): Promise<{ id: string }> {
+	const file = await callApi<{ id: string; upload_url: string }>(stack, token, "/api/v1/audio-files", {
+		method: "POST",
+		body: { file_name: fileName, mime_type: "audio/wav" },
+	});
+	const put = await fetch(file.upload_url, {
+		method: "PUT",
+		headers: { "Content-Type": "audio/wav" },
+		body: Buffer.from(bytes),
+	});
+	if (put.status !== 200) throw new Error(`PUT of ${fileName}: ${put.status} ${await put.text()}`);
+	return { id: file.id };
+}
+
 export async function startLocalStack(options: { vars?: Record<string, string> } = {}): Promise<LocalStack> {
 	keepLocalRunsLocal();
 	const harness = createTestHarness({

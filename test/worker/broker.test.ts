@@ -57,6 +57,23 @@ const wants = (overrides: Record<string, unknown> = {}) => ({
 });
 
 /** The one lease granted for `request`; fails the test when there is none. */
+/** What `call` returns, and the rows the Durable Object's SQL read meanwhile (every statement `sql.exec` ran). */
+async function readingRows<T>(sql: SqlStorage, call: () => Promise<T>): Promise<{ value: T; rowsRead: number }> {
+	const exec = sql.exec;
+	const cursors: { rowsRead: number }[] = [];
+	sql.exec = ((...args: Parameters<typeof exec>) => {
+		const cursor = exec.apply(sql, args);
+		cursors.push(cursor);
+		return cursor;
+	}) as typeof exec;
+	try {
+		const value = await call();
+		return { value, rowsRead: cursors.reduce((sum, cursor) => sum + cursor.rowsRead, 0) };
+	} finally {
+		sql.exec = exec;
+	}
+}
+
 async function leaseOne(request: ReturnType<typeof wants>) {
 	const [lease] = await broker().lease(request);
 	if (!lease) throw new Error("no lease granted");
@@ -357,21 +374,9 @@ describe("priority and affinity", () => {
 				 'r', 1, ?1 - x, ?1 - x, ?1 - x, 'completed', 0 FROM n`,
 				Date.now() - 60_000,
 			);
-			const exec = sql.exec;
-			let read = 0;
-			const cursors: { rowsRead: number }[] = [];
-			sql.exec = ((...args: Parameters<typeof exec>) => {
-				const cursor = exec.apply(sql, args);
-				cursors.push(cursor);
-				return cursor;
-			}) as typeof exec;
-			try {
-				expect(await instance.lease(wants({ capacity: 2 }))).toHaveLength(2);
-			} finally {
-				sql.exec = exec;
-			}
-			for (const cursor of cursors) read += cursor.rowsRead;
-			return read;
+			const { value: leases, rowsRead } = await readingRows(sql, () => instance.lease(wants({ capacity: 2 })));
+			expect(leases).toHaveLength(2);
+			return rowsRead;
 		});
 		expect(rowsRead).toBeLessThan(200);
 	});
@@ -406,20 +411,8 @@ describe("priority and affinity", () => {
 					now,
 				)
 				.toArray();
-			const exec = sql.exec;
-			const cursors: { rowsRead: number }[] = [];
-			sql.exec = ((...args: Parameters<typeof exec>) => {
-				const cursor = exec.apply(sql, args);
-				cursors.push(cursor);
-				return cursor;
-			}) as typeof exec;
-			let granted: string[];
-			try {
-				granted = (await instance.lease(leaseWants)).map((lease) => lease.job.conversionId);
-			} finally {
-				sql.exec = exec;
-			}
-			return { granted, rowsRead: cursors.reduce((sum, cursor) => sum + cursor.rowsRead, 0), waiting };
+			const { value: leases, rowsRead } = await readingRows(sql, () => instance.lease(leaseWants));
+			return { granted: leases.map((lease) => lease.job.conversionId), rowsRead, waiting };
 		});
 		// No account holds or held a lease: each one's share is none.
 		expect(granted).toEqual(selectJobs(waiting, leaseWants, now).map((job) => job.conversion_id));

@@ -367,21 +367,28 @@ describe("process session host", () => {
 		rnd: new ort.Tensor("float32", new Float32Array(frames * 192), [1, 192, frames]),
 	});
 	const options: ort.InferenceSession.SessionOptions = { executionProviders: ["cpu"], intraOpNumThreads: 1 };
-
-	it("kills its process when a run outlasts its deadline: that run fails at the limit, the queued one as stopped", async () => {
-		// slow-matmul.onnx: 200 products of 2000 x 2000 matrices, tens of seconds whatever the frames.
+	/** What a run came to: "finished", or the error it failed with. */
+	const outcome = (run: Promise<unknown>) =>
+		run.then(
+			() => "finished",
+			(error: unknown) => error,
+		);
+	/**
+	 * A host whose runs may take `seconds`, with a session of slow-matmul.onnx (200 products of 2000 x 2000 matrices,
+	 * tens of seconds whatever the frames), and its process's id.
+	 */
+	async function slowSession(seconds: number) {
 		const host = new ProcessSessionHost({
-			runLimit: () => ({ seconds: 1, run: "the slow model" }),
+			runLimit: () => ({ seconds, run: "the slow model" }),
 			loadSeconds: 60,
 			memoryBytes: 2 ** 40,
 		});
 		const session = await host.create(join(FIXTURES, "onnx", "slow-matmul.onnx"), options);
-		const pid = host.pid as number;
-		const outcome = (run: Promise<unknown>) =>
-			run.then(
-				() => "finished",
-				(error: unknown) => error,
-			);
+		return { host, session, pid: host.pid as number };
+	}
+
+	it("kills its process when a run outlasts its deadline: that run fails at the limit, the queued one as stopped", async () => {
+		const { host, session, pid } = await slowSession(1);
 		const [running, queued] = [outcome(session.run(feeds(4))), outcome(session.run(feeds(4)))];
 		const stopped = await running;
 		expect(stopped).toBeInstanceOf(ModelLimitError);
@@ -398,19 +405,8 @@ describe("process session host", () => {
 	});
 
 	it("fails an aborted run with its job's reason: one still queued fails at once, the one running is killed with its process", async () => {
-		const host = new ProcessSessionHost({
-			runLimit: () => ({ seconds: 600, run: "the slow model" }),
-			loadSeconds: 60,
-			memoryBytes: 2 ** 40,
-		});
-		const session = await host.create(join(FIXTURES, "onnx", "slow-matmul.onnx"), options);
-		const pid = host.pid as number;
+		const { host, session, pid } = await slowSession(600);
 		const [first, second] = [new AbortController(), new AbortController()];
-		const outcome = (run: Promise<unknown>) =>
-			run.then(
-				() => "finished",
-				(error: unknown) => error,
-			);
 		const running = outcome(session.run(feeds(4), { signal: first.signal }));
 		const queued = outcome(session.run(feeds(4), { signal: second.signal }));
 		await new Promise((resolve) => setTimeout(resolve, 200));
@@ -428,17 +424,8 @@ describe("process session host", () => {
 	});
 
 	it("ends its process on close without waiting for the run in progress", async () => {
-		const host = new ProcessSessionHost({
-			runLimit: () => ({ seconds: 600, run: "the slow model" }),
-			loadSeconds: 60,
-			memoryBytes: 2 ** 40,
-		});
-		const session = await host.create(join(FIXTURES, "onnx", "slow-matmul.onnx"), options);
-		const pid = host.pid as number;
-		const running = session.run(feeds(4)).then(
-			() => "finished",
-			(error: unknown) => error,
-		);
+		const { host, session, pid } = await slowSession(600);
+		const running = outcome(session.run(feeds(4)));
 		// The run under way (its request sent), then the close: the engine's dispose, the runner's shutdown.
 		await new Promise((resolve) => setTimeout(resolve, 200));
 		await host.close();
