@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeFlac } from "../../test/support/flac-generator.ts";
 import { decodeSource, sniffFormat } from "../src/audio/decode-source.ts";
+import type { AudioBlock } from "../src/audio/pcm.ts";
 import { decodeWav } from "../src/audio/wav-decoder.ts";
 import { decodeWideFlac } from "../src/audio/wide-flac-decoder.ts";
 import { cents, medianPitch, sine, trackPitch } from "./helpers/signals.ts";
@@ -17,6 +18,12 @@ const right = sine(660, 0.5, SAMPLE_RATE, 0.25);
 
 async function decode(bytes: Uint8Array, chunkBytes = 4099) {
 	return collect(decodeSource(bytesOf(bytes, chunkBytes)));
+}
+
+/** The speakers the first decoded block of a file states (`AudioBlock.channelMask`). */
+async function firstBlockMask(path: string): Promise<number | undefined> {
+	for await (const block of decodeSource(bytesOf(new Uint8Array(readFileSync(path))))) return block.channelMask;
+	return undefined;
 }
 
 function maxError(actual: Float32Array, expected: Float32Array): number {
@@ -241,6 +248,35 @@ describe.skipIf(toolsSkip !== undefined)(`FLAC and MP3 decoders${toolsSkip ? ` (
 		expect(out.sampleRate).toBe(22_050);
 		expect(out.channels).toHaveLength(1);
 		expect(Math.abs((out.channels[0]?.length ?? 0) / 22_050 - 2)).toBeLessThanOrEqual(0.01);
+	});
+
+	it("takes a FLAC's speakers from its WAVEFORMATEXTENSIBLE_CHANNEL_MASK tag, as flac writes it, in chunks of any size", async () => {
+		// Quad with side speakers (FL FR SL SR): not FLAC's own 4-channel layout (FL FR BL BR), so flac tags it.
+		const quad = [0, 1, 2, 3].map((c) => sine(200 + 70 * c, 0.3, 16_000, 0.3));
+		writeFileSync(
+			join(dir, "quad.wav"),
+			makeWav(quad, 16_000, { kind: "pcm", bits: 16 }, { extensible: true, channelMask: 0x603 }),
+		);
+		const flac = join(dir, "quad.flac");
+		run("flac", ["-s", "-f", "-o", flac, join(dir, "quad.wav")]);
+		// The tag after a comment too long to be it (skipped as it streams by) and in lower case.
+		run("metaflac", ["--remove-all-tags", `--set-tag=LYRICS=${"la ".repeat(3000)}`, flac]);
+		run("metaflac", ["--set-tag=waveformatextensible_channel_mask=0x0603", flac]);
+		const bytes = new Uint8Array(readFileSync(flac));
+		for (const chunkBytes of [1, 7, 4099]) {
+			const blocks: AudioBlock[] = [];
+			for await (const block of decodeSource(bytesOf(bytes, chunkBytes))) blocks.push(block);
+			expect(blocks[0]?.channels.length).toBe(4);
+			expect(
+				blocks.map((block) => block.channelMask),
+				`chunks of ${chunkBytes} bytes`,
+			).toEqual(blocks.map(() => 0x603));
+		}
+		// A tag naming another number of speakers than the stream has, or none: FLAC's own layout.
+		run("metaflac", ["--remove-all-tags", "--set-tag=WAVEFORMATEXTENSIBLE_CHANNEL_MASK=0x7", flac]);
+		expect(await firstBlockMask(flac)).toBe(0x33);
+		run("metaflac", ["--remove-all-tags", flac]);
+		expect(await firstBlockMask(flac)).toBe(0x33);
 	});
 
 	it("decodes 32-bit FLAC (as flac 1.4 writes it) sample for sample, stereo and mono, at every compression level", async () => {

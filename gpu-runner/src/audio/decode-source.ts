@@ -7,6 +7,7 @@
 import { corruptedSource, unsupportedFormat } from "../job-errors.ts";
 import { ByteQueue } from "./byte-queue.ts";
 import { decodeFlac, decodeMp3 } from "./compressed-decoders.ts";
+import { flacChannelMask, watchFlacChannelMask } from "./flac-channel-mask.ts";
 import { skipId3Tags } from "./mp3-stream-start.ts";
 import type { AudioBlock } from "./pcm.ts";
 import { replayThen } from "./replay.ts";
@@ -60,7 +61,7 @@ export async function* decodeSource(bytes: AsyncIterable<Uint8Array>): AsyncGene
 			yield* decodeWav(stream);
 			return;
 		case "flac":
-			yield* withFlacLayout(decodeFlac(stream));
+			yield* decodeFlacWithLayout(stream);
 			return;
 		case "mp3":
 			if (String.fromCharCode(...head.subarray(0, 3)) === "ID3") {
@@ -77,28 +78,15 @@ async function* decodeAfterId3(bytes: AsyncIterable<Uint8Array>): AsyncGenerator
 	const rest = await skipId3Tags(bytes);
 	if (rest === undefined) throw corruptedSource("the file ends inside its ID3 tag");
 	const { head, stream } = await peek(rest, 4);
-	if (String.fromCharCode(...head) === "fLaC") yield* withFlacLayout(decodeFlac(stream));
+	if (String.fromCharCode(...head) === "fLaC") yield* decodeFlacWithLayout(stream);
 	else yield* decodeMp3(stream);
 }
 
-/**
- * The speakers of FLAC's channel layouts (its format specification fixes them for 3 to 8 channels), as
- * WAVE_FORMAT_EXTENSIBLE channel masks: L R C; FL FR BL BR; FL FR FC BL BR; 5.1; 6.1 (back centre, side left and
- * right); 7.1 (side left and right after the back pair).
- */
-const FLAC_CHANNEL_MASKS: Readonly<Record<number, number>> = {
-	3: 0x7,
-	4: 0x33,
-	5: 0x37,
-	6: 0x3f,
-	7: 0x70f,
-	8: 0x63f,
-};
-
-/** FLAC blocks with the speakers their layout stands for (see `AudioBlock.channelMask`). */
-async function* withFlacLayout(blocks: AsyncIterable<AudioBlock>): AsyncGenerator<AudioBlock> {
-	for await (const block of blocks) {
-		const channelMask = FLAC_CHANNEL_MASKS[block.channels.length];
+/** FLAC blocks with the speakers the stream states or its layout stands for (see `AudioBlock.channelMask`). */
+async function* decodeFlacWithLayout(bytes: AsyncIterable<Uint8Array>): AsyncGenerator<AudioBlock> {
+	const { stream, mask } = watchFlacChannelMask(bytes);
+	for await (const block of decodeFlac(stream)) {
+		const channelMask = flacChannelMask(block.channels.length, mask());
 		yield channelMask === undefined ? block : { ...block, channelMask };
 	}
 }

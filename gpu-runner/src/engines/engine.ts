@@ -20,8 +20,8 @@ export interface AudioBlock {
 	/**
 	 * The speakers the channels are for, as WAVE_FORMAT_EXTENSIBLE's `dwChannelMask` (front left 0x1, front right
 	 * 0x2, front centre 0x4, LFE 0x8, ...; 0: none stated), where the source states them: a WAV's extensible header,
-	 * FLAC's fixed layouts of 3 to 8 channels. Set by the decoders; the pipeline reads it from the source's first block
-	 * for an output that keeps the source's channels.
+	 * a FLAC's `WAVEFORMATEXTENSIBLE_CHANNEL_MASK` tag, else FLAC's fixed layouts of 3 to 8 channels. Set by the
+	 * decoders; the pipeline reads it from the source's first block for an output that keeps the source's channels.
 	 */
 	channelMask?: number;
 }
