@@ -1,6 +1,6 @@
 // The playground talks to the public API exactly as any client would: token, voices, upload, conversion, polling.
 import { isVoiceArchive, readVoiceArchive, voiceArchiveChoices } from "./voice-archive.js";
-import { voiceFileProblems } from "./voice-file-kinds.js";
+import { voiceFileProblems, voiceFileSizeProblems } from "./voice-file-kinds.js";
 
 const $ = (id) => document.getElementById(id);
 const state = { token: null, voice: null, resultUrl: null, resumed: false, waveform: null, following: new Set() };
@@ -29,6 +29,7 @@ const FIELD_CONTROLS = {
 		"files.sample": "own-voice-sample",
 	},
 	"convert-form": {
+		file: "file",
 		pitch_shift: "pitch",
 		use_preview: "preview",
 		"voice_settings.index_rate": "index_rate",
@@ -307,6 +308,8 @@ function mimeTypeOf(file) {
 
 /** The API takes sources under 100 MB (it refuses an upload of this many bytes or more). */
 const MAX_SOURCE_BYTES = 100_000_000;
+/** The API's words for an upload of a source that large (413 from its upload address). */
+const SOURCE_TOO_LARGE = `Uploads must be smaller than ${MAX_SOURCE_BYTES} bytes`;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -328,11 +331,13 @@ async function convert(event) {
 	const file = $("file").files[0];
 	if (!file || !state.voice) return;
 	if (file.size >= MAX_SOURCE_BYTES) {
-		// Refused here, before registering it or sending any of it: the upload address would refuse it anyway.
+		// Refused here, before registering it or sending any of it: the upload address would refuse it anyway, in the
+		// words shown beside the file.
 		$("status").textContent = "";
-		showError(
-			`${file.name} is ${(file.size / 1e6).toFixed(1)} MB: recordings must be under 100 MB (${MAX_SOURCE_BYTES} bytes). Convert a shorter or more compressed file (MP3 or FLAC).`,
-		);
+		showFailure("convert-form", {
+			message: `${file.name} is ${(file.size / 1e6).toFixed(1)} MB: recordings must be under 100 MB (${MAX_SOURCE_BYTES} bytes). Convert a shorter or more compressed file (MP3 or FLAC).`,
+			fieldErrors: [{ field: "file", message: SOURCE_TOO_LARGE }],
+		});
 		return;
 	}
 	$("convert").disabled = true;
@@ -812,10 +817,11 @@ async function createOwnVoice(event) {
 	let voice = null;
 	let uploaded = false;
 	try {
-		// An archive the page cannot use, and a file that is not what its role takes (by its first bytes, as the SDK
-		// checks), are refused here, before the voice is registered. The API checks each file again on upload.
+		// An archive the page cannot use, a file larger than its role takes (as the API would refuse to register it),
+		// and a file that is not what its role takes (by its first bytes, as the SDK checks), are refused here, before
+		// the voice is registered. The API checks each file again when it is registered and uploaded.
 		const files = await ownVoiceFiles();
-		const refused = await voiceFileProblems(files);
+		const refused = [...voiceFileSizeProblems(files), ...(await voiceFileProblems(files))];
 		if (refused.length > 0) {
 			const error = new Error(
 				`${refused.map((problem) => problem.message).join("\n")}\nNothing was registered: pick the right file and upload the voice again.`,

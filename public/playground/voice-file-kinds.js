@@ -2,7 +2,8 @@
 // `src/contracts/voice-file-kinds.ts` (plain JavaScript, no build step), so that a wrong file is refused before the
 // voice is registered, in the SDK's and the API's words. The API's check on upload stays the authority; this one
 // spares a registration that would only be deleted again. `test/node/playground-voice-file-kinds.test.ts` holds both
-// to the same answers on the same bytes.
+// to the same answers on the same bytes. So for each role's largest file (`VOICE_LIMITS.maxBytes` in
+// `src/contracts/voices.ts`), which the API checks when the voice is registered.
 
 /** Bytes enough for every check here. */
 export const VOICE_FILE_HEAD_BYTES = 64;
@@ -101,6 +102,33 @@ export async function voiceFileProblems(files) {
 			role,
 			message: `The ${role} file is not ${VOICE_FILE_DESCRIPTIONS[role]} (recognised by its bytes, not its name): ${file.name}`,
 			field: { field: `files.${role}`, message: `must be ${VOICE_FILE_DESCRIPTIONS[role]}` },
+		});
+	}
+	return problems;
+}
+
+const MB = 1_000_000;
+
+/** The largest file of each role, in bytes: the API refuses to register a voice declaring a larger one. */
+export const VOICE_FILE_MAX_BYTES = { model: 200 * MB, index: 1000 * MB, image: 10 * MB, sample: 50 * MB };
+
+/** The API's words for a file of `role` over its limit (its field problem for `files.<role>.size_bytes`). */
+const voiceFileTooLarge = (role) =>
+	`must be at most ${VOICE_FILE_MAX_BYTES[role]} bytes (${VOICE_FILE_MAX_BYTES[role] / MB} MB) for the ${role} file`;
+
+/**
+ * The files (by role) larger than their role takes, each as the API refuses it when the voice is registered: a
+ * `message` for the whole (the API's, with the file's name and size) and its field problem (`files.<role>.size_bytes`).
+ */
+export function voiceFileSizeProblems(files) {
+	const problems = [];
+	for (const [role, file] of Object.entries(files)) {
+		if (file.size <= VOICE_FILE_MAX_BYTES[role]) continue;
+		const field = { field: `files.${role}.size_bytes`, message: voiceFileTooLarge(role) };
+		problems.push({
+			role,
+			message: `Invalid ${field.field}: ${field.message} (${file.name} is ${file.size} bytes)`,
+			field,
 		});
 	}
 	return problems;

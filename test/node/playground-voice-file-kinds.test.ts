@@ -13,11 +13,14 @@ import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recogniseVoiceFile, VOICE_FILE_HEAD_BYTES, voiceFileKindFor } from "../../src/contracts/voice-file-kinds.ts";
 import {
+	CreateVoiceBody,
 	VOICE_FILE_DESCRIPTIONS,
 	VOICE_FILE_KINDS,
 	VOICE_FILE_ROLE_VALUES,
+	VOICE_LIMITS,
 	type VoiceFileRoleName,
 } from "../../src/contracts/voices.ts";
+import { validationError } from "../../src/http/errors.ts";
 import { ROOT } from "../support/local-stack.ts";
 
 /** The playground's module, as the browser loads it (plain JavaScript, so typed here by what the test uses). */
@@ -30,6 +33,10 @@ interface PlaygroundVoiceFileKinds {
 	voiceFileProblems(
 		files: Record<string, File>,
 	): Promise<{ role: string; message: string; field: { field: string; message: string } }[]>;
+	VOICE_FILE_MAX_BYTES: Record<string, number>;
+	voiceFileSizeProblems(
+		files: Record<string, { name: string; size: number }>,
+	): { role: string; message: string; field: { field: string; message: string } }[];
 }
 const playground: PlaygroundVoiceFileKinds = await import(
 	new URL("../../public/playground/voice-file-kinds.js", import.meta.url).href
@@ -182,5 +189,40 @@ describe("the playground's voice file recogniser", () => {
 			field: { field: `files.${role}`, message: `must be ${VOICE_FILE_DESCRIPTIONS[role]}` },
 		});
 		expect(problems).toEqual([said("index", "voice.index"), said("sample", "sample.wav")]);
+	});
+
+	it("refuses a file larger than its role takes in the API's words, and lets one at the limit through", () => {
+		expect(playground.VOICE_FILE_MAX_BYTES).toEqual(VOICE_LIMITS.maxBytes);
+		// The API's refusal of a voice declaring each file one byte over its limit.
+		const over = (role: VoiceFileRoleName) => ({
+			file_name: `${role}.bin`,
+			size_bytes: VOICE_LIMITS.maxBytes[role] + 1,
+		});
+		const declared = { model: over("model"), index: over("index"), image: over("image"), sample: over("sample") };
+		const parsed = CreateVoiceBody.safeParse({ name: "Too large", files: declared });
+		if (parsed.success) throw new Error("the API took files over their limits");
+		const refusal = validationError(parsed.error);
+		const files = Object.fromEntries(
+			Object.entries(declared).map(([role, file]) => [role, { name: file.file_name, size: file.size_bytes }]),
+		);
+		const problems = playground.voiceFileSizeProblems(files);
+		expect(problems.map((problem) => problem.field)).toEqual(refusal.errors);
+		expect(problems[0]?.message).toBe(`${refusal.message} (model.bin is ${VOICE_LIMITS.maxBytes.model + 1} bytes)`);
+		expect(problems.map((problem) => problem.role)).toEqual(VOICE_FILE_ROLE_VALUES);
+		// At the limit the API registers the voice, and the page lets it through.
+		const atLimit = Object.fromEntries(
+			VOICE_FILE_ROLE_VALUES.map((role) => [role, { name: `${role}.bin`, size: VOICE_LIMITS.maxBytes[role] }]),
+		);
+		expect(playground.voiceFileSizeProblems(atLimit)).toEqual([]);
+		const registered = CreateVoiceBody.safeParse({
+			name: "At the limit",
+			files: Object.fromEntries(
+				VOICE_FILE_ROLE_VALUES.map((role) => [
+					role,
+					{ file_name: `${role}.bin`, size_bytes: VOICE_LIMITS.maxBytes[role] },
+				]),
+			),
+		});
+		expect(registered.success).toBe(true);
 	});
 });

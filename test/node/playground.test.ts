@@ -440,6 +440,28 @@ describe("playground in headless Chromium", () => {
 			expect(await page.textContent("#status")).toBe("");
 			expect(await page.isEnabled("#convert")).toBe(true);
 			expect(requests.filter((url) => /audio-files/.test(url))).toEqual([]);
+			// Beside the file, in the words its upload address answers a file that large with.
+			const token = await stack.token(client);
+			const registered = await callApi<{ upload_url: string }>(stack, token, "/api/v1/audio-files", {
+				method: "POST",
+				body: { file_name: "long-take.wav", mime_type: "audio/wav" },
+			});
+			const answer = await fetch(registered.upload_url, {
+				method: "PUT",
+				headers: { "Content-Type": "audio/wav" },
+				body: new Uint8Array(100_000_000),
+			});
+			expect(answer.status).toBe(413);
+			expect(await page.textContent("#file-problem")).toBe(((await answer.json()) as { message: string }).message);
+			expect(await page.getAttribute("#file", "aria-invalid")).toBe("true");
+			expect(await page.getAttribute("#file", "aria-describedby")).toBe("file-problem");
+			// A file of the right size takes the problem away.
+			await page.setInputFiles("#file", {
+				name: "take.wav",
+				mimeType: "audio/wav",
+				buffer: Buffer.from(makeWav({ sampleRate: 16_000, channels: 1, frames: 1_600, encoding: "pcm", bits: 16 })),
+			});
+			expect(await page.locator("#file-problem").count()).toBe(0);
 			expect(pageErrors).toEqual([]);
 		} finally {
 			await context.close();
@@ -907,26 +929,40 @@ describe("playground in headless Chromium", () => {
 			expect(await page.getAttribute("#own-voice-sample", "aria-invalid")).toBe("true");
 			expect(registrations).toEqual([]);
 
-			// The API's: a name of spaces only, and a portrait (a real PNG) over the image limit of 10 MB.
+			// The page's own check again: a portrait (a real PNG) over the image limit of 10 MB, in the API's words (the
+			// API's own refusal of it is compared in the test of each role's limit).
 			await page.setInputFiles("#own-voice-sample", []);
 			expect(await page.locator("#own-voice-sample-problem").count()).toBe(0);
-			await page.fill("#own-voice-name", "   ");
 			const portrait = path.join(tempDir, "large-portrait.png");
 			await writeFile(portrait, demoVoiceImage(demoVoice as (typeof DEMO_VOICES)[number]));
 			await truncate(portrait, 10_000_001);
 			await page.setInputFiles("#own-voice-image", portrait);
+			await page.click("#own-voice-create");
+			await page.locator("#own-voice-image-problem").waitFor();
+			expect(await page.textContent("#own-voice-image-problem")).toBe(
+				"must be at most 10000000 bytes (10 MB) for the image file",
+			);
+			expect(registrations).toEqual([]);
+
+			// The API's: a name of spaces only (the page leaves names to it), beside the name.
+			await page.setInputFiles("#own-voice-image", []);
+			expect(await page.locator("#own-voice-image-problem").count()).toBe(0);
+			await page.fill("#own-voice-name", "   ");
+			await page.setInputFiles("#own-voice-image", {
+				name: "portrait.png",
+				mimeType: "image/png",
+				buffer: demoVoiceImage(demoVoice as (typeof DEMO_VOICES)[number]),
+			});
 			const refused = page.waitForResponse(
 				(r) => r.url().endsWith("/api/v1/voices") && r.request().method() === "POST",
 			);
 			await page.click("#own-voice-create");
 			const body = await (await refused).json();
-			expect(body.errors.map((e: { field: string }) => e.field).sort()).toEqual(["files.image.size_bytes", "name"]);
-			await page.locator("#own-voice-image-problem").waitFor();
+			expect(body.errors.map((e: { field: string }) => e.field).sort()).toEqual(["name"]);
+			await page.locator("#own-voice-name-problem").waitFor();
 			const message = (field: string) => body.errors.find((e: { field: string }) => e.field === field).message;
 			expect(await page.textContent("#own-voice-name-problem")).toBe(message("name"));
-			expect(await page.textContent("#own-voice-image-problem")).toBe(message("files.image.size_bytes"));
-			expect(message("files.image.size_bytes")).toMatch(/at most 10000000 bytes/);
-			for (const id of ["own-voice-name", "own-voice-image"]) {
+			for (const id of ["own-voice-name"]) {
 				expect(await page.getAttribute(`#${id}`, "aria-invalid"), id).toBe("true");
 				expect(await page.getAttribute(`#${id}`, "aria-describedby"), id).toBe(`${id}-problem`);
 			}
@@ -936,6 +972,73 @@ describe("playground in headless Chromium", () => {
 			expect(await page.textContent("#own-voice-status")).toBe("");
 			expect(registrations).toHaveLength(1);
 			expect(await page.locator("#own-voices li", { hasText: "Fields" }).count()).toBe(0);
+			expect(pageErrors).toEqual([]);
+		} finally {
+			await context.close();
+		}
+	}, 60_000);
+
+	it("refuses voice files larger than their roles take before any request, in the API's words beside each", async () => {
+		const { page, context, pageErrors } = await openPlayground();
+		try {
+			await openOwnVoices(page);
+			const sent: string[] = [];
+			page.on("request", (r) => {
+				if (r.method() !== "GET") sent.push(`${r.method()} ${r.url()}`);
+			});
+			// Each file starts as its role takes (a real checkpoint, index, PNG and WAV), and is made one byte larger
+			// than its role's limit as a sparse file: nothing that large is written or committed.
+			const limits = { model: 200_000_000, index: 1_000_000_000, image: 10_000_000, sample: 50_000_000 };
+			const heads = {
+				model: await readFile(path.join(ROOT, "gpu-runner/test/rvc/fixtures/v2-f0-40k.pth")),
+				index: await readFile(path.join(ROOT, "gpu-runner/test/rvc/fixtures/index/flat-l2.index")),
+				image: demoVoiceImage(demoVoice as (typeof DEMO_VOICES)[number]),
+				sample: demoVoiceSample(demoVoice as (typeof DEMO_VOICES)[number]),
+			};
+			const names = { model: "big.pth", index: "big.index", image: "big.png", sample: "big.wav" };
+			await page.fill("#own-voice-name", "Too large");
+			for (const role of ["model", "index", "image", "sample"] as const) {
+				const file = path.join(tempDir, names[role]);
+				await writeFile(file, heads[role]);
+				await truncate(file, limits[role] + 1);
+				await page.setInputFiles(`#own-voice-${role}`, file);
+			}
+			await page.click("#own-voice-create");
+			await page.locator("#own-voice-sample-problem").waitFor();
+			expect(sent).toEqual([]);
+
+			// What the API answers a voice declaring these files, beside each file.
+			const token = await stack.token(client);
+			const answer = await fetch(`${stack.url}/api/v1/voices`, {
+				method: "POST",
+				headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+				body: JSON.stringify({
+					name: "Too large",
+					files: Object.fromEntries(
+						Object.entries(limits).map(([role, limit]) => [
+							role,
+							{ file_name: names[role as keyof typeof names], size_bytes: limit + 1 },
+						]),
+					),
+				}),
+			});
+			expect(answer.status).toBe(400);
+			const refusal = (await answer.json()) as { message: string; errors: { field: string; message: string }[] };
+			expect(refusal.errors.map((e) => e.field).sort()).toEqual(
+				["image", "index", "model", "sample"].map((role) => `files.${role}.size_bytes`),
+			);
+			for (const { field, message } of refusal.errors) {
+				const id = `own-voice-${field.split(".")[1]}`;
+				expect(await page.textContent(`#${id}-problem`), id).toBe(message);
+				expect(await page.getAttribute(`#${id}`, "aria-invalid"), id).toBe("true");
+			}
+			const error = (await page.textContent("#error")) ?? "";
+			expect(error.startsWith(`${refusal.message} (big.pth is 200000001 bytes)`)).toBe(true);
+			expect(error).toMatch(/Nothing was registered/);
+			expect(await page.textContent("#own-voice-status")).toBe("");
+			expect(await page.isEnabled("#own-voice-create")).toBe(true);
+			expect(await page.locator("#own-voices li", { hasText: "Too large" }).count()).toBe(0);
+			expect(sent).toEqual([]);
 			expect(pageErrors).toEqual([]);
 		} finally {
 			await context.close();
