@@ -91,7 +91,8 @@ export function voiceFileKindFor(role, head) {
 
 /**
  * The files (by role) whose first bytes are not what their role takes, each as the SDK says it: a `message` for the
- * whole and a field problem (`files.<role>`) to show beside the file. An empty file is left to the API (its size).
+ * whole and a field problem (`files.<role>`) to show beside the file. An empty file is refused by its size
+ * (`voiceFileSizeProblems`), as the API refuses it.
  */
 export async function voiceFileProblems(files) {
 	const problems = [];
@@ -112,19 +113,29 @@ const MB = 1_000_000;
 /** The largest file of each role, in bytes: the API refuses to register a voice declaring a larger one. */
 export const VOICE_FILE_MAX_BYTES = { model: 200 * MB, index: 1000 * MB, image: 10 * MB, sample: 50 * MB };
 
-/** The API's words for a file of `role` over its limit (its field problem for `files.<role>.size_bytes`). */
-const voiceFileTooLarge = (role) =>
-	`must be at most ${VOICE_FILE_MAX_BYTES[role]} bytes (${VOICE_FILE_MAX_BYTES[role] / MB} MB) for the ${role} file`;
+/**
+ * The API's words for a file of `role` that is empty or over its limit (its field problem for
+ * `files.<role>.size_bytes`), or undefined for a size it takes.
+ */
+const voiceFileSizeRefusal = (role, size) => {
+	if (size === 0) return `must be at least 1 byte: the ${role} file is empty`;
+	if (size > VOICE_FILE_MAX_BYTES[role]) {
+		return `must be at most ${VOICE_FILE_MAX_BYTES[role]} bytes (${VOICE_FILE_MAX_BYTES[role] / MB} MB) for the ${role} file`;
+	}
+	return undefined;
+};
 
 /**
- * The files (by role) larger than their role takes, each as the API refuses it when the voice is registered: a
- * `message` for the whole (the API's, with the file's name and size) and its field problem (`files.<role>.size_bytes`).
+ * The files (by role) empty or larger than their role takes, each as the API refuses it when the voice is registered:
+ * a `message` for the whole (the API's, with the file's name and size) and its field problem
+ * (`files.<role>.size_bytes`).
  */
 export function voiceFileSizeProblems(files) {
 	const problems = [];
 	for (const [role, file] of Object.entries(files)) {
-		if (file.size <= VOICE_FILE_MAX_BYTES[role]) continue;
-		const field = { field: `files.${role}.size_bytes`, message: voiceFileTooLarge(role) };
+		const refusal = voiceFileSizeRefusal(role, file.size);
+		if (refusal === undefined) continue;
+		const field = { field: `files.${role}.size_bytes`, message: refusal };
 		problems.push({
 			role,
 			message: `Invalid ${field.field}: ${field.message} (${file.name} is ${file.size} bytes)`,

@@ -93,7 +93,7 @@ const FileDeclaration = (role: VoiceFileRoleName) =>
 		size_bytes: z
 			.number()
 			.int()
-			.positive()
+			.positive({ error: `must be at least 1 byte: the ${role} file is empty` })
 			.max(VOICE_LIMITS.maxBytes[role], {
 				error: `must be at most ${VOICE_LIMITS.maxBytes[role]} bytes (${VOICE_LIMITS.maxBytes[role] / MB} MB) for the ${role} file`,
 			}),

@@ -225,4 +225,22 @@ describe("the playground's voice file recogniser", () => {
 		});
 		expect(registered.success).toBe(true);
 	});
+
+	it("refuses an empty file in the API's words", () => {
+		const empty = Object.fromEntries(
+			VOICE_FILE_ROLE_VALUES.map((role) => [role, { file_name: `${role}.bin`, size_bytes: 0 }]),
+		);
+		const parsed = CreateVoiceBody.safeParse({ name: "Empty", files: empty });
+		if (parsed.success) throw new Error("the API took empty files");
+		const refusal = validationError(parsed.error);
+		expect(refusal.errors).toContainEqual({
+			field: "files.model.size_bytes",
+			message: "must be at least 1 byte: the model file is empty",
+		});
+		const problems = playground.voiceFileSizeProblems(
+			Object.fromEntries(VOICE_FILE_ROLE_VALUES.map((role) => [role, { name: `${role}.bin`, size: 0 }])),
+		);
+		expect(problems.map((problem) => problem.field)).toEqual(refusal.errors);
+		expect(problems[0]?.message).toBe(`${refusal.message} (model.bin is 0 bytes)`);
+	});
 });

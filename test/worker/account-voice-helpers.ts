@@ -6,7 +6,7 @@ import { json, runner, type user } from "./conversion-fixtures.ts";
 import { call } from "./helpers.ts";
 
 export type Owner = Awaited<ReturnType<typeof user>>;
-export type Problem = { success: false; code: string; message: string };
+export type Problem = { success: false; code: string; message: string; errors?: { field: string; message: string }[] };
 export type Voice = Record<string, unknown> & {
 	id: string;
 	status: string;

@@ -500,6 +500,12 @@ describe("account voices", () => {
 		});
 		expect(response.status).toBe(400);
 		expect((await json<Problem>(response)).message).toContain("1000 MB");
+		response = await createVoice(alice, { files: { model: { file_name: "empty.pth", size_bytes: 0 } } });
+		expect(response.status).toBe(400);
+		expect((await json<Problem>(response)).errors).toContainEqual({
+			field: "files.model.size_bytes",
+			message: "must be at least 1 byte: the model file is empty",
+		});
 
 		const parts = (await json<{ data: Voice }>(await createVoice(alice, { files: declare({ model: MODEL }) }))).data;
 		const complete = await alice.api(new URL((parts.uploads.model as { complete_url: string }).complete_url).pathname, {
