@@ -25,6 +25,8 @@ import { buildTinyContentVec, buildTinySynthesizer, writeModels } from "./suppor
 const FIXTURES = join(import.meta.dirname, "fixtures");
 const LATE_MATMUL = join(FIXTURES, "onnx", "late-matmul.onnx");
 const RVC_EXPORT = join(FIXTURES, "onnx", "rvc-export-v2-f0-40k.onnx");
+/** A synthesizer whose session takes hours to load (onnxruntime folds a large convolution as it creates it). */
+const SLOW_LOAD = join(FIXTURES, "onnx", "slow-load.onnx");
 
 let api: FakeRunnerApi;
 let engine: Engine | undefined;
@@ -279,6 +281,112 @@ describe("a job that ends while its uploaded synthesizer runs", () => {
 		const lease = api.leaseFor(hostile.conversionId);
 		expect(api.finalReport(lease?.lease_id ?? "")).toMatchObject({ type: "release", reason: "runner shutting down" });
 		expect(await outcomes()).toEqual({ released: 1 });
+	});
+});
+
+describe("a job that ends while its uploaded synthesizer loads", () => {
+	// A load deadline of 600 s: only the job's end can stop slow-load's load.
+	const noDeadline = { RUNNER_RVC_ONNX_RUN_MIN_SECONDS: "600" };
+	const slowLoadJob = () => voiceJob(2, readFileSync(SLOW_LOAD), { sample_rate: 40_000, f0_method: "yin" });
+
+	/**
+	 * The model process in slow-load's load (onnxruntime folding its convolution, whose 144 MB of image, kernel and output
+	 * it holds on top of the 100 MiB or so of a process with a small session loaded), once one is.
+	 */
+	async function loadingProcess(): Promise<number> {
+		let found: number | undefined;
+		await api.waitFor(() => {
+			found = modelProcesses().find((pid) => peakMiB(pid) > 200);
+			return found !== undefined;
+		}, 60_000);
+		return found as number;
+	}
+
+	it("stops waiting for the load when the lease is lost: the job ends as lost, and the loading process is killed", async () => {
+		await engineWith(noDeadline);
+		const { loop, outcomes } = startRunner();
+		const job = slowLoadJob();
+		api.enqueue(job);
+		const pid = await loadingProcess();
+		const lease = api.leaseFor(job.conversionId);
+		if (lease === undefined) throw new Error("the job was not leased");
+		api.lostLeases.add(lease.lease_id);
+		await api.waitFor(() => loop.activeJobs === 0, 30_000);
+		expect(await outcomes()).toEqual({ lease_lost: 1 });
+		expect(api.finalReport(lease.lease_id)).toBeUndefined();
+		// No job waits for that load any more: its process is gone, not left loading for up to the load's deadline.
+		await api.waitFor(() => gone(pid), 30_000);
+		expect(modelProcesses()).toEqual([]);
+	});
+
+	it("stops waiting for the load when the runner shuts down past its grace: the job is released, its process gone", async () => {
+		await engineWith(noDeadline);
+		const { loop, outcomes } = startRunner();
+		const job = slowLoadJob();
+		api.enqueue(job);
+		const pid = await loadingProcess();
+		await loop.stop(0);
+		const lease = api.leaseFor(job.conversionId);
+		expect(api.finalReport(lease?.lease_id ?? "")).toMatchObject({ type: "release", reason: "runner shutting down" });
+		expect(await outcomes()).toEqual({ released: 1 });
+		await api.waitFor(() => gone(pid), 30_000);
+	});
+
+	it("goes on loading for another job that waits for it; the process is killed once no job does", async () => {
+		const contentvec = writeModels({ contentvec: buildTinyContentVec() }).get("contentvec") as string;
+		const hosts: ProcessSessionHost[] = [];
+		// One cache lent to both jobs, as on a GPU at capacity 2.
+		const cache = new ModelCache({ provider: "cpu", intraOpNumThreads: 1 }, 6, {
+			newIsolatedHost: () => {
+				const host = new ProcessSessionHost({
+					runLimit: () => ({ seconds: 600, run: "slow-load's run" }),
+					loadSeconds: 600,
+					memoryBytes: 2 ** 40,
+				});
+				hosts.push(host);
+				return host;
+			},
+		});
+		try {
+			const paths = { contentvec, synthesizer: SLOW_LOAD, isolateSynthesizer: true };
+			const [first, second] = [new AbortController(), new AbortController()];
+			const outcome = (acquired: ReturnType<ModelCache["acquire"]>) =>
+				acquired.then(
+					() => "loaded",
+					(error: unknown) => error,
+				);
+			const a = outcome(cache.acquire(paths, { signal: first.signal }));
+			const b = outcome(cache.acquire(paths, { signal: second.signal }));
+			// Loaded once, in one process, for both.
+			await api.waitFor(() => hosts.length > 0);
+			expect(hosts).toHaveLength(1);
+			const loading = hosts[0] as ProcessSessionHost;
+			const pid = loading.pid as number;
+			expect(await loadingProcess()).toBe(pid);
+			const reason = new Error("lease lost");
+			first.abort(reason);
+			// The aborted job stops waiting at once, with its abort's reason; the load goes on for the other.
+			expect(await a).toBe(reason);
+			expect(loading.stopped).toBe(false);
+			expect(gone(pid)).toBe(false);
+			second.abort(reason);
+			expect(await b).toBe(reason);
+			// Nobody waits for the load now: its process is killed.
+			await api.waitFor(() => gone(pid), 30_000);
+			expect(loading.stopped).toBe(true);
+			// The voice's next job loads it in a fresh process.
+			const third = new AbortController();
+			const c = outcome(cache.acquire(paths, { signal: third.signal }));
+			await api.waitFor(() => hosts.length === 2);
+			const fresh = (hosts[1] as ProcessSessionHost).pid as number;
+			expect(fresh).not.toBe(pid);
+			expect(gone(fresh)).toBe(false);
+			third.abort(reason);
+			expect(await c).toBe(reason);
+			await api.waitFor(() => gone(fresh), 30_000);
+		} finally {
+			await cache.dispose();
+		}
 	});
 });
 

@@ -60,6 +60,20 @@ export function memoryArenaFor(role: ModelRole, settings: Pick<SessionSettings, 
 
 type TensorType = ort.Tensor.Type;
 
+/**
+ * `promise`, or its job's abort (`signal`) if that comes first: the job stops waiting at once with the abort's reason,
+ * and what it waited for goes on without it.
+ */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+	if (signal === undefined) return promise;
+	if (signal.aborted) return Promise.reject(signal.reason);
+	return new Promise<T>((resolve, reject) => {
+		const aborted = () => reject(signal.reason);
+		signal.addEventListener("abort", aborted, { once: true });
+		promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", aborted));
+	});
+}
+
 /** Not the model's fault: the job can run again, on a new thread. */
 function threadStopped(doing: string, error: ThreadStoppedError): RvcEngineError {
 	return new RvcEngineError("model_thread_stopped", `${doing}: ${error.message}`, { cause: error });
@@ -506,15 +520,18 @@ export class ModelCache {
 	/**
 	 * The entry for the file, loading it on first use, with one more user; `#releaseUse` takes the user back. A
 	 * transient use evicts nothing, does not count as a use for eviction order, and a model it loads is dropped
-	 * after it unless a lasting use took it meanwhile.
+	 * after it unless a lasting use took it meanwhile. `signal`, the job's abort: the job stops waiting for the load at
+	 * once, and a load in a process that no other job waits for is ended with its process (`#releaseUse`).
 	 */
 	async #acquire(
 		role: ModelRole,
 		path: string,
 		transient: boolean,
 		isolated = false,
+		signal?: AbortSignal,
 	): Promise<{ entry: CacheEntry; model: OnnxModel }> {
 		if (this.#disposed) throw new RvcEngineError("not_ready", "model cache used after dispose()");
+		signal?.throwIfAborted();
 		const shared = this.#liveHost();
 		const key = entryKey(role, path, isolated);
 		let entry = this.#entries.get(key);
@@ -548,9 +565,11 @@ export class ModelCache {
 			entry.lastUsed = ++this.#clock;
 		}
 		try {
-			return { entry, model: await entry.model };
+			return { entry, model: await untilAborted(entry.model, signal) };
 		} catch (error) {
-			entry.users--;
+			// The job's end while the model loaded: as its use's end (a load nobody else waits for may be ended).
+			if (signal?.aborted) this.#releaseUse(entry);
+			else entry.users--;
 			throw error;
 		}
 	}
@@ -559,8 +578,11 @@ export class ModelCache {
 		entry.users--;
 		const key = entryKey(entry.role, entry.path, entry.isolated);
 		// A process killed under its jobs (at a limit, or with an aborted job's run) is of no use to the next; one still
-		// computing the run of a job that was aborted while another job held it is of no use to anybody now.
-		const ended = entry.isolated && (entry.host.stopped || entry.host.abandonedRun === true);
+		// computing the run of a job that was aborted while another job held it is of no use to anybody now, nor one
+		// still loading a session for jobs that all stopped waiting (their abort): an account's graph may take up to the
+		// load's deadline there, and the voice's next job loads it again in a fresh one.
+		const ended =
+			entry.isolated && (entry.host.stopped || entry.host.abandonedRun === true || entry.loaded === undefined);
 		if ((entry.transient || ended) && entry.users === 0 && this.#entries.get(key) === entry) {
 			this.#entries.delete(key);
 			void releaseSession(entry);
@@ -595,11 +617,13 @@ export class ModelCache {
 
 	/**
 	 * Loads (or reuses) the models and checks they fit together; call `release` when done with them. `transient`
-	 * (a voice's validation): what this loads is not kept after it, and loading it evicts nothing jobs use.
+	 * (a voice's validation): what this loads is not kept after it, and loading it evicts nothing jobs use. `signal`,
+	 * the job's abort: it fails at once with the abort's reason instead of waiting for a load (which other jobs may
+	 * still wait for; an isolated synthesizer's process that none does is ended).
 	 */
 	async acquire(
 		paths: ModelPaths,
-		{ transient = false }: { transient?: boolean } = {},
+		{ transient = false, signal }: { transient?: boolean; signal?: AbortSignal } = {},
 	): Promise<{ models: LoadedModels; release: () => void }> {
 		const roles: ModelRole[] =
 			paths.rmvpe === undefined ? ["contentvec", "synthesizer"] : ["rmvpe", "contentvec", "synthesizer"];
@@ -611,7 +635,13 @@ export class ModelCache {
 			const owner = role === "synthesizer" ? this : (this.#features ?? this);
 			settled.push(
 				await owner
-					.#acquire(role, paths[role] as string, transient, role === "synthesizer" && paths.isolateSynthesizer === true)
+					.#acquire(
+						role,
+						paths[role] as string,
+						transient,
+						role === "synthesizer" && paths.isolateSynthesizer === true,
+						signal,
+					)
 					.then(
 						(value) => ({ status: "fulfilled", value: { owner, ...value } }) as const,
 						(reason: unknown) => ({ status: "rejected", reason }) as const,

@@ -575,12 +575,13 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 		return { ...paths, synthesizer, ...(isolateSynthesizer ? { isolateSynthesizer } : {}) };
 	};
 	/** The job's models, from a model cache (and its thread) lent to this job until `release`. */
-	const acquireModels = async (files: VoiceFiles, params: RvcParams, transient: boolean) => {
+	const acquireModels = async (files: VoiceFiles, params: RvcParams, transient: boolean, signal: AbortSignal) => {
 		if (caches === undefined) throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
 		const paths = await modelFiles(files, params);
 		const slot = await caches.acquire();
 		try {
-			const { models, release } = await slot.item.acquire(paths, { transient });
+			// The job's abort stops its wait for a load (an uploaded synthesizer's may take up to its deadline).
+			const { models, release } = await slot.item.acquire(paths, { transient, signal });
 			return {
 				models,
 				paths,
@@ -819,7 +820,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 			const plan = chunkPlan(params);
 			// A transient job (a voice's validation) keeps nothing it loads and evicts nothing for it.
 			const transient = job.transient === true;
-			const { models, paths, release } = await acquireModels(job, params, transient);
+			const { models, paths, release } = await acquireModels(job, params, transient, signal);
 			let releaseIndex = (): void => {};
 			try {
 				if (models.synthesizer.takesPitch && params.f0Method === "rmvpe" && models.rmvpe === undefined) {
