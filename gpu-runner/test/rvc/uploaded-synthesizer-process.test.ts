@@ -464,6 +464,52 @@ describe("an aborted run in a voice's process that two jobs hold", () => {
 			await cache.dispose();
 		}
 	});
+
+	it("drops a run waiting behind the other job's at once when its job ends: never sent, and the other finishes", async () => {
+		const hosts: ProcessSessionHost[] = [];
+		const cache = new ModelCache({ provider: "cpu", intraOpNumThreads: 1 }, 6, {
+			newIsolatedHost: () => {
+				const host = new ProcessSessionHost({
+					runLimit: () => ({ seconds: 600, run: "late-matmul's product" }),
+					loadSeconds: 60,
+					memoryBytes: 2 ** 40,
+				});
+				hosts.push(host);
+				return host;
+			},
+		});
+		try {
+			const paths = { contentvec, synthesizer: LATE_MATMUL, isolateSynthesizer: true };
+			const [a, b] = [await cache.acquire(paths), await cache.acquire(paths)];
+			const host = hosts[0] as ProcessSessionHost;
+			// The first job's window: two 6000 x 6000 matrices (144 MB each), seconds of onnxruntime.
+			let firstSettled = false;
+			const first = a.models.synthesizer.synthesize(inputs(1300), 400).finally(() => {
+				firstSettled = true;
+			});
+			await processInProduct();
+			// The second job's run waits for its turn behind it, on the same session.
+			const aborting = new AbortController();
+			const second = b.models.synthesizer.synthesize(inputs(100), 400, undefined, aborting.signal).then(
+				() => "finished",
+				(error: unknown) => error,
+			);
+			const reason = new Error("lease lost");
+			aborting.abort(reason);
+			// It fails with its job's reason while the first run is still under way, not when its turn comes.
+			expect(await second).toBe(reason);
+			expect(firstSettled).toBe(false);
+			b.release();
+			// The first job's run is not disturbed: its process is not killed, nor its run abandoned.
+			expect(host.abandonedRun).toBe(false);
+			const audio = await first;
+			expect(audio.length).toBeGreaterThanOrEqual(1300 * 400);
+			expect(host.stopped).toBe(false);
+			a.release();
+		} finally {
+			await cache.dispose();
+		}
+	});
 });
 
 describe("process session host", () => {

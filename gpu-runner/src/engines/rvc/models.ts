@@ -157,11 +157,18 @@ class OnnxModel {
 	}
 
 	/**
-	 * Runs the session once the model's earlier runs are done. `signal`, the job's abort: a session in a process
-	 * (`ProcessSessionHost`) stops the run at once, failing it with the abort's reason; a model thread's run goes on.
+	 * Runs the session once the model's earlier runs are done. `signal`, the job's abort: a run still waiting for its
+	 * turn fails at once with the abort's reason and is never sent; one under way in a process (`ProcessSessionHost`)
+	 * is stopped the same way; a model thread's run goes on.
 	 */
 	run(feeds: Record<string, ort.Tensor>, signal?: AbortSignal): Promise<ort.InferenceSession.ReturnType> {
+		if (signal?.aborted) return Promise.reject(signal.reason);
+		/** Whether its turn came: from then on the session answers the abort (a process's run fails at once). */
+		let started = false;
 		const result = this.#queue.then(async () => {
+			// Its job ended while it waited: not run at all.
+			signal?.throwIfAborted();
+			started = true;
 			try {
 				return await this.session.run(feeds, signal === undefined ? undefined : { signal, soleUser: this.soleUser });
 			} catch (error) {
@@ -180,8 +187,16 @@ class OnnxModel {
 				);
 			}
 		});
+		// The runs after it still wait for the one before it (the queue follows `result`, not the abort).
 		this.#queue = result.catch(() => undefined);
-		return result;
+		if (signal === undefined) return result;
+		return new Promise((resolve, reject) => {
+			const aborted = () => {
+				if (!started) reject(signal.reason);
+			};
+			signal.addEventListener("abort", aborted, { once: true });
+			result.then(resolve, reject).finally(() => signal.removeEventListener("abort", aborted));
+		});
 	}
 
 	/** The output tensor `name` as float32 data, checked for rank. */
