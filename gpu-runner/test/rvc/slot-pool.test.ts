@@ -86,6 +86,28 @@ describe("slot pool", () => {
 		expect(pool.tryAcquire()).toBeUndefined();
 	});
 
+	it("lets a job whose abort comes while it waits leave the line at once: what is released goes to the next", async () => {
+		const pool = new SlotPool(["a"]);
+		const held = await pool.acquire();
+		const [leaving, staying] = [new AbortController(), new AbortController()];
+		const gone = pool.acquire(leaving.signal).then(
+			(l) => l.item,
+			(error: unknown) => error,
+		);
+		const next = pool.acquire(staying.signal);
+		const reason = new Error("lease lost");
+		leaving.abort(reason);
+		// Its job ended (a lost lease, the runner's shutdown): it stops waiting, without the item ever being freed.
+		expect(await gone).toBe(reason);
+		expect(pool.tryAcquire()).toBeUndefined();
+		held.release();
+		expect((await next).item).toBe("a");
+		// A job already aborted does not wait at all, nor take a free item.
+		(await next).release();
+		await expect(pool.acquire(AbortSignal.abort(reason))).rejects.toBe(reason);
+		expect(pool.tryAcquire()?.item).toBe("a");
+	});
+
 	it("refuses a pool without items or holders", () => {
 		expect(() => new SlotPool([])).toThrow(/at least one item/);
 		expect(() => new SlotPool(["a"], 0)).toThrow(/at least one holder/);

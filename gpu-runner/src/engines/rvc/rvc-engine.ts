@@ -578,9 +578,10 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	const acquireModels = async (files: VoiceFiles, params: RvcParams, transient: boolean, signal: AbortSignal) => {
 		if (caches === undefined) throw new RvcEngineError("not_ready", "rvc engine used before init() or after dispose()");
 		const paths = await modelFiles(files, params);
-		const slot = await caches.acquire();
+		// The job's abort stops its wait for a model thread (behind other jobs' conversions), and for a load (an uploaded
+		// synthesizer's may take up to its deadline).
+		const slot = await caches.acquire(signal);
 		try {
-			// The job's abort stops its wait for a load (an uploaded synthesizer's may take up to its deadline).
 			const { models, release } = await slot.item.acquire(paths, { transient, signal });
 			return {
 				models,

@@ -20,9 +20,28 @@ export class SlotPool<T> {
 		for (let round = 0; round < holdersPerItem; round++) this.#free.push(...items);
 	}
 
-	/** An item, as soon as one is free; `release` gives it back (once; later calls do nothing). */
-	async acquire(): Promise<{ item: T; release: () => void }> {
-		const item = this.#free.shift() ?? (await new Promise<T>((resolve) => this.#waiting.push(resolve)));
+	/**
+	 * An item, as soon as one is free; `release` gives it back (once; later calls do nothing). `signal`, the job's
+	 * abort: a job still waiting leaves the line at once, failing with the abort's reason (an item freed later goes to
+	 * the next in line), rather than waiting for an item it no longer wants.
+	 */
+	async acquire(signal?: AbortSignal): Promise<{ item: T; release: () => void }> {
+		signal?.throwIfAborted();
+		const item =
+			this.#free.shift() ??
+			(await new Promise<T>((resolve, reject) => {
+				const aborted = () => {
+					const at = this.#waiting.indexOf(lent);
+					if (at >= 0) this.#waiting.splice(at, 1);
+					reject(signal?.reason);
+				};
+				const lent = (item: T) => {
+					signal?.removeEventListener("abort", aborted);
+					resolve(item);
+				};
+				signal?.addEventListener("abort", aborted, { once: true });
+				this.#waiting.push(lent);
+			}));
 		return this.#lend(item);
 	}
 
