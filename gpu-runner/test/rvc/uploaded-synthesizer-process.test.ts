@@ -577,6 +577,26 @@ describe("process session host", () => {
 		await host.close();
 	});
 
+	it("offers its process first to the out-of-memory killer, and says when the process was killed by something else", async () => {
+		const { host, session, pid } = await slowSession(600);
+		// The kernel's badness is adjusted to the most: where memory runs out, this process goes before the runner.
+		expect(readFileSync(`/proc/${pid}/oom_score_adj`, "utf8").trim()).toBe("1000");
+		const running = outcome(session.run(feeds(4)));
+		// The run under way, its process's memory read by the host meanwhile (every 50 ms).
+		await new Promise((resolve) => setTimeout(resolve, 200));
+		// A SIGKILL the runner did not send, as the out-of-memory killer sends it.
+		process.kill(pid, "SIGKILL");
+		const stopped = await running;
+		expect(stopped).toBeInstanceOf(ThreadStoppedError);
+		expect(stopped).toMatchObject({
+			message: expect.stringMatching(
+				/^the model process exited \(SIGKILL, not by the runner: most likely the system's out-of-memory killer \(its memory last read \d+ MiB, the ceiling 1048576 MiB\)\)/,
+			),
+		});
+		expect(host.stopped).toBe(true);
+		await host.close();
+	});
+
 	it("ends its process on close without waiting for the run in progress", async () => {
 		const { host, session, pid } = await slowSession(600);
 		const running = outcome(session.run(feeds(4)));

@@ -5,9 +5,18 @@
  * or the process its memory ceiling. Kept to node builtins, onnxruntime-node and `session-host-handler.ts`: it is
  * forked outside any bundler.
  */
+import { writeFileSync } from "node:fs";
 import { handleHostRequest } from "./session-host-handler.ts";
 import type { HostRequest } from "./session-wire.ts";
 import type { ThreadResponse } from "./thread-protocol.ts";
+
+// The first process the kernel's out-of-memory killer takes, before the runner and the other jobs' processes: where
+// memory runs out (an uploaded graph growing faster than the runner's reads of it, or a machine with less free memory
+// than the ceiling), the process to lose is this one, whose job is tried again, not the runner with every job on it.
+// Raising it needs no privilege; where it cannot be written (not Linux), the process goes as any other would.
+try {
+	writeFileSync("/proc/self/oom_score_adj", "1000");
+} catch {}
 
 let queue: Promise<void> = Promise.resolve();
 

@@ -100,6 +100,8 @@ export class ProcessSessionHost implements ModelHost {
 	#abandoned: number | undefined;
 	#closed: Promise<void> | undefined;
 	#stderr = "";
+	/** The process's peak resident memory as last read, in bytes. */
+	#lastPeak: number | undefined;
 	readonly #exited: Promise<void>;
 
 	constructor(limits: ProcessHostLimits) {
@@ -129,8 +131,16 @@ export class ProcessSessionHost implements ModelHost {
 			this.#child.on("exit", (code, signal) => {
 				alive.delete(this.#child);
 				const said = this.#stderr.trim().split("\n").at(-1);
+				// Killed, and not by this host (its kills stop it first): the kernel's out-of-memory killer, most likely,
+				// which takes this process first (`session-host-process-child.ts`).
+				const killed =
+					signal === "SIGKILL" && this.#stopped === undefined
+						? `, not by the runner: most likely the system's out-of-memory killer (its memory last read ${this.#lastPeak === undefined ? "never" : `${Math.round(this.#lastPeak / MIB)} MiB`}, the ceiling ${Math.round(this.#limits.memoryBytes / MIB)} MiB)`
+						: "";
 				this.#stop(
-					new ThreadStoppedError(`the model process exited (${signal ?? `code ${code}`})${said ? `: ${said}` : ""}`),
+					new ThreadStoppedError(
+						`the model process exited (${signal ?? `code ${code}`}${killed})${said ? `: ${said}` : ""}`,
+					),
 				);
 				resolve();
 			});
@@ -187,6 +197,7 @@ export class ProcessSessionHost implements ModelHost {
 
 	/** Kills the process where `peak` is past the ceiling; the error the request out fails with, if so. */
 	#overMemory(peak: number | undefined): ModelLimitError | undefined {
+		if (peak !== undefined) this.#lastPeak = peak;
 		if (peak === undefined || peak <= this.#limits.memoryBytes) return undefined;
 		const error = new ModelLimitError(
 			"memory",
