@@ -75,3 +75,128 @@ export function peak(samples: Float32Array): number {
 	for (const v of samples) max = Math.max(max, Math.abs(v));
 	return max;
 }
+
+/**
+ * A steady vowel-like tone: harmonics of `f0` up to 0.45 × the sample rate, each with the amplitude of a cascade of
+ * two-pole resonances (`[centre Hz, bandwidth Hz]`) at its frequency, so the spectral envelope has peaks exactly there.
+ * Scaled to `amplitude` peak.
+ */
+export function formantTone(
+	f0: number,
+	seconds: number,
+	sampleRate: number,
+	formants: [number, number][],
+	amplitude = 0.3,
+): Float32Array {
+	const frames = Math.round(seconds * sampleRate);
+	const out = new Float32Array(frames);
+	for (let h = 1; h * f0 < 0.45 * sampleRate; h++) {
+		const f = h * f0;
+		let gain = 1;
+		for (const [centre, bandwidth] of formants) {
+			// |H(f)| of a resonance normalised to 1 at 0 Hz: centre² / |centre² - f² + i f bandwidth|.
+			gain *= (centre * centre) / Math.hypot(centre * centre - f * f, f * bandwidth);
+		}
+		const step = (2 * Math.PI * f) / sampleRate;
+		for (let i = 0; i < frames; i++) out[i] = (out[i] as number) + gain * Math.sin(step * i);
+	}
+	const scale = amplitude / peak(out);
+	for (let i = 0; i < frames; i++) out[i] = (out[i] as number) * scale;
+	return out;
+}
+
+/**
+ * Formant frequencies of one frame by linear prediction (autocorrelation method, pre-emphasis, Hamming window):
+ * the peaks of the all-pole envelope 1/|A(f)| between 150 Hz and `maxHz`, lowest first.
+ */
+export function lpcFormants(frame: Float32Array, sampleRate: number, maxHz = 4000): number[] {
+	const n = frame.length;
+	const order = Math.round(sampleRate / 1000) + 2;
+	const x = new Float64Array(n);
+	for (let i = 0; i < n; i++) {
+		const emphasised = (frame[i] as number) - 0.97 * (i > 0 ? (frame[i - 1] as number) : 0);
+		x[i] = emphasised * (0.54 - 0.46 * Math.cos((2 * Math.PI * i) / (n - 1)));
+	}
+	const r = new Float64Array(order + 1);
+	for (let lag = 0; lag <= order; lag++) {
+		for (let i = lag; i < n; i++) r[lag] = (r[lag] as number) + (x[i] as number) * (x[i - lag] as number);
+	}
+	if (!((r[0] as number) > 0)) return [];
+	r[0] = (r[0] as number) * (1 + 1e-9);
+	// Levinson-Durbin.
+	let a = new Float64Array(order + 1);
+	a[0] = 1;
+	let error = r[0] as number;
+	for (let i = 1; i <= order; i++) {
+		let acc = r[i] as number;
+		for (let j = 1; j < i; j++) acc += (a[j] as number) * (r[i - j] as number);
+		const k = -acc / error;
+		const next = Float64Array.from(a);
+		for (let j = 1; j < i; j++) next[j] = (a[j] as number) + k * (a[i - j] as number);
+		next[i] = k;
+		a = next;
+		error *= 1 - k * k;
+	}
+	const step = 5;
+	const response: number[] = [];
+	for (let f = 0; f <= maxHz + step; f += step) {
+		const w = (2 * Math.PI * f) / sampleRate;
+		let re = 0;
+		let im = 0;
+		for (let j = 0; j <= order; j++) {
+			re += (a[j] as number) * Math.cos(w * j);
+			im -= (a[j] as number) * Math.sin(w * j);
+		}
+		response.push(-Math.log(re * re + im * im));
+	}
+	const peaks: number[] = [];
+	for (let i = 1; i < response.length - 1; i++) {
+		const f = i * step;
+		if (
+			f >= 150 &&
+			f <= maxHz &&
+			(response[i] as number) > (response[i - 1] as number) &&
+			(response[i] as number) >= (response[i + 1] as number)
+		) {
+			peaks.push(f);
+		}
+	}
+	return peaks;
+}
+
+/** Median F1 and F2 (`lpcFormants`) over frames of 30 ms every 10 ms, those `use(frame index)` accepts. */
+export function medianFormants(
+	samples: Float32Array,
+	sampleRate: number,
+	use: (frame: number) => boolean = () => true,
+): { f1: number; f2: number } {
+	const window = Math.round(0.03 * sampleRate);
+	const hop = Math.round(sampleRate / 100);
+	const f1: number[] = [];
+	const f2: number[] = [];
+	for (let frame = 0, start = 0; start + window <= samples.length; frame++, start += hop) {
+		if (!use(frame)) continue;
+		const peaks = lpcFormants(samples.subarray(start, start + window), sampleRate);
+		if (peaks.length >= 2) {
+			f1.push(peaks[0] as number);
+			f2.push(peaks[1] as number);
+		}
+	}
+	return { f1: median(f1), f2: median(f2) };
+}
+
+/** Median MPM clarity (pitchy's confidence, 0..1: how periodic) over the frames `use(frame index)` accepts. */
+export function medianClarity(
+	samples: Float32Array,
+	sampleRate: number,
+	use: (frame: number) => boolean = () => true,
+): number {
+	const window = 2048;
+	const hop = Math.round(sampleRate / 100);
+	const detector = PitchDetector.forFloat32Array(window);
+	const values: number[] = [];
+	for (let frame = 0, start = 0; start + window <= samples.length; frame++, start += hop) {
+		if (use(frame)) values.push(detector.findPitch(samples.subarray(start, start + window), sampleRate)[1]);
+	}
+	return median(values);
+}

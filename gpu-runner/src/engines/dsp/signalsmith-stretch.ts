@@ -15,6 +15,7 @@ interface StretchWasm {
 	HEAP8?: Int8Array;
 	exports?: { memory: { buffer: ArrayBuffer } };
 	_presetDefault(channels: number, sampleRate: number): void;
+	_configure(channels: number, blockSamples: number, intervalSamples: number, splitComputation: boolean): void;
 	_setBuffers(channels: number, length: number): number;
 	_inputLatency(): number;
 	_outputLatency(): number;
@@ -85,6 +86,10 @@ export interface StretchSettings {
 /** One pitch shifter: fixed channel count and rate, processes blocks of up to `maxBlock` frames in place order. */
 export class PitchShifter {
 	readonly latencyFrames: number;
+	/** Input frames the library needs beyond the current position (input-side latency). */
+	readonly inputLatencyFrames: number;
+	/** How far, in output frames, the output lags the library's processing position. */
+	readonly outputLatencyFrames: number;
 	readonly maxBlock: number;
 	#wasm: StretchWasm;
 	#channels: number;
@@ -95,7 +100,26 @@ export class PitchShifter {
 		this.#channels = channels;
 		this.maxBlock = maxBlock;
 		this.#pointer = wasm._setBuffers(channels, maxBlock);
-		this.latencyFrames = wasm._inputLatency() + wasm._outputLatency();
+		this.inputLatencyFrames = wasm._inputLatency();
+		this.outputLatencyFrames = wasm._outputLatency();
+		this.latencyFrames = this.inputLatencyFrames + this.outputLatencyFrames;
+	}
+
+	/**
+	 * The library as a pure time-stretcher: no transposition, no formant handling. `process` with more output than
+	 * input frames stretches the audio in time and keeps every frequency where it was (the library only misplaces
+	 * frequencies when it transposes; see the README's dsp section). The default preset's block (0.12 s), with
+	 * `intervalFrames` between analyses.
+	 */
+	static async createTimeStretcher(
+		channels: number,
+		sampleRate: number,
+		maxBlock: number,
+		intervalFrames: number,
+	): Promise<PitchShifter> {
+		const wasm = await instantiate();
+		wasm._configure(channels, Math.round(0.12 * sampleRate), intervalFrames, false);
+		return new PitchShifter(wasm, channels, maxBlock);
 	}
 
 	static async create(
@@ -114,8 +138,11 @@ export class PitchShifter {
 		return shifter;
 	}
 
-	/** Process `frames` ≤ maxBlock frames; returns new arrays of the same length, delayed by `latencyFrames`. */
-	process(input: Float32Array[], frames: number): Float32Array[] {
+	/**
+	 * Process `frames` ≤ maxBlock input frames into `outputFrames` ≤ maxBlock output frames (by default as many:
+	 * output delayed by `latencyFrames`; more or fewer stretch or squeeze the audio in time); returns new arrays.
+	 */
+	process(input: Float32Array[], frames: number, outputFrames = frames): Float32Array[] {
 		const blockBytes = this.maxBlock * 4;
 		let memory = this.#memory();
 		for (let c = 0; c < this.#channels; c++) {
@@ -124,11 +151,11 @@ export class PitchShifter {
 			if (source) target.set(source.subarray(0, frames));
 			else target.fill(0);
 		}
-		this.#wasm._process(frames, frames);
+		this.#wasm._process(frames, outputFrames);
 		memory = this.#memory(); // wasm memory may have grown and detached the old buffer
 		const output: Float32Array[] = [];
 		for (let c = 0; c < this.#channels; c++) {
-			output.push(new Float32Array(memory, this.#pointer + blockBytes * (c + this.#channels), frames).slice());
+			output.push(new Float32Array(memory, this.#pointer + blockBytes * (c + this.#channels), outputFrames).slice());
 		}
 		return output;
 	}
