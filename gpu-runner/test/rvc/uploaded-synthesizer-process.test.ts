@@ -155,6 +155,26 @@ async function processInProduct(): Promise<number> {
 }
 
 /** A runner of capacity 1 with the engine, its lease heartbeats every second. */
+/**
+ * A model cache whose isolated synthesizers load in processes of their own (`hosts`, in the order they start), with
+ * a run deadline no test reaches and no memory ceiling to speak of.
+ */
+function processCache(run: string, loadSeconds: number): { cache: ModelCache; hosts: ProcessSessionHost[] } {
+	const hosts: ProcessSessionHost[] = [];
+	const cache = new ModelCache({ provider: "cpu", intraOpNumThreads: 1 }, 6, {
+		newIsolatedHost: () => {
+			const host = new ProcessSessionHost({
+				runLimit: () => ({ seconds: 600, run }),
+				loadSeconds,
+				memoryBytes: 2 ** 40,
+			});
+			hosts.push(host);
+			return host;
+		},
+	});
+	return { cache, hosts };
+}
+
 function startRunner() {
 	api.heartbeatIntervalSeconds = 1;
 	runner = startTestRunner(api, {
@@ -334,19 +354,8 @@ describe("a job that ends while its uploaded synthesizer loads", () => {
 
 	it("goes on loading for another job that waits for it; the process is killed once no job does", async () => {
 		const contentvec = writeModels({ contentvec: buildTinyContentVec() }).get("contentvec") as string;
-		const hosts: ProcessSessionHost[] = [];
 		// One cache lent to both jobs, as on a GPU at capacity 2.
-		const cache = new ModelCache({ provider: "cpu", intraOpNumThreads: 1 }, 6, {
-			newIsolatedHost: () => {
-				const host = new ProcessSessionHost({
-					runLimit: () => ({ seconds: 600, run: "slow-load's run" }),
-					loadSeconds: 600,
-					memoryBytes: 2 ** 40,
-				});
-				hosts.push(host);
-				return host;
-			},
-		});
+		const { cache, hosts } = processCache("slow-load's run", 600);
 		try {
 			const paths = { contentvec, synthesizer: SLOW_LOAD, isolateSynthesizer: true };
 			const [first, second] = [new AbortController(), new AbortController()];
@@ -401,19 +410,8 @@ describe("an aborted run in a voice's process that two jobs hold", () => {
 	});
 
 	it("is left to the other job, and killed once neither holds the process; a job alone has its run killed at once", async () => {
-		const hosts: ProcessSessionHost[] = [];
 		// One cache lent to both jobs, as on a GPU at capacity 2; runs with no deadline to speak of.
-		const cache = new ModelCache({ provider: "cpu", intraOpNumThreads: 1 }, 6, {
-			newIsolatedHost: () => {
-				const host = new ProcessSessionHost({
-					runLimit: () => ({ seconds: 600, run: "late-matmul's product" }),
-					loadSeconds: 60,
-					memoryBytes: 2 ** 40,
-				});
-				hosts.push(host);
-				return host;
-			},
-		});
+		const { cache, hosts } = processCache("late-matmul's product", 60);
 		try {
 			const paths = { contentvec, synthesizer: LATE_MATMUL, isolateSynthesizer: true };
 			const [a, b] = [await cache.acquire(paths), await cache.acquire(paths)];
@@ -466,18 +464,7 @@ describe("an aborted run in a voice's process that two jobs hold", () => {
 	});
 
 	it("drops a run waiting behind the other job's at once when its job ends: never sent, and the other finishes", async () => {
-		const hosts: ProcessSessionHost[] = [];
-		const cache = new ModelCache({ provider: "cpu", intraOpNumThreads: 1 }, 6, {
-			newIsolatedHost: () => {
-				const host = new ProcessSessionHost({
-					runLimit: () => ({ seconds: 600, run: "late-matmul's product" }),
-					loadSeconds: 60,
-					memoryBytes: 2 ** 40,
-				});
-				hosts.push(host);
-				return host;
-			},
-		});
+		const { cache, hosts } = processCache("late-matmul's product", 60);
 		try {
 			const paths = { contentvec, synthesizer: LATE_MATMUL, isolateSynthesizer: true };
 			const [a, b] = [await cache.acquire(paths), await cache.acquire(paths)];

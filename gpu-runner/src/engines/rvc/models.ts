@@ -29,7 +29,7 @@ import { quantizeMatMuls } from "./int8-matmul.ts";
 import { type LogMel, RMVPE_N_MELS } from "./mel.ts";
 import { once } from "./once.ts";
 import { RMVPE_PITCH_BINS } from "./pitch.ts";
-import { type ModelHost, type ModelSession, SessionHost } from "./session-host.ts";
+import { type ModelHost, type ModelSession, SessionHost, untilAborted } from "./session-host.ts";
 import { ModelLimitError } from "./session-host-process.ts";
 import { DECODE_SPAN_MARGIN_FRAMES } from "./synthesizer-graph.ts";
 import { ThreadStoppedError } from "./thread-client.ts";
@@ -59,20 +59,6 @@ export function memoryArenaFor(role: ModelRole, settings: Pick<SessionSettings, 
 }
 
 type TensorType = ort.Tensor.Type;
-
-/**
- * `promise`, or its job's abort (`signal`) if that comes first: the job stops waiting at once with the abort's reason,
- * and what it waited for goes on without it.
- */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-	if (signal === undefined) return promise;
-	if (signal.aborted) return Promise.reject(signal.reason);
-	return new Promise<T>((resolve, reject) => {
-		const aborted = () => reject(signal.reason);
-		signal.addEventListener("abort", aborted, { once: true });
-		promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", aborted));
-	});
-}
 
 /** Not the model's fault: the job can run again, on a new thread. */
 function threadStopped(doing: string, error: ThreadStoppedError): RvcEngineError {
@@ -189,14 +175,8 @@ class OnnxModel {
 		});
 		// The runs after it still wait for the one before it (the queue follows `result`, not the abort).
 		this.#queue = result.catch(() => undefined);
-		if (signal === undefined) return result;
-		return new Promise((resolve, reject) => {
-			const aborted = () => {
-				if (!started) reject(signal.reason);
-			};
-			signal.addEventListener("abort", aborted, { once: true });
-			result.then(resolve, reject).finally(() => signal.removeEventListener("abort", aborted));
-		});
+		// Under way, the run answers the abort itself (or, on a model thread, goes on and is waited for).
+		return untilAborted(result, signal, () => !started);
 	}
 
 	/** The output tensor `name` as float32 data, checked for rank. */

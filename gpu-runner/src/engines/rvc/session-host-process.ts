@@ -28,6 +28,7 @@ import {
 	type ModelSession,
 	type RunControl,
 	tensorsFromWire,
+	untilAborted,
 	wireFeeds,
 } from "./session-host.ts";
 import type { HostRequest } from "./session-wire.ts";
@@ -276,21 +277,16 @@ export class ProcessSessionHost implements ModelHost {
 				}),
 		);
 		this.#queue = answered.catch(() => undefined);
-		if (signal === undefined) return answered;
-		return new Promise<unknown>((resolve, reject) => {
-			const aborted = () => {
-				reject(signal.reason);
-				// Not sent yet: it fails when its turn comes, unsent.
-				if (sentId === undefined || this.#pending?.id !== sentId) return;
-				if (control?.soleUser?.() ?? true) {
-					const stopped = new ThreadStoppedError(
-						`the model process was stopped: the job running it ended (${describeReason(signal.reason)})`,
-					);
-					this.#stopFor(stopped, stopped);
-				} else this.#abandoned = sentId;
-			};
-			signal.addEventListener("abort", aborted, { once: true });
-			answered.then(resolve, reject).finally(() => signal.removeEventListener("abort", aborted));
+		return untilAborted(answered, signal, () => {
+			// Not sent yet: it fails when its turn comes, unsent.
+			if (sentId === undefined || this.#pending?.id !== sentId) return true;
+			if (control?.soleUser?.() ?? true) {
+				const stopped = new ThreadStoppedError(
+					`the model process was stopped: the job running it ended (${describeReason(signal?.reason)})`,
+				);
+				this.#stopFor(stopped, stopped);
+			} else this.#abandoned = sentId;
+			return true;
 		});
 	}
 

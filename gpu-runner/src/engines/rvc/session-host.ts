@@ -39,6 +39,27 @@ export interface RunControl {
 	soleUser?: () => boolean;
 }
 
+/**
+ * `promise`, or its job's abort (`signal`) if that comes first: the job stops waiting at once with the abort's reason,
+ * and what it waited for goes on without it. `onAbort`, called at the abort, may act on it (a process host ends the
+ * run) and answers whether the job stops waiting (default: it does); false keeps it waiting for `promise`.
+ */
+export function untilAborted<T>(
+	promise: Promise<T>,
+	signal: AbortSignal | undefined,
+	onAbort: () => boolean = () => true,
+): Promise<T> {
+	if (signal === undefined) return promise;
+	if (signal.aborted) return Promise.reject(signal.reason);
+	return new Promise<T>((resolve, reject) => {
+		const aborted = () => {
+			if (onAbort()) reject(signal.reason);
+		};
+		signal.addEventListener("abort", aborted, { once: true });
+		promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", aborted));
+	});
+}
+
 /** What the engine uses of a session: its declared inputs and outputs, `run` and `release`. */
 export interface ModelSession {
 	readonly inputNames: readonly string[];
