@@ -30,10 +30,11 @@ async function* blocks(channels: Float32Array[], sampleRate: number): AsyncGener
 }
 
 const SECONDS = 60;
-for (const [sampleRate, channelCount] of [
-	[44_100, 1],
-	[48_000, 2],
-	[16_000, 1],
+for (const [sampleRate, channelCount, pitchMethod] of [
+	[44_100, 1, "transpose"],
+	[48_000, 2, "transpose"],
+	[16_000, 1, "transpose"],
+	[44_100, 1, "exact"],
 ] as const) {
 	const channels = Array.from({ length: channelCount }, (_, c) => harmonicSweep(SECONDS, sampleRate, c));
 	const engine = new DspEngine();
@@ -43,7 +44,7 @@ for (const [sampleRate, channelCount] of [
 			id: "bench",
 			name: "bench",
 			engine: "dsp" as const,
-			params: { formant_shift: 2, brightness: 2 },
+			params: { formant_shift: 2, brightness: 2, pitch_method: pitchMethod },
 			artifacts: [],
 		},
 		semitones: 4,
@@ -70,6 +71,7 @@ for (const [sampleRate, channelCount] of [
 		JSON.stringify({
 			sampleRate,
 			channels: channelCount,
+			pitchMethod,
 			audioSeconds: frames / sampleRate,
 			processingSeconds: seconds,
 			rtf: seconds / SECONDS,

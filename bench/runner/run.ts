@@ -33,16 +33,31 @@ function runChild(script: string, args: string[], pinToOneCore: boolean): string
 	});
 }
 
-console.log("== dsp engine, real-time factor (60 s of generated audio per case, +4 st, formant_shift 2) ==");
+console.log(
+	'== dsp engine, real-time factor (60 s of generated audio per case, +4 st, formant_shift 2; pitch_method "transpose", the default, and "exact") ==',
+);
 console.log(
 	has("taskset")
 		? "pinned to one core with taskset -c 0"
 		: "taskset not found: not pinned (the engine itself is single-threaded)",
 );
+/** The default method's RTF per rate and channels, for the ratio of another method's at the same. */
+const transposeRtf = new Map<string, number>();
 for (const line of runChild(join(here, "dsp-rtf.ts"), [], true).trim().split("\n")) {
-	const r = JSON.parse(line) as { sampleRate: number; channels: number; processingSeconds: number; rtf: number };
+	const r = JSON.parse(line) as {
+		sampleRate: number;
+		channels: number;
+		pitchMethod: string;
+		processingSeconds: number;
+		rtf: number;
+	};
+	const key = `${r.sampleRate}/${r.channels}`;
+	if (r.pitchMethod === "transpose") transposeRtf.set(key, r.rtf);
+	const base = transposeRtf.get(key);
+	const ratio =
+		r.pitchMethod !== "transpose" && base !== undefined ? `, ${(r.rtf / base).toFixed(2)}x transpose's time` : "";
 	console.log(
-		`  ${String(r.sampleRate).padStart(6)} Hz ${r.channels} ch: ${r.processingSeconds.toFixed(2)} s for 60 s -> RTF ${r.rtf.toFixed(4)} (${(1 / r.rtf).toFixed(0)}x real time)`,
+		`  ${String(r.sampleRate).padStart(6)} Hz ${r.channels} ch ${r.pitchMethod.padEnd(9)}: ${r.processingSeconds.toFixed(2)} s for 60 s -> RTF ${r.rtf.toFixed(4)} (${(1 / r.rtf).toFixed(0)}x real time${ratio})`,
 	);
 }
 

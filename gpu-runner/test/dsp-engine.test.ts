@@ -105,10 +105,58 @@ describe("dsp engine on a harmonic tone", () => {
 		});
 	});
 
+	it('with pitch_method "exact", shifts pure low tones exactly, and each channel on its own', async () => {
+		// The library transposing by itself is up to 26 cents off on these (README, dsp section).
+		const errors: string[] = [];
+		for (const rate of [16_000, 44_100]) {
+			for (const frequency of [55, 110]) {
+				const source = sine(frequency, 3, rate);
+				for (const semitones of [4, -4, 12]) {
+					const out = await convert(source, rate, semitones, { pitch_method: "exact" });
+					expect(out.length).toBe(source.length);
+					const error = cents(medianPitch(trackPitch(out, rate)), frequency * 2 ** (semitones / 12));
+					if (!(Math.abs(error) <= 1))
+						errors.push(`${frequency} Hz at ${rate} Hz, ${semitones} st: ${error.toFixed(2)}`);
+				}
+			}
+		}
+		expect(errors).toEqual([]);
+		// Speech-like harmonics keep the test's bounds on pitch, loudness, length and peak at a fourth and a fifth.
+		for (const semitones of [4, -7]) {
+			const out = await convert(tone, sampleRate, semitones, { pitch_method: "exact" });
+			expectFaithfulShift(tone, out, sampleRate, semitones);
+		}
+		const engine = new DspEngine();
+		const job = {
+			voice: voice({ pitch_method: "exact" }),
+			semitones: 4,
+			artifactPaths: new Map(),
+			input: { sampleRate: 48_000, channels: 2 },
+		};
+		const out = await collect(
+			engine.convert(
+				blocksOf([sine(440, 1.5, 48_000), sine(660, 1.5, 48_000)], 48_000, 1001),
+				job,
+				new AbortController().signal,
+			),
+		);
+		for (const [channel, f0] of [
+			[0, 440],
+			[1, 660],
+		] as const) {
+			const error = cents(medianPitch(trackPitch(out.channels[channel] as Float32Array, 48_000)), f0 * 2 ** (4 / 12));
+			expect(Math.abs(error), `channel ${channel}`).toBeLessThanOrEqual(1);
+		}
+	});
+
 	it("rejects invalid voice params as a permanent failure", async () => {
 		await expect(convert(tone, sampleRate, 0, { formant_shift: 40 })).rejects.toMatchObject({
 			name: "PermanentJobError",
 			reason: "internal",
+		});
+		await expect(convert(tone, sampleRate, 0, { pitch_method: "perfect" })).rejects.toMatchObject({
+			name: "PermanentJobError",
+			message: expect.stringContaining("pitch_method"),
 		});
 	});
 

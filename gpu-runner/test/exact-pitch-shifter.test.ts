@@ -1,7 +1,7 @@
 /**
  * `ExactPitchShifter`: the measured alternative to Signalsmith Stretch transposing by itself (README, dsp section;
- * bench/runner/dsp-pitch-probe.ts). Not the dsp engine's shifter; these pin down what it does better and its
- * streaming contract, so the probe's comparison stays meaningful.
+ * bench/runner/dsp-pitch-probe.ts), the dsp engine's `pitch_method: "exact"`. These pin down what it does better
+ * and its streaming contract; `dsp-engine.test.ts` holds the engine to it.
  */
 import { describe, expect, it } from "vitest";
 import { ExactPitchShifter, type ExactShiftSettings } from "../src/engines/dsp/exact-pitch-shifter.ts";

@@ -184,6 +184,7 @@ describe("admin CLI", () => {
 		// Params the runner refuses would fail every conversion of the voice as an internal error.
 		[["voice", "create", "--name", "X", "--params", '{"formant_shift":30}'], /--params for a dsp voice: formant_shift/],
 		[["voice", "create", "--name", "X", "--params", '{"tonality_limit_hz":1000}'], /tonality_limit_hz/],
+		[["voice", "create", "--name", "X", "--params", '{"pitch_method":"perfect"}'], /pitch_method/],
 		[["voice", "update", "--name", "Tenor II", "--params", '{"brightness":"high"}'], /dsp voice: brightness/],
 		[["voice", "create", "--name", "X", "--image", "/nonexistent.png"], /Cannot read image/],
 		[["voice", "update", "--name", "Nobody", "--tags", "a"], /No voice named/],

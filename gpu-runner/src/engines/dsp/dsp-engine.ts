@@ -1,6 +1,7 @@
 /**
  * The `dsp` engine: the embedded default that needs no model files and no GPU. Pitch shift by the job's
- * semitones with formant compensation (Signalsmith Stretch), then the voice's timbre (formant shift,
+ * semitones with formant compensation (Signalsmith Stretch transposing, or, with `pitch_method: "exact"`, stretching
+ * time for our resampler and envelope stage: `ExactPitchShifter`), then the voice's timbre (formant shift,
  * brightness), loudness matched to the source and peak limited. Output keeps the source's sample rate and
  * channels, and exactly its length (`AlignedPitchShifter`); each channel is shifted on its own
  * (`ChannelwisePitchShifter`).
@@ -8,6 +9,7 @@
 import type { VoiceDescriptor } from "../../../../src/contracts/runner.ts";
 import { PermanentJobError } from "../../job-errors.ts";
 import type { AudioBlock, Engine, EngineInfo, EngineJob, PcmFormat } from "../engine.ts";
+import { ChannelwiseExactPitchShifter } from "./exact-pitch-shifter.ts";
 import { BrightnessShelf, LoudnessMatcher, PeakLimiter } from "./level-control.ts";
 import { ChannelwisePitchShifter, PitchShifter } from "./signalsmith-stretch.ts";
 import { DspVoiceParams } from "./voice-params.ts";
@@ -39,6 +41,31 @@ export function applyDspVoiceSettings(
 	return formant_shift === undefined ? params : { ...params, formant_shift: formant_shift as number };
 }
 
+/** What the engine needs of a pitch shifter: the shifted frames as they are released, then the rest. */
+interface ChannelShifter {
+	push(block: Float32Array[]): Iterable<Float32Array[]>;
+	flush(): Iterable<Float32Array[]>;
+}
+
+/** The voice's pitch shifter (`pitch_method`), one per channel either way. */
+async function channelShifter(
+	channels: number,
+	sampleRate: number,
+	semitones: number,
+	params: DspVoiceParams,
+): Promise<ChannelShifter> {
+	const settings = { semitones, formantSemitones: params.formant_shift, formantBaseHz: params.formant_base_hz };
+	if (params.pitch_method === "transpose") {
+		return ChannelwisePitchShifter.create(channels, sampleRate, {
+			...settings,
+			tonalityLimitHz: params.tonality_limit_hz,
+		});
+	}
+	const exact = await ChannelwiseExactPitchShifter.create(channels, sampleRate, settings);
+	const released = (out: Float32Array[] | undefined) => (out === undefined ? [] : [out]);
+	return { push: (block) => released(exact.push(block)), flush: () => released(exact.flush()) };
+}
+
 export class DspEngine implements Engine {
 	readonly name = "dsp" as const;
 
@@ -65,12 +92,7 @@ export class DspEngine implements Engine {
 	async *convert(input: AsyncIterable<AudioBlock>, job: EngineJob, signal: AbortSignal): AsyncIterable<AudioBlock> {
 		const params = applyDspVoiceSettings(parseDspVoiceParams(job.voice), job.voiceSettings);
 		const { sampleRate, channels } = job.input;
-		const shifter = await ChannelwisePitchShifter.create(channels, sampleRate, {
-			semitones: job.semitones,
-			formantSemitones: params.formant_shift,
-			formantBaseHz: params.formant_base_hz,
-			tonalityLimitHz: params.tonality_limit_hz,
-		});
+		const shifter = await channelShifter(channels, sampleRate, job.semitones, params);
 		const brightness = new BrightnessShelf(sampleRate, channels, params.brightness);
 		const loudness = new LoudnessMatcher(sampleRate);
 		const limiter = new PeakLimiter(sampleRate);

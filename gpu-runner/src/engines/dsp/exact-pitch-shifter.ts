@@ -1,8 +1,8 @@
 /**
- * Pitch shift that is exact in frequency, with the formants kept where they were: the alternative to Signalsmith
- * Stretch transposing by itself that `bench/runner/dsp-pitch-probe.ts` measures. The dsp engine does not use it (yet):
- * it is better on lone partials, formants and downward periodicity, but less periodic upwards and about 4× slower
- * (figures in the README's dsp section).
+ * Pitch shift that is exact in frequency, with the formants kept where they were: the dsp engine's
+ * `pitch_method: "exact"`, the alternative to Signalsmith Stretch transposing by itself (the default, `transpose`)
+ * that `bench/runner/dsp-pitch-probe.ts` measures. It is better on lone partials, formants and downward periodicity,
+ * but less periodic upwards and about 3.5× slower (figures in the README's dsp section).
  *
  * Signalsmith Stretch transposing on its own misplaces partials by up to half a bin × (1 - 1/ratio) (see the README's
  * dsp section), so the library only stretches time here, which keeps every frequency; the rest is ours:
