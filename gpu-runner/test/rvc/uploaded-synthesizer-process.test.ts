@@ -6,6 +6,7 @@
  * uploaded synthesizer converts there to the same output as on the model thread; service voices and `.pth` voices stay
  * on the model thread. Limits come from the runner's settings (`RUNNER_RVC_ONNX_*`, `loadConfig`), set small here.
  */
+import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
@@ -395,6 +396,42 @@ describe("a job that ends while its uploaded synthesizer loads", () => {
 			await api.waitFor(() => gone(fresh), 30_000);
 		} finally {
 			await cache.dispose();
+		}
+	});
+});
+
+describe("a model process whose runner dies hard", () => {
+	it("ends itself when its parent is killed in the middle of a native load", async () => {
+		// A runner-like parent: a process host loading slow-load (hours of onnxruntime folding its convolution).
+		const parent = spawn(
+			process.execPath,
+			[join(import.meta.dirname, "support", "process-host-parent.ts"), SLOW_LOAD],
+			{
+				stdio: ["ignore", "pipe", "inherit"],
+			},
+		);
+		let pid: number | undefined;
+		try {
+			let said = "";
+			parent.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+				said += chunk;
+			});
+			await api.waitFor(() => /^\d+\n/.test(said), 30_000);
+			pid = Number.parseInt(said, 10);
+			const modelPid = pid;
+			// In the load: its main thread inside onnxruntime, where neither its `disconnect` handler nor the parent's
+			// exit hook can act.
+			await api.waitFor(() => peakMiB(modelPid) > 200, 60_000);
+			expect(Number(statOf(modelPid)?.[1])).toBe(parent.pid);
+			// The runner's process dies as SIGKILL, the out-of-memory killer or a crash end it: no hook of its own runs.
+			const exited = new Promise((resolve) => parent.once("exit", resolve));
+			parent.kill("SIGKILL");
+			await exited;
+			// The model process notices its parent's death and ends itself, rather than loading on for hours.
+			await api.waitFor(() => gone(modelPid), 20_000);
+		} finally {
+			parent.kill("SIGKILL");
+			if (pid !== undefined && !gone(pid)) process.kill(pid, "SIGKILL");
 		}
 	});
 });

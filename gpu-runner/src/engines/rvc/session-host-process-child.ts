@@ -6,6 +6,7 @@
  * forked outside any bundler.
  */
 import { writeFileSync } from "node:fs";
+import { Worker } from "node:worker_threads";
 import { handleHostRequest } from "./session-host-handler.ts";
 import type { HostRequest } from "./session-wire.ts";
 import type { ThreadResponse } from "./thread-protocol.ts";
@@ -17,6 +18,23 @@ import type { ThreadResponse } from "./thread-protocol.ts";
 try {
 	writeFileSync("/proc/self/oom_score_adj", "1000");
 } catch {}
+
+// The runner dying hard (SIGKILL, the out-of-memory killer, a crash) runs none of its hooks, and Node has no
+// parent-death signal: this process would notice its channel close (`disconnect` below) only once its main thread is
+// out of onnxruntime, hours later for a load or run that computes that long. A watchdog thread of its own, free while
+// the main thread is in a native call, reads the parent's id every 200 ms and kills this process once it is no longer
+// the runner's (reparented: the runner is gone). The runner's id comes as the first argument, read before anything
+// else, so a runner that died before this line still counts as gone.
+const runner = Number(process.argv[2]);
+if (Number.isInteger(runner) && runner > 0) {
+	new Worker(
+		`const { workerData } = require("node:worker_threads");
+		const watch = () => { if (process.ppid !== workerData) process.kill(process.pid, "SIGKILL"); };
+		watch();
+		setInterval(watch, 200);`,
+		{ eval: true, workerData: runner, stdout: false, stderr: false },
+	).unref();
+}
 
 let queue: Promise<void> = Promise.resolve();
 

@@ -107,7 +107,10 @@ export class ProcessSessionHost implements ModelHost {
 
 	constructor(limits: ProcessHostLimits) {
 		this.#limits = limits;
-		this.#child = fork(CHILD_URL, [], { stdio: ["ignore", "ignore", "pipe", "ipc"], serialization: "advanced" });
+		this.#child = fork(CHILD_URL, [String(process.pid)], {
+			stdio: ["ignore", "ignore", "pipe", "ipc"],
+			serialization: "advanced",
+		});
 		alive.add(this.#child);
 		if (!killOnExit) {
 			killOnExit = true;
