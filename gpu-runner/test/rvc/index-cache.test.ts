@@ -218,6 +218,40 @@ describe("IndexCache", () => {
 		await cache.clear();
 	});
 
+	it("stops waiting for a load at its job's abort, the load going on for the voice's other job and kept", async () => {
+		const dir = scratchDir("index-cache-abort");
+		// A 61 MB flat index of 768-wide vectors: read and normed on its thread, which takes a while to start too.
+		const dim = 768;
+		const path = join(dir, "voice.index");
+		writeFlatIndex(path, new NormalNoise(4).fill(20_000 * dim, 1), dim);
+		const cache = new IndexCache({ count: 1 }, { intraOpNumThreads: 1 });
+		const first = new AbortController();
+		const aborted = cache.acquire(path, { signal: first.signal }).then(
+			(loaded) => loaded,
+			(error: unknown) => error,
+		);
+		// Another job of the same voice waits for the same load.
+		const other = cache.acquire(path);
+		const reason = new Error("lease lost");
+		first.abort(reason);
+		// The aborted job stops waiting at once, with its abort's reason, not with the index once it is read.
+		expect(await aborted).toBe(reason);
+		const { index, release } = await other;
+		expect(cache.size).toBe(1);
+		const query = new NormalNoise(9).fill(4 * dim, 1);
+		expect((await index.retrieve(query, 4, 0.5)).length).toBe(4 * dim);
+		release();
+		// The aborted job's use was given back: once the other's is too, the index is idle and goes for the next one.
+		const next = await cache.acquire(FLAT);
+		expect(cache.size).toBe(1);
+		expect(await closed(index)).toBe(true);
+		next.release();
+		// A job already ended reads nothing.
+		await expect(cache.acquire(IVF, { signal: first.signal })).rejects.toBe(reason);
+		expect(cache.size).toBe(1);
+		await cache.clear();
+	});
+
 	it("forgets a deleted voice's index at once when idle, else once its last job is done", async () => {
 		const cache = new IndexCache({ count: 16 }, { intraOpNumThreads: 1 });
 		const idle = await cache.acquire(FLAT);

@@ -14,6 +14,7 @@ import { stat } from "node:fs/promises";
 import { removeIfDamaged } from "../../artifacts/damaged-artifact.ts";
 import { IndexThread } from "./index-thread.ts";
 import { once } from "./once.ts";
+import { untilAborted } from "./session-host.ts";
 
 /**
  * What an index's thread costs beside the index: a worker's isolate and the search's two onnxruntime sessions
@@ -83,11 +84,14 @@ export class IndexCache {
 	/**
 	 * The index in `path`, read once on its thread; call `release` when the job is done with it. `transient` (a
 	 * voice's validation): reading it evicts nothing, and it is dropped after this use unless a job took it meanwhile.
+	 * `signal`, the job's abort: the job stops waiting for the read at once, with the abort's reason, its use given
+	 * back; the read goes on for the voice's other jobs and is kept as any other (a large index takes seconds).
 	 */
 	async acquire(
 		path: string,
-		{ transient = false }: { transient?: boolean } = {},
+		{ transient = false, signal }: { transient?: boolean; signal?: AbortSignal } = {},
 	): Promise<{ index: IndexThread; release: () => void }> {
+		signal?.throwIfAborted();
 		let entry = this.#entries.get(path);
 		if (entry === undefined) {
 			// Room first: idle indexes past the limits go, their memory with their threads, before the new one is read;
@@ -131,7 +135,7 @@ export class IndexCache {
 			void this.#evict();
 		});
 		try {
-			return { index: await current.loaded, release };
+			return { index: await untilAborted(current.loaded, signal), release };
 		} catch (error) {
 			release();
 			throw error;

@@ -851,7 +851,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 						await removeIfDamaged(indexPath, "feature index");
 						throw refuseWidth(stated);
 					}
-					const loaded = await indexes.acquire(indexPath, { transient });
+					const loaded = await indexes.acquire(indexPath, { transient, signal });
 					releaseIndex = loaded.release;
 					if (width !== undefined && width !== loaded.index.facts.dim) throw refuseWidth(loaded.index.facts.dim);
 					retrieval = loaded.index;
