@@ -21,6 +21,7 @@ import { ModelLimitError, ProcessSessionHost } from "../../src/engines/rvc/sessi
 import { ThreadStoppedError } from "../../src/engines/rvc/thread-client.ts";
 import { type FakeJob, FakeRunnerApi } from "../helpers/fake-runner-api.ts";
 import { startTestRunner, wavJob } from "../helpers/runner-harness.ts";
+import { blocksOf, collect } from "../helpers/streams.ts";
 import { buildTinyContentVec, buildTinySynthesizer, writeModels } from "./support/tiny-models.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
@@ -28,6 +29,8 @@ const LATE_MATMUL = join(FIXTURES, "onnx", "late-matmul.onnx");
 const RVC_EXPORT = join(FIXTURES, "onnx", "rvc-export-v2-f0-40k.onnx");
 /** A synthesizer whose session takes hours to load (onnxruntime folds a large convolution as it creates it). */
 const SLOW_LOAD = join(FIXTURES, "onnx", "slow-load.onnx");
+/** A synthesizer whose session takes seconds to load (slow-load's convolution, smaller). */
+const SECONDS_LOAD = join(FIXTURES, "onnx", "seconds-load.onnx");
 
 let api: FakeRunnerApi;
 let engine: Engine | undefined;
@@ -351,6 +354,59 @@ describe("a job that ends while its uploaded synthesizer loads", () => {
 		expect(api.finalReport(lease?.lease_id ?? "")).toMatchObject({ type: "release", reason: "runner shutting down" });
 		expect(await outcomes()).toEqual({ released: 1 });
 		await api.waitFor(() => gone(pid), 30_000);
+	});
+
+	it("stops the voice's loads on idle model threads, begun for a long job's later windows, with the job", async () => {
+		const config = loadConfig({
+			RUNNER_API_BASE_URL: "https://api.example.com",
+			RUNNER_CLIENT_ID: "id",
+			RUNNER_CLIENT_SECRET: "secret",
+			...noDeadline,
+		});
+		// Two model threads, each lendable to the other's job for a run once it holds the voice.
+		engine = createRvcEngine({
+			executionProviders: ["cpu"],
+			uploadedSynthesizerLimits: config.rvcUploadedSynthesizerLimits,
+			capacity: 2,
+			modelThreads: 2,
+			intraOpNumThreads: 1,
+		});
+		await engine.init();
+		const contentvec = writeModels({ contentvec: buildTinyContentVec() }).get("contentvec") as string;
+		const job = {
+			voice: {
+				id: "0b7c9e52-6f1d-4a3e-9c8b-2d4e6f8a0c1e",
+				name: "seconds-load",
+				engine: "rvc" as const,
+				params: { sample_rate: 40_000, f0_method: "yin", chunk_seconds: 1.5 },
+				artifacts: [],
+				account_voice: true,
+			},
+			semitones: 0,
+			artifactPaths: new Map([
+				["contentvec", contentvec],
+				["synthesizer", SECONDS_LOAD],
+			]),
+			input: { sampleRate: 16_000, channels: 1 },
+			// Four seconds: more than one window, so the voice is loaded on the idle thread too.
+			inputFrames: 64_000,
+		};
+		const tone = Float32Array.from({ length: 64_000 }, (_, i) => 0.3 * Math.sin((i * 2 * Math.PI * 150) / 16_000));
+		const controller = new AbortController();
+		const converted = collect((engine as Engine).convert(blocksOf([tone], 16_000, 1600), job, controller.signal)).then(
+			() => "converted",
+			(error: unknown) => error,
+		);
+		// The job's own load (seconds), then the same voice's on the idle thread, in a second process.
+		await api.waitFor(() => modelProcesses().length === 1, 30_000);
+		const own = modelProcesses()[0] as number;
+		await api.waitFor(() => modelProcesses().length === 2, 60_000);
+		const idleLoad = modelProcesses().find((pid) => pid !== own) as number;
+		const reason = new Error("lease lost");
+		controller.abort(reason);
+		expect(await converted).toBe(reason);
+		// Nobody wants that load now: its process is killed, not left to load and then hold the voice there.
+		await api.waitFor(() => gone(idleLoad), 30_000);
 	});
 
 	it("goes on loading for another job that waits for it; the process is killed once no job does", async () => {

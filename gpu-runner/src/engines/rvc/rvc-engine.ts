@@ -624,15 +624,17 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 	/**
 	 * Loads the synthesizer on the model threads that are free at this moment and hold another voice's (evicting
 	 * it, idle), so that they can be lent to this job's later windows; resolves when they are loaded and free again.
+	 * `signal`, the job's abort: it stops waiting for them at once and gives their threads back, and a load in a
+	 * process (an account's uploaded synthesizer) that no other job waits for is ended with it (`ModelCache.acquire`).
 	 */
-	const loadOnIdleThreads = async (paths: ModelPaths): Promise<void> => {
+	const loadOnIdleThreads = async (paths: ModelPaths, signal: AbortSignal): Promise<void> => {
 		const loads: Promise<void>[] = [];
 		for (;;) {
 			const slot = caches?.tryAcquire((cache) => !cache.holdsSynthesizer(paths.synthesizer));
 			if (slot === undefined) break;
 			loads.push(
 				slot.item
-					.acquire(paths)
+					.acquire(paths, { signal })
 					.then(({ release }) => release())
 					.catch(() => undefined)
 					.finally(slot.release),
@@ -860,7 +862,7 @@ export function createRvcEngine(options: RvcEngineOptions = {}): Engine {
 				// now, beside its first window's features, so the windows can be lent those threads (each waits for
 				// that load first). Only where the source's length is known, and not for a transient job.
 				const longer = (job.inputFrames ?? 0) > params.chunkSeconds * RMVPE_SAMPLE_RATE;
-				const preloaded = lendThreads && longer && !transient ? loadOnIdleThreads(paths) : undefined;
+				const preloaded = lendThreads && longer && !transient ? loadOnIdleThreads(paths, signal) : undefined;
 				const lend = async (synthesizerPath: string): Promise<LentSynthesizer[]> => {
 					await preloaded;
 					return lendIdleThreads(synthesizerPath);
