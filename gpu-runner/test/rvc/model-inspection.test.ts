@@ -3,6 +3,7 @@
  * happen in a child process with a time limit, and the runner's event loop (its heartbeats, its other jobs) keeps
  * running meanwhile; an index is checked in one pass over the file, never held whole.
  */
+import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -231,5 +232,77 @@ describe("feature index inspection", () => {
 		// Before, the file was read whole (512 MiB more) and hashed in one call that held the loop.
 		expect(peak - before).toBeLessThan(128 * 1024 * 1024);
 		expect(ticks).toBeGreaterThan(ms / 50 / 2);
+	});
+});
+
+describe("an inspection process whose runner dies hard", () => {
+	/** `/proc/<pid>/stat`'s fields after the command's name: state, parent, ...; undefined once the process is gone. */
+	const statOf = (pid: number): string[] | undefined => {
+		try {
+			const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+			return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+		} catch {
+			return undefined;
+		}
+	};
+	const gone = (pid: number): boolean => {
+		const state = statOf(pid)?.[0];
+		return state === undefined || state === "Z";
+	};
+	const peakMiB = (pid: number): number => {
+		try {
+			return Number(/^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+		} catch {
+			return 0;
+		}
+	};
+	/** The inspection process of parent `parent`, once it is there. */
+	const inspectionOf = (parent: number): number | undefined =>
+		readdirSync("/proc")
+			.filter((entry) => /^\d+$/.test(entry))
+			.map(Number)
+			.find((pid) => {
+				if (Number(statOf(pid)?.[1]) !== parent) return false;
+				try {
+					return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("onnx-inspection-process");
+				} catch {
+					return false;
+				}
+			});
+	async function until(predicate: () => boolean, milliseconds: number): Promise<void> {
+		const deadline = Date.now() + milliseconds;
+		while (!predicate()) {
+			if (Date.now() > deadline) throw new Error("timed out waiting");
+			await new Promise((resolve) => setTimeout(resolve, 50));
+		}
+	}
+
+	it("ends itself when its parent is killed while it loads an uploaded model", async () => {
+		// A runner-like parent inspecting slow-load as an upload: hours of onnxruntime folding its convolution.
+		const parent = spawn(
+			process.execPath,
+			[
+				join(import.meta.dirname, "support", "runner-like-parent.ts"),
+				"inspect",
+				join(FIXTURES, "onnx", "slow-load.onnx"),
+			],
+			{ stdio: ["ignore", "ignore", "inherit"] },
+		);
+		let child: number | undefined;
+		try {
+			// In the load: its main thread inside onnxruntime, its time limit kept by the parent alone.
+			await until(() => {
+				child = inspectionOf(parent.pid as number);
+				return child !== undefined && peakMiB(child) > 200;
+			}, 60_000);
+			const exited = new Promise((resolve) => parent.once("exit", resolve));
+			parent.kill("SIGKILL");
+			await exited;
+			const orphan = child as number;
+			await until(() => gone(orphan), 20_000);
+		} finally {
+			parent.kill("SIGKILL");
+			if (child !== undefined && !gone(child)) process.kill(child, "SIGKILL");
+		}
 	});
 });

@@ -461,7 +461,7 @@ describe("a model process whose runner dies hard", () => {
 		// A runner-like parent: a process host loading slow-load (hours of onnxruntime folding its convolution).
 		const parent = spawn(
 			process.execPath,
-			[join(import.meta.dirname, "support", "process-host-parent.ts"), SLOW_LOAD],
+			[join(import.meta.dirname, "support", "runner-like-parent.ts"), "host", SLOW_LOAD],
 			{
 				stdio: ["ignore", "pipe", "inherit"],
 			},

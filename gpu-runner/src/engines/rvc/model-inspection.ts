@@ -28,6 +28,7 @@ import {
 	synthesizerFeeds,
 } from "./onnx-cost.ts";
 import { graphRefusal } from "./onnx-graph-rules.ts";
+import { childEnv } from "./parent-watchdog.ts";
 import { type RvcCheckpoint, RvcCheckpointError, readRvcCheckpoint } from "./rvc-checkpoint.ts";
 import { longestSynthesizerFrames } from "./windows.ts";
 
@@ -212,7 +213,8 @@ function inspectionChild(args: string[], seconds: number, what: string): Promise
 		serialization: "advanced",
 		// Every block of 128 KiB or more is mapped and unmapped by itself (glibc otherwise raises this threshold as
 		// blocks are freed and keeps them), so the resident memory a run leaves is what it holds: `measureCost`.
-		env: { ...process.env, MALLOC_MMAP_THRESHOLD_: String(128 * 1024) },
+		// The runner's id, for the child's watchdog (`parent-watchdog.ts`).
+		env: childEnv({ ...process.env, MALLOC_MMAP_THRESHOLD_: String(128 * 1024) }),
 	});
 	let stderr = "";
 	child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {

@@ -10,6 +10,11 @@
 import { readFileBytes } from "./file-bytes.ts";
 import { type InspectionMessage, inspectOnnx, measureReference } from "./model-inspection.ts";
 import { bytesSource, onnxSpeakers } from "./onnx-speakers.ts";
+import { endWithRunner } from "./parent-watchdog.ts";
+
+// Gone within about a second of a runner that dies hard, even inside a native load or run: the runner's time limit
+// on this process dies with it (`parent-watchdog.ts`).
+endWithRunner();
 
 const send = (message: InspectionMessage, then: () => void = () => {}) => process.send?.(message, undefined, {}, then);
 

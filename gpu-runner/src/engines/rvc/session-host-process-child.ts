@@ -2,11 +2,11 @@
  * The process behind `ProcessSessionHost` (`session-host-process.ts`): it owns the onnxruntime session of an account's
  * uploaded synthesizer and runs it, one request at a time, answering over IPC (advanced serialization: typed arrays
  * cross as they are) with the responses of `thread-protocol.ts`. The runner kills it when a run outlasts its deadline
- * or the process its memory ceiling. Kept to node builtins, onnxruntime-node and `session-host-handler.ts`: it is
- * forked outside any bundler.
+ * or the process its memory ceiling. Kept to node builtins, onnxruntime-node, `session-host-handler.ts` and
+ * `parent-watchdog.ts`: it is forked outside any bundler.
  */
 import { writeFileSync } from "node:fs";
-import { Worker } from "node:worker_threads";
+import { endWithRunner } from "./parent-watchdog.ts";
 import { handleHostRequest } from "./session-host-handler.ts";
 import type { HostRequest } from "./session-wire.ts";
 import type { ThreadResponse } from "./thread-protocol.ts";
@@ -19,22 +19,8 @@ try {
 	writeFileSync("/proc/self/oom_score_adj", "1000");
 } catch {}
 
-// The runner dying hard (SIGKILL, the out-of-memory killer, a crash) runs none of its hooks, and Node has no
-// parent-death signal: this process would notice its channel close (`disconnect` below) only once its main thread is
-// out of onnxruntime, hours later for a load or run that computes that long. A watchdog thread of its own, free while
-// the main thread is in a native call, reads the parent's id every 200 ms and kills this process once it is no longer
-// the runner's (reparented: the runner is gone). The runner's id comes as the first argument, read before anything
-// else, so a runner that died before this line still counts as gone.
-const runner = Number(process.argv[2]);
-if (Number.isInteger(runner) && runner > 0) {
-	new Worker(
-		`const { workerData } = require("node:worker_threads");
-		const watch = () => { if (process.ppid !== workerData) process.kill(process.pid, "SIGKILL"); };
-		watch();
-		setInterval(watch, 200);`,
-		{ eval: true, workerData: runner, stdout: false, stderr: false },
-	).unref();
-}
+// Gone within about a second of a runner that dies hard, even inside a native load or run (`parent-watchdog.ts`).
+endWithRunner();
 
 let queue: Promise<void> = Promise.resolve();
 

@@ -22,6 +22,7 @@ import { type ChildProcess, fork } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import "./onnxruntime-telemetry-off.ts";
 import type * as ort from "onnxruntime-node";
+import { childEnv } from "./parent-watchdog.ts";
 import {
 	type CreatedSession,
 	type ModelHost,
@@ -107,7 +108,8 @@ export class ProcessSessionHost implements ModelHost {
 
 	constructor(limits: ProcessHostLimits) {
 		this.#limits = limits;
-		this.#child = fork(CHILD_URL, [String(process.pid)], {
+		this.#child = fork(CHILD_URL, [], {
+			env: childEnv(),
 			stdio: ["ignore", "ignore", "pipe", "ipc"],
 			serialization: "advanced",
 		});
