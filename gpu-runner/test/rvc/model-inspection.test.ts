@@ -15,6 +15,7 @@ import { readOnnxGraph, synthesizerGraphProblem } from "../../src/engines/rvc/on
 import { readRvcCheckpoint } from "../../src/engines/rvc/rvc-checkpoint.ts";
 import { buildSynthesizerGraph } from "../../src/engines/rvc/synthesizer-graph.ts";
 import { scratchDir } from "../helpers/scratch.ts";
+import { childrenRunning, gone, peakMiB } from "./support/processes.ts";
 import { buildTinyContentVec, buildTinyRmvpe, buildTinySynthesizer } from "./support/tiny-models.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
@@ -236,39 +237,8 @@ describe("feature index inspection", () => {
 });
 
 describe("an inspection process whose runner dies hard", () => {
-	/** `/proc/<pid>/stat`'s fields after the command's name: state, parent, ...; undefined once the process is gone. */
-	const statOf = (pid: number): string[] | undefined => {
-		try {
-			const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-			return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-		} catch {
-			return undefined;
-		}
-	};
-	const gone = (pid: number): boolean => {
-		const state = statOf(pid)?.[0];
-		return state === undefined || state === "Z";
-	};
-	const peakMiB = (pid: number): number => {
-		try {
-			return Number(/^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
-		} catch {
-			return 0;
-		}
-	};
 	/** The inspection process of parent `parent`, once it is there. */
-	const inspectionOf = (parent: number): number | undefined =>
-		readdirSync("/proc")
-			.filter((entry) => /^\d+$/.test(entry))
-			.map(Number)
-			.find((pid) => {
-				if (Number(statOf(pid)?.[1]) !== parent) return false;
-				try {
-					return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("onnx-inspection-process");
-				} catch {
-					return false;
-				}
-			});
+	const inspectionOf = (parent: number): number | undefined => childrenRunning(parent, "onnx-inspection-process")[0];
 	async function until(predicate: () => boolean, milliseconds: number): Promise<void> {
 		const deadline = Date.now() + milliseconds;
 		while (!predicate()) {

@@ -7,7 +7,7 @@
  * on the model thread. Limits come from the runner's settings (`RUNNER_RVC_ONNX_*`, `loadConfig`), set small here.
  */
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -22,6 +22,7 @@ import { ThreadStoppedError } from "../../src/engines/rvc/thread-client.ts";
 import { type FakeJob, FakeRunnerApi } from "../helpers/fake-runner-api.ts";
 import { startTestRunner, wavJob } from "../helpers/runner-harness.ts";
 import { blocksOf, collect } from "../helpers/streams.ts";
+import { childrenRunning, gone, peakMiB, statOf } from "./support/processes.ts";
 import { buildTinyContentVec, buildTinySynthesizer, writeModels } from "./support/tiny-models.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
@@ -104,46 +105,8 @@ async function reportsOf(jobs: FakeJob[]) {
 	return finals();
 }
 
-/** `/proc/<pid>/stat`'s fields after the command's name: state, parent, ...; undefined once the process is gone. */
-function statOf(pid: number): string[] | undefined {
-	try {
-		const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-		return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-	} catch {
-		return undefined;
-	}
-}
-
-/** Whether process `pid` is gone (reaped, or dead and waiting to be). */
-const gone = (pid: number): boolean => {
-	const state = statOf(pid)?.[0];
-	return state === undefined || state === "Z";
-};
-
 /** The model processes this test's process started (`session-host-process-child.ts`). */
-function modelProcesses(): number[] {
-	return readdirSync("/proc")
-		.filter((entry) => /^\d+$/.test(entry))
-		.map(Number)
-		.filter((pid) => {
-			if (Number(statOf(pid)?.[1]) !== process.pid) return false;
-			try {
-				return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("session-host-process-child");
-			} catch {
-				return false;
-			}
-		});
-}
-
-/** The peak resident memory of process `pid` in MiB (0 once it is gone). */
-function peakMiB(pid: number): number {
-	try {
-		const kib = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1];
-		return Number(kib ?? 0) / 1024;
-	} catch {
-		return 0;
-	}
-}
+const modelProcesses = (): number[] => childrenRunning(process.pid, "session-host-process-child");
 
 /**
  * The model process in late-matmul's product (its 400 MB matrices allocated; a process alone holds about 100 MiB),
