@@ -24,6 +24,7 @@ import type { ArtifactCache } from "../artifacts/artifact-cache.ts";
 import { decodeSource } from "../audio/decode-source.ts";
 import type { AudioBlock, Engine } from "../engines/engine.ts";
 import { FeatureWidthMismatch } from "../engines/rvc/errors.ts";
+import { readFaissIndexWidth } from "../engines/rvc/faiss-index.ts";
 import { inspectModelFile } from "../engines/rvc/model-inspection.ts";
 import { synthesizerOnnxPath } from "../engines/rvc/synthesizer-file.ts";
 import { measurePitch } from "../pipeline/auto-pitch.ts";
@@ -88,21 +89,31 @@ async function readModel(path: string): Promise<ModelFacts> {
 	};
 }
 
+/**
+ * The index's width is compared with the model's from the file's first 8 bytes (`readFaissIndexWidth`) before the
+ * file is read through, so an index of another width (up to 1 GB) is refused without reading its body; one of the
+ * model's width, or whose width the header does not tell, is then read in full.
+ */
 async function checkIndex(path: string, model: ModelFacts): Promise<void> {
+	if (model.featureDim !== null) {
+		const stated = await readFaissIndexWidth(path);
+		if (stated !== undefined && stated !== model.featureDim) refuseIndexWidth(stated, model.featureDim);
+	}
 	const facts = await inspectModelFile(path);
 	if (facts.kind !== "faiss_index") refuse("invalid_index", "The index file is not a faiss index");
 	if (facts.refused) {
 		const reason = withoutFilePaths(facts.refused.message, new Map([["index", path]]));
 		refuse(facts.refused.problem, `The index file cannot be used: ${reason}`);
 	}
-	if (model.featureDim !== null && facts.dim !== model.featureDim) {
-		refuse(
-			"index_width_mismatch",
-			`The index holds ${String(facts.dim)}-wide features but the model reads ${model.featureDim}-wide ones ` +
-				"(RVC v1 models use 256, v2 models 768): upload the index trained with this model",
-		);
-	}
+	if (model.featureDim !== null && facts.dim !== model.featureDim) refuseIndexWidth(facts.dim, model.featureDim);
 }
+
+const refuseIndexWidth = (indexDim: unknown, featureDim: number): never =>
+	refuse(
+		"index_width_mismatch",
+		`The index holds ${String(indexDim)}-wide features but the model reads ${featureDim}-wide ones ` +
+			"(RVC v1 models use 256, v2 models 768): upload the index trained with this model",
+	);
 
 function checkSettings(settings: Record<string, unknown>, model: ModelFacts, hasIndex: boolean): void {
 	const given = Object.entries(RVC_SETTING_NEEDS).filter(([key]) => settings[key] !== undefined);

@@ -142,6 +142,24 @@ describe("voice validation", () => {
 		);
 	});
 
+	it("refuses an index of another width from its header, without reading its body", async () => {
+		// Cut just past the header: reading the body would refuse it as truncated, not as of the wrong width.
+		const cut = fixture("index/voice-v2-768.index").subarray(0, 64);
+		const wide = await validate(lease({ model: fixture("v1-f0-40k.pth"), index: cut }), signal());
+		expect(wide).toMatchObject({ outcome: "failed", problem: "index_width_mismatch" });
+		expect(wide.outcome === "failed" && wide.message).toMatch(
+			/^The index holds 768-wide features but the model reads 256-wide ones/,
+		);
+		// An index of the model's width is still read through, and its damaged body refused as before.
+		const fitting = fixture("index/voice-v1-256.index");
+		const damaged = await validate(
+			lease({ model: fixture("v1-f0-40k.pth"), index: fitting.subarray(0, Math.floor(fitting.length / 2)) }),
+			signal(),
+		);
+		expect(damaged).toMatchObject({ outcome: "failed", problem: "invalid_index" });
+		expect(damaged.outcome === "failed" && damaged.message).toMatch(/^The index file cannot be used: .*truncated/);
+	});
+
 	it("fails a model the deployment's ContentVec cannot feed, saying which generation of model it takes", async () => {
 		// A v1 model reads 256-wide features; the base ContentVec gives 768-wide ones.
 		const report = await validate(lease({ model: fixture("v1-nono-32k-fp32.pth") }), signal());
@@ -249,8 +267,10 @@ describe("voice validation", () => {
 	});
 
 	it("names no runner file path when the index or the model cannot be read", async () => {
+		// Of the model's width (one of another width is refused from its header before it is read).
+		const whole = fixture("index/voice-v2-768.index");
 		const index = await validate(
-			lease({ model: fixture("v2-f0-40k.pth"), index: fixture("index/truncated.index") }),
+			lease({ model: fixture("v2-f0-40k.pth"), index: whole.subarray(0, Math.floor(whole.length / 2)) }),
 			signal(),
 		);
 		expect(index).toMatchObject({ outcome: "failed" });
