@@ -1,10 +1,20 @@
 import { createHash } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import {
+	mkdtempSync,
+	readdirSync,
+	readFileSync,
+	rmSync,
+	statSync,
+	truncateSync,
+	utimesSync,
+	writeFileSync,
+} from "node:fs";
 import { open } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ArtifactCache } from "../src/artifacts/artifact-cache.ts";
 import { loadEngines } from "../src/engines/registry.ts";
@@ -47,6 +57,8 @@ describe("artifact cache", () => {
 		...overrides,
 	});
 	const signal = new AbortController().signal;
+	/** What the folder holds of these artifacts: each file and its verification record, sorted. */
+	const files = (...sha256: string[]) => sha256.flatMap((sha) => [`${sha}.bin`, `${sha}.verified`]).sort();
 	/** Downloads (or finds) artifact `n` under a hold that ends at once, its last use set `minutesAgo`. */
 	const use = async (cache: ArtifactCache, n: number, minutesAgo: number) => {
 		const hold = cache.hold();
@@ -121,20 +133,22 @@ describe("artifact cache", () => {
 			expect(await job(cache)).toBe(path);
 			expect(served).toBe(2);
 
-			// A new process trusts none of what it finds: the file is hashed at its first use there.
+			// A new process trusts a file only as its verification record found it: one changed since is hashed at
+			// its first use there.
 			await damage(path);
 			expect(await job(new ArtifactCache(folder))).toBe(path);
 			expect(served).toBe(3);
 			expect(readFileSync(path).equals(bytes)).toBe(true);
 
-			// A runner's start-up warms its last voices from files it checks there (`cached`, never a download), so the
-			// first job after it reuses that check rather than hashing hundreds of MB of models again; a damaged file
-			// is not offered to the warm-up.
+			// A runner's start-up warms its last voices from files it checks there (`cached`, never a download): one
+			// unchanged since its record is not read again, nor at the first job after it; a damaged file is not
+			// offered to the warm-up.
 			const restarted = new ArtifactCache(folder);
 			expect(await restarted.cached(index)).toBe(path);
-			expect(restarted.checksumsComputed).toBe(1);
+			expect(restarted.checksumsComputed).toBe(0);
+			expect(restarted.recordsTrusted).toBe(1);
 			expect(await job(restarted)).toBe(path);
-			expect(restarted.checksumsComputed).toBe(1);
+			expect(restarted.checksumsComputed).toBe(0);
 			await damage(path);
 			const restartedOnDamage = new ArtifactCache(folder);
 			expect(await restartedOnDamage.cached(index)).toBeUndefined();
@@ -143,6 +157,86 @@ describe("artifact cache", () => {
 			expect(served).toBe(4);
 		} finally {
 			indexServer.close();
+		}
+	});
+
+	it("trusts the verification of another runner sharing the folder, and hashes a file changed since", async () => {
+		// A real checkpoint (torch wrote it), 110 MB: what each runner hashed again after the other's use.
+		const bytes = gunzipSync(readFileSync(join(import.meta.dirname, "rvc/fixtures/full-size-v2-40k-fp32.pth.gz")));
+		let served = 0;
+		const modelServer = createServer((_request, response) => {
+			served++;
+			response.writeHead(200).end(bytes);
+		});
+		await new Promise<void>((resolve) => modelServer.listen(0, "127.0.0.1", resolve));
+		try {
+			const model = {
+				name: "model",
+				url: `http://127.0.0.1:${(modelServer.address() as AddressInfo).port}/model`,
+				sha256: createHash("sha256").update(bytes).digest("hex"),
+				size_bytes: bytes.length,
+			};
+			const job = async (cache: ArtifactCache) => {
+				const hold = cache.hold();
+				const path = (await hold.ensureAll([model], signal)).get("model") as string;
+				hold.release();
+				return path;
+			};
+			const folder = join(dir, "shared");
+			const one = new ArtifactCache(folder);
+			const two = new ArtifactCache(folder);
+			const path = await job(one);
+			expect(served).toBe(1);
+			// The runners take turns with the voice, each use touching the file: none hashes it again.
+			for (let turn = 0; turn < 3; turn++) {
+				expect(await job(two)).toBe(path);
+				expect(await job(one)).toBe(path);
+			}
+			expect(two.checksumsComputed + one.checksumsComputed).toBe(0);
+			expect(two.recordsTrusted).toBe(3);
+			expect(one.recordsTrusted).toBe(3);
+			// A restart's warm-up trusts it too; the record is whole, beside its file, and nothing else is left.
+			const restarted = new ArtifactCache(folder);
+			expect(await restarted.cached(model)).toBe(path);
+			expect(restarted.checksumsComputed).toBe(0);
+			expect(readdirSync(folder).sort()).toEqual([`${model.sha256}.bin`, `${model.sha256}.verified`]);
+			expect(JSON.parse(readFileSync(join(folder, `${model.sha256}.verified`), "utf8"))).toMatchObject({
+				sha256: model.sha256,
+			});
+
+			// One byte flipped in place, its mtime put back as it was (same inode, size and mtime): its ctime
+			// changed, so the record no longer vouches for it, and it is hashed and downloaded again.
+			const { mtime } = statSync(path);
+			const file = await open(path, "r+");
+			await file.write(Uint8Array.of((bytes[1000] as number) ^ 0x01), 0, 1, 1000);
+			await file.close();
+			utimesSync(path, mtime, mtime);
+			expect(await job(two)).toBe(path);
+			expect(two.checksumsComputed).toBe(1);
+			expect(served).toBe(2);
+			expect(readFileSync(path).equals(bytes)).toBe(true);
+			expect(await job(one)).toBe(path);
+			expect(one.checksumsComputed).toBe(0);
+
+			// Truncated behind the runners' backs: never used, downloaded again.
+			truncateSync(path, 1000);
+			expect(await job(one)).toBe(path);
+			expect(served).toBe(3);
+			expect(readFileSync(path).equals(bytes)).toBe(true);
+
+			// A record that is not whole, or names another file, is no reason to trust: the file is hashed.
+			writeFileSync(join(folder, `${model.sha256}.verified`), '{"sha256":"');
+			const fresh = new ArtifactCache(folder);
+			expect(await job(fresh)).toBe(path);
+			expect(fresh.checksumsComputed).toBe(1);
+			const record = JSON.parse(readFileSync(join(folder, `${model.sha256}.verified`), "utf8"));
+			writeFileSync(join(folder, `${model.sha256}.verified`), JSON.stringify({ ...record, stamp: "1:2:3:4" }));
+			const another = new ArtifactCache(folder);
+			expect(await another.cached(model)).toBe(path);
+			expect(another.checksumsComputed).toBe(1);
+			expect(served).toBe(3);
+		} finally {
+			modelServer.close();
 		}
 	});
 
@@ -175,13 +269,14 @@ describe("artifact cache", () => {
 		await use(cache, 3, 0);
 		await cache.trim(); // after the trims the downloads started
 		expect(removed).toEqual([sha1]);
-		expect(readdirSync(folder).sort()).toEqual([`${sha2}.bin`, `${sha3}.bin`].sort());
+		// Each with its verification record.
+		expect(readdirSync(folder).sort()).toEqual(files(sha2, sha3));
 		// A removed artifact is downloaded again by the next job that needs it.
 		const before = downloads;
 		await use(cache, 1, 0);
 		expect(downloads - before).toBe(1);
 		expect((await cache.trim()).bytesAfter).toBeLessThanOrEqual(2.5 * SIZE);
-		expect(readdirSync(folder).sort()).toEqual([`${sha1}.bin`, `${sha3}.bin`].sort());
+		expect(readdirSync(folder).sort()).toEqual(files(sha1, sha3));
 	});
 
 	it("never removes what a job holds or what was used in the last ten minutes, and each use counts", async () => {
@@ -210,7 +305,7 @@ describe("artifact cache", () => {
 		hit.release();
 		expect(statSync(three).mtimeMs).toBeGreaterThan(Date.now() - 60_000);
 		expect((await cache.trim()).removed).toEqual([]);
-		expect(readdirSync(folder)).toEqual([`${sha3}.bin`]);
+		expect(readdirSync(folder).sort()).toEqual(files(sha3));
 		expect(removed).toEqual([sha2, sha1]);
 		await expect(job.ensureAll([artifact(1)], signal)).rejects.toThrow(/after its release/);
 	});
@@ -244,7 +339,7 @@ describe("artifact cache", () => {
 		job.release();
 		expect(await cache.discard([sha1, sha2])).toBe(true);
 		expect(removed).toEqual([sha1, sha2]);
-		expect(readdirSync(folder)).toEqual([`${sha3}.bin`]);
+		expect(readdirSync(folder).sort()).toEqual(files(sha3));
 	});
 
 	it("leaves a deleted voice's files that another runner sharing the folder used in the last ten minutes", async () => {
@@ -277,7 +372,7 @@ describe("artifact cache", () => {
 		const cache = new ArtifactCache(folder, { maxBytes: 10 * SIZE });
 		await use(cache, 1, 0);
 		// A runner killed mid-download (or mid-build) leaves its temporary; nothing of it is written after.
-		const stale = [".download-dead", ".synthesizer-dead"];
+		const stale = [".download-dead", ".synthesizer-dead", ".verified-dead"];
 		const old = new Date(Date.now() - 11 * 60_000);
 		for (const name of stale) {
 			writeFileSync(join(folder, name), new Uint8Array(SIZE));
@@ -288,7 +383,7 @@ describe("artifact cache", () => {
 
 		// At start (the runner trims once) and after each download.
 		expect(await cache.trim()).toEqual({ bytesAfter: SIZE, removed: [] });
-		expect(readdirSync(folder).sort()).toEqual([".download-live", `${sha256s[0]}.bin`].sort());
+		expect(readdirSync(folder).sort()).toEqual([".download-live", ...files(sha256s[0] as string)].sort());
 	});
 });
 

@@ -171,8 +171,10 @@ describe("runner process and deleted voices", () => {
 		const exited = startRunnerProcess(5);
 		await api.waitFor(() => output.includes("deleted voice removed"));
 		expect(api.leaseRequests[0]?.loaded_voice_ids).toEqual([deleted]);
+		// The base models stay, each with the verification record of the start-up's check (for the runners sharing
+		// the folder).
 		expect(readdirSync(join(cache, "artifacts")).sort()).toEqual(
-			[`${artifacts[2]?.sha256}.bin`, `${artifacts[3]?.sha256}.bin`].sort(),
+			[2, 3].flatMap((i) => [`${artifacts[i]?.sha256}.bin`, `${artifacts[i]?.sha256}.verified`]).sort(),
 		);
 		expect(await new RecentVoices(cache).load()).toEqual([]);
 		// Forgotten: not listed again.

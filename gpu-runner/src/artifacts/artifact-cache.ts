@@ -14,15 +14,21 @@
  * The folder can go over the budget while that is all it holds; the next download tries again. The same pass
  * removes the temporaries of downloads and builds that a runner killed mid-way left (unwritten for as long).
  *
- * On reuse a file is trusted without reading it only while it is the very file this process last knew to have its
- * checksum: same inode, size, mtime and ctime (with nanoseconds) as `stat` gave after that check or after its own
- * last use. Anything else (its first use in this process, a write to it, another runner's use) hashes it again first,
- * and a file that no longer has its checksum is downloaded again: an index or a checkpoint changed on disk in a way
- * that still parses would otherwise be used as it is.
+ * On reuse a file is trusted without reading it only while it is the very file some runner last knew to have its
+ * checksum: same inode, size, mtime and ctime (with nanoseconds) as `stat` gave after that check or after that
+ * runner's last use. Each runner notes this in a verification record beside the file, `<sha256>.verified` (the
+ * checksum and the stamp, written to a temporary and renamed into place, so a record is whole or absent), which the
+ * runners sharing the folder, and this one after a restart, trust as their own: before, each use by another runner
+ * (its touch changes mtime and ctime) made the next one hash the whole file again, 140 ms for a 110 MB checkpoint
+ * from the page cache, each time two runners took turns with a voice. Any write to the file changes its ctime, which
+ * no one can set back, so a file changed since its record (in place, truncated, replaced) is hashed again first, and
+ * one that no longer has its checksum is downloaded again: an index or a checkpoint changed on disk in a way that
+ * still parses would otherwise be used as it is. A record that is missing, unreadable or of another stamp is only a
+ * reason to hash. The record goes with its artifact (same sha256 prefix) when it is removed.
  */
 import { createHash, randomUUID } from "node:crypto";
 import { type BigIntStats, createWriteStream, rmSync } from "node:fs";
-import { mkdir, readdir, rename, rm, stat, utimes } from "node:fs/promises";
+import { mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -32,8 +38,13 @@ import { sha256Of } from "./damaged-artifact.ts";
 
 /** Artifacts used this recently are kept whatever the budget (see above). */
 const RECENT_USE_MS = 10 * 60 * 1000;
-/** Temporaries of a download (`.download-*`) or of a synthesizer build (`.synthesizer-*`, `synthesizer-file.ts`). */
-const UNFINISHED = /^\.(download|synthesizer)-/;
+/**
+ * Temporaries of a download (`.download-*`), of a synthesizer build (`.synthesizer-*`, `synthesizer-file.ts`) or of a
+ * verification record (`.verified-*`).
+ */
+const UNFINISHED = /^\.(download|synthesizer|verified)-/;
+/** How a verification record's name ends (`<sha256>.verified`, see above). */
+const RECORD = ".verified";
 
 export class ArtifactError extends Error {
 	constructor(message: string, options?: { cause?: unknown }) {
@@ -93,6 +104,8 @@ export class ArtifactCache {
 	#trimming: Promise<unknown> = Promise.resolve();
 	/** How many cached files were hashed again (see above): lets tests see when a check is reused. */
 	checksumsComputed = 0;
+	/** How many cached files were trusted on another runner's (or an earlier process's) verification record. */
+	recordsTrusted = 0;
 
 	constructor(dir: string, options: ArtifactCacheOptions = {}) {
 		this.dir = dir;
@@ -194,6 +207,11 @@ export class ArtifactCache {
 		// a file this process did not leave as it is now is hashed again (see above).
 		if (!existing?.isFile() || existing.size !== BigInt(artifact.size_bytes)) return false;
 		if (this.#verified.get(artifact.sha256) === stamp(existing)) return true;
+		if (await this.#recorded(artifact.sha256, existing)) {
+			this.recordsTrusted++;
+			this.#verified.set(artifact.sha256, stamp(existing));
+			return true;
+		}
 		this.checksumsComputed++;
 		if ((await sha256Of(target).catch(() => undefined)) === artifact.sha256) {
 			await this.#remember(artifact.sha256, target);
@@ -256,11 +274,39 @@ export class ArtifactCache {
 		}
 	}
 
-	/** Notes the file at `path` as it is now as one with the checksum `sha256` (just verified, or just used as such). */
+	/**
+	 * Notes the file at `path` as it is now as one with the checksum `sha256` (just verified, or just used as such),
+	 * here and in its verification record for the runners sharing the folder.
+	 */
 	async #remember(sha256: string, path: string): Promise<void> {
 		const info = await stat(path, { bigint: true }).catch(() => undefined);
-		if (info === undefined) this.#verified.delete(sha256);
-		else this.#verified.set(sha256, stamp(info));
+		if (info === undefined) {
+			this.#verified.delete(sha256);
+			return;
+		}
+		this.#verified.set(sha256, stamp(info));
+		const record: VerificationRecord = { sha256, stamp: stamp(info) };
+		const temporary = join(this.dir, `${RECORD}-${randomUUID()}`);
+		try {
+			await writeFile(temporary, JSON.stringify(record));
+			await rename(temporary, join(this.dir, `${sha256}${RECORD}`));
+		} catch (error) {
+			// Only a saving lost: the other runners hash the file as before.
+			await rm(temporary, { force: true });
+			this.#logger.warn("artifact verification record not written", { sha256, error: describeError(error) });
+		}
+	}
+
+	/** Whether the verification record beside the artifact vouches for its file as `stat` gives it now. */
+	async #recorded(sha256: string, info: BigIntStats): Promise<boolean> {
+		const text = await readFile(join(this.dir, `${sha256}${RECORD}`), "utf8").catch(() => undefined);
+		if (text === undefined || text.length > 1024) return false;
+		try {
+			const record = JSON.parse(text) as Partial<VerificationRecord>;
+			return record.sha256 === sha256 && record.stamp === stamp(info);
+		} catch {
+			return false;
+		}
 	}
 
 	#trimLater(): void {
@@ -298,9 +344,12 @@ export class ArtifactCache {
 			const key = artifactOf(name);
 			const group = groups.get(key) ?? { files: [], bytes: 0, lastUsed: 0 };
 			group.files.push(name);
+			groups.set(key, group);
+			// A record goes with its artifact but counts for nothing: its bytes (under 200) are not the artifact's,
+			// and its mtime is no use of it (the start-up's warm-up, which is none, writes one too).
+			if (name.endsWith(RECORD)) continue;
 			group.bytes += info.size;
 			group.lastUsed = Math.max(group.lastUsed, info.mtimeMs);
-			groups.set(key, group);
 			bytes += info.size;
 		}
 		const report: TrimReport = { bytesAfter: bytes, removed: [] };
@@ -355,8 +404,18 @@ export class ArtifactCache {
 	}
 }
 
-/** A file's identity and last change as `stat` tells them: equal only while nothing wrote to it or touched it. */
-const stamp = (info: BigIntStats): string => `${info.dev}:${info.ino}:${info.size}:${info.mtimeNs}:${info.ctimeNs}`;
+/** What a verification record (`<sha256>.verified`) holds. */
+interface VerificationRecord {
+	sha256: string;
+	stamp: string;
+}
+
+/**
+ * A file's identity and last change as `stat` tells them: equal only while nothing wrote to it or touched it. Not
+ * the device: a record names a file beside it in one folder, and a network filesystem's device number differs
+ * between the machines that mount it (its inode numbers and ctimes do not).
+ */
+const stamp = (info: BigIntStats): string => `${info.ino}:${info.size}:${info.mtimeNs}:${info.ctimeNs}`;
 
 /** Marks a file as used now (its mtime orders the least recently used); answers the time it set. */
 async function touch(path: string): Promise<number> {

@@ -1,8 +1,9 @@
 /**
  * The artifact cache names each file by the checksum it verified at download (`<sha256>.bin`), and on reuse hashes it
- * again unless it is the very file (inode, size, mtime, ctime) this process last knew to have it. A file that fails to
- * load is checked in full too (it may have changed after the job found it): one that no longer has the checksum it is
- * named by was damaged on disk, and is removed, so the next attempt downloads it again.
+ * again unless it is the very file (inode, size, mtime, ctime) a runner sharing the folder last knew to have it (its
+ * verification record, `<sha256>.verified`). A file that fails to load is checked in full too (it may have changed
+ * after the job found it, or rotted under unchanged stamps): one that no longer has the checksum it is named by was
+ * damaged on disk, and is removed with its record, so the next attempt downloads it again.
  */
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
@@ -24,6 +25,7 @@ export async function removeIfDamaged(path: string, what: string, sha256?: strin
 	const named = /^([0-9a-f]{64})\.bin$/.exec(basename(path))?.[1];
 	if (named === undefined || named === (sha256 ?? (await sha256Of(path)))) return;
 	await rm(path, { force: true });
+	await rm(path.replace(/\.bin$/, ".verified"), { force: true });
 	throw new Error(
 		`the cached ${what} ${path} no longer has the checksum it is named by (damaged on disk): removed, to be downloaded again`,
 	);
