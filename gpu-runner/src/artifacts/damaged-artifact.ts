@@ -10,7 +10,11 @@ import { createReadStream } from "node:fs";
 import { rm } from "node:fs/promises";
 import { basename } from "node:path";
 
+/** How many files this process has hashed through (`sha256Of`): lets tests see when a file is read again. */
+export const filesHashed = { count: 0 };
+
 export async function sha256Of(path: string): Promise<string> {
+	filesHashed.count++;
 	const hash = createHash("sha256");
 	for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
 	return hash.digest("hex");

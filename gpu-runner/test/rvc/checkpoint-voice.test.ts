@@ -16,11 +16,15 @@ import {
 	utimesSync,
 	writeFileSync,
 } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { basename, join } from "node:path";
 import { promisify } from "node:util";
 import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
+import { ArtifactCache } from "../../src/artifacts/artifact-cache.ts";
+import { filesHashed } from "../../src/artifacts/damaged-artifact.ts";
 import type { AudioBlock, Engine } from "../../src/engines/engine.ts";
 import { createRvcEngine } from "../../src/engines/rvc/index.ts";
 import { synthesizerOnnxPath } from "../../src/engines/rvc/synthesizer-file.ts";
@@ -176,6 +180,53 @@ describe("rvc engine with a .pth synthesizer", () => {
 		expect(statSync(built).mtimeMs).toBe(before);
 		// Nothing half-written left behind.
 		expect(readdirSync(join(checkpoint, "..")).filter((f) => f.startsWith("."))).toEqual([]);
+	});
+
+	it("hashes a cached checkpoint and its build once per process, not at each job the artifact cache touches it", async () => {
+		const bytes = readFileSync(join(FIXTURES, "v2-f0-48k.pth"));
+		const server = createServer((_request, response) => response.writeHead(200).end(bytes));
+		await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+		try {
+			const artifact = {
+				name: "synthesizer",
+				url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/model.pth`,
+				sha256: createHash("sha256").update(bytes).digest("hex"),
+				size_bytes: bytes.length,
+			};
+			const cache = new ArtifactCache(scratchDir("rvc-pth-cache"));
+			/** What a job does: the cache finds (and touches) the checkpoint, the engine finds its build. */
+			const job = async () => {
+				const hold = cache.hold();
+				try {
+					const path = (await hold.ensureAll([artifact], AbortSignal.timeout(30_000))).get("synthesizer") as string;
+					return await synthesizerOnnxPath(path);
+				} finally {
+					hold.release();
+				}
+			};
+			const built = await job();
+			const graph = readFileSync(built);
+			const hashed = filesHashed.count;
+			for (let i = 0; i < 3; i++) expect(await job()).toBe(built);
+			expect(filesHashed.count - hashed).toBe(0);
+
+			// Removed with its checkpoint (a deleted voice), the build is made again when the voice comes back, whatever
+			// inode the new download gets.
+			expect(await cache.discard([artifact.sha256])).toBe(true);
+			expect(existsSync(built)).toBe(false);
+			expect(await job()).toBe(built);
+			expect(readFileSync(built).equals(graph)).toBe(true);
+
+			// A checkpoint damaged in place is caught by the cache, downloaded again (a new file) and checked again here.
+			const path = cache.pathFor(artifact);
+			writeFileSync(path, Buffer.from(bytes).fill(0, 1000, 1100));
+			const before = filesHashed.count;
+			expect(await job()).toBe(built);
+			expect(filesHashed.count - before).toBeGreaterThanOrEqual(2);
+			expect(readFileSync(path).equals(bytes)).toBe(true);
+		} finally {
+			server.close();
+		}
 	});
 
 	it("removes graphs an earlier builder version made from the same checkpoint, and nothing else", async () => {

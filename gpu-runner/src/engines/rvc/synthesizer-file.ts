@@ -10,7 +10,7 @@
  */
 import { createHash, randomUUID } from "node:crypto";
 import { open, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { hasZipSignature } from "../../../../src/contracts/zip-directory.ts";
 import { removeIfDamaged, sha256Of } from "../../artifacts/damaged-artifact.ts";
 import { readFileBytes } from "./file-bytes.ts";
@@ -106,17 +106,30 @@ export async function synthesizerSpeakers(path: string): Promise<number | undefi
 	return pending;
 }
 
-/** `path` itself for an ONNX file; for an RVC checkpoint, the path of its built synthesizer (built on first use). */
+/**
+ * `path` itself for an ONNX file; for an RVC checkpoint, the path of its built synthesizer (built on first use, its
+ * checkpoint and build hashed once per process and file). A file the artifact cache keeps (`<sha256>.bin`) is the
+ * same file while its inode and size are: the cache touches its mtime at each use, and hashes one changed since before
+ * a job gets it, downloading it again by a rename (a new inode) where it no longer has its checksum. Keyed by its
+ * mtime, each job with a `.pth` voice hashed the checkpoint and its build again (220-280 ms for a 110 MB one). Any
+ * other file is the same while its size and mtime are.
+ */
 export async function synthesizerOnnxPath(path: string): Promise<string> {
 	if (!(await startsLikeZip(path))) return path;
-	const { size, mtimeMs } = await stat(path);
-	const key = `${path}\u0000${size}\u0000${mtimeMs}`;
-	let pending = building.get(key);
-	if (pending === undefined) {
-		pending = buildBeside(path);
-		building.set(key, pending);
-		// A failure is not remembered: the next job reads the file again (and fails the same way if it is bad).
-		pending.catch(() => building.delete(key));
+	const { size, mtimeMs, ino } = await stat(path);
+	const key = `${path}\u0000${size}\u0000${CACHED_ARTIFACT.test(basename(path)) ? `ino ${ino}` : mtimeMs}`;
+	const known = building.get(key);
+	if (known !== undefined) {
+		const built = await known;
+		// A trim or a deletion removes the build with its checkpoint, and the inode may come back with a download.
+		if ((await stat(built).catch(() => undefined))?.isFile()) return built;
 	}
+	const pending = buildBeside(path);
+	building.set(key, pending);
+	// A failure is not remembered: the next job reads the file again (and fails the same way if it is bad).
+	pending.catch(() => building.delete(key));
 	return pending;
 }
+
+/** How the artifact cache names a file it keeps (`artifact-cache.ts`). */
+const CACHED_ARTIFACT = /^[0-9a-f]{64}\.bin$/;
