@@ -25,6 +25,7 @@ import type * as ort from "onnxruntime-node";
 import { childEnv } from "./parent-watchdog.ts";
 import {
 	type CreatedSession,
+	declaredBy,
 	type ModelHost,
 	type ModelSession,
 	type RunControl,
@@ -304,10 +305,7 @@ export class ProcessSessionHost implements ModelHost {
 		)) as CreatedSession;
 		let released = false;
 		return {
-			inputNames: created.inputNames,
-			outputNames: created.outputNames,
-			inputMetadata: created.inputMetadata,
-			outputMetadata: created.outputMetadata,
+			...declaredBy(created),
 			run: async (feeds, control) => {
 				const limit = this.#limits.runLimit(feeds);
 				const outputs = await this.#request(

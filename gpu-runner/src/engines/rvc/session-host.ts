@@ -86,6 +86,16 @@ export interface ModelHost {
 	close(): Promise<void>;
 }
 
+/** What a created session declares (its inputs' and outputs' names and metadata), as its `ModelSession` holds it. */
+export function declaredBy({
+	inputNames,
+	outputNames,
+	inputMetadata,
+	outputMetadata,
+}: CreatedSession): Pick<ModelSession, "inputNames" | "outputNames" | "inputMetadata" | "outputMetadata"> {
+	return { inputNames, outputNames, inputMetadata, outputMetadata };
+}
+
 /** A run's feeds as they cross to a host: the feed's own part of each tensor's data (`forPosting`). */
 export function wireFeeds(feeds: Record<string, ort.Tensor>): Record<string, WireTensor> {
 	const wire: Record<string, WireTensor> = {};
@@ -126,10 +136,7 @@ export class SessionHost implements ModelHost {
 		)) as CreatedSession;
 		let released = false;
 		return {
-			inputNames: created.inputNames,
-			outputNames: created.outputNames,
-			inputMetadata: created.inputMetadata,
-			outputMetadata: created.outputMetadata,
+			...declaredBy(created),
 			run: async (feeds) =>
 				tensorsFromWire(await this.#thread.request({ op: "run", session: created.session, feeds: wireFeeds(feeds) })),
 			release: async () => {
