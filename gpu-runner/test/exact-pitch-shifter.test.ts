@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { ExactPitchShifter, type ExactShiftSettings } from "../src/engines/dsp/exact-pitch-shifter.ts";
 import { AlignedPitchShifter } from "../src/engines/dsp/signalsmith-stretch.ts";
 import { cents, formantTone, harmonicTone, medianFormants, medianPitch, sine, trackPitch } from "./helpers/signals.ts";
+import { joinSamples } from "./helpers/streams.ts";
 
 /** An /a/-like vowel: F1 700 Hz, F2 1220 Hz, F3 2600 Hz (centre, bandwidth). */
 const VOWEL_FORMANTS: [number, number][] = [
@@ -32,13 +33,7 @@ async function shift(
 		parts.push(shifter.push(samples.subarray(start, Math.min(samples.length, start + block))).slice());
 	}
 	parts.push(shifter.flush().slice());
-	const out = new Float32Array(parts.reduce((sum, p) => sum + p.length, 0));
-	let offset = 0;
-	for (const part of parts) {
-		out.set(part, offset);
-		offset += part.length;
-	}
-	return out;
+	return joinSamples(parts);
 }
 
 async function libraryShift(samples: Float32Array, sampleRate: number, semitones: number): Promise<Float32Array> {

@@ -34,7 +34,7 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ModelArtifact } from "../../../src/contracts/runner.ts";
 import { describeError, type Logger, silentLogger } from "../logger.ts";
-import { sha256Of } from "./damaged-artifact.ts";
+import { sha256Of, VERIFICATION_RECORD } from "./damaged-artifact.ts";
 
 /** Artifacts used this recently are kept whatever the budget (see above). */
 const RECENT_USE_MS = 10 * 60 * 1000;
@@ -43,8 +43,6 @@ const RECENT_USE_MS = 10 * 60 * 1000;
  * verification record (`.verified-*`).
  */
 const UNFINISHED = /^\.(download|synthesizer|verified)-/;
-/** How a verification record's name ends (`<sha256>.verified`, see above). */
-const RECORD = ".verified";
 
 export class ArtifactError extends Error {
 	constructor(message: string, options?: { cause?: unknown }) {
@@ -286,10 +284,10 @@ export class ArtifactCache {
 		}
 		this.#verified.set(sha256, stamp(info));
 		const record: VerificationRecord = { sha256, stamp: stamp(info) };
-		const temporary = join(this.dir, `${RECORD}-${randomUUID()}`);
+		const temporary = join(this.dir, `${VERIFICATION_RECORD}-${randomUUID()}`);
 		try {
 			await writeFile(temporary, JSON.stringify(record));
-			await rename(temporary, join(this.dir, `${sha256}${RECORD}`));
+			await rename(temporary, join(this.dir, `${sha256}${VERIFICATION_RECORD}`));
 		} catch (error) {
 			// Only a saving lost: the other runners hash the file as before.
 			await rm(temporary, { force: true });
@@ -299,7 +297,7 @@ export class ArtifactCache {
 
 	/** Whether the verification record beside the artifact vouches for its file as `stat` gives it now. */
 	async #recorded(sha256: string, info: BigIntStats): Promise<boolean> {
-		const text = await readFile(join(this.dir, `${sha256}${RECORD}`), "utf8").catch(() => undefined);
+		const text = await readFile(join(this.dir, `${sha256}${VERIFICATION_RECORD}`), "utf8").catch(() => undefined);
 		if (text === undefined || text.length > 1024) return false;
 		try {
 			const record = JSON.parse(text) as Partial<VerificationRecord>;
@@ -347,7 +345,7 @@ export class ArtifactCache {
 			groups.set(key, group);
 			// A record goes with its artifact but counts for nothing: its bytes (under 200) are not the artifact's,
 			// and its mtime is no use of it (the start-up's warm-up, which is none, writes one too).
-			if (name.endsWith(RECORD)) continue;
+			if (name.endsWith(VERIFICATION_RECORD)) continue;
 			group.bytes += info.size;
 			group.lastUsed = Math.max(group.lastUsed, info.mtimeMs);
 			bytes += info.size;

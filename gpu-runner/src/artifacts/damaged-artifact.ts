@@ -20,16 +20,24 @@ export async function sha256Of(path: string): Promise<string> {
 	return hash.digest("hex");
 }
 
+/** How a verification record's name ends, beside its artifact: `<sha256>.verified` (`artifact-cache.ts`). */
+export const VERIFICATION_RECORD = ".verified";
+
+/** The checksum a file of the artifact cache is named by (`<sha256>.bin`); undefined for any other file. */
+export function cachedArtifactSha256(path: string): string | undefined {
+	return /^([0-9a-f]{64})\.bin$/.exec(basename(path))?.[1];
+}
+
 /**
  * Throws a transient error (plain `Error`: the job is tried again) after removing `path` when it is named by a
  * checksum it no longer has; returns when it has it, or is not named by one (a file the operator gave by path).
  * `sha256`: the file's checksum, where the caller has it already.
  */
 export async function removeIfDamaged(path: string, what: string, sha256?: string): Promise<void> {
-	const named = /^([0-9a-f]{64})\.bin$/.exec(basename(path))?.[1];
+	const named = cachedArtifactSha256(path);
 	if (named === undefined || named === (sha256 ?? (await sha256Of(path)))) return;
 	await rm(path, { force: true });
-	await rm(path.replace(/\.bin$/, ".verified"), { force: true });
+	await rm(path.replace(/\.bin$/, VERIFICATION_RECORD), { force: true });
 	throw new Error(
 		`the cached ${what} ${path} no longer has the checksum it is named by (damaged on disk): removed, to be downloaded again`,
 	);

@@ -7,6 +7,18 @@ export function blockFrames(block: AudioBlock): number {
 	return block.channels[0]?.length ?? 0;
 }
 
+/** The pieces one after another, as one array (the piece itself where there is one). */
+export function joinSamples(parts: readonly Float32Array[]): Float32Array {
+	if (parts.length === 1) return parts[0] as Float32Array;
+	const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+	let offset = 0;
+	for (const p of parts) {
+		out.set(p, offset);
+		offset += p.length;
+	}
+	return out;
+}
+
 /** Frames that last `seconds` at `sampleRate`, rounded to the nearest frame. */
 export function framesFor(seconds: number, sampleRate: number): number {
 	return Math.round(seconds * sampleRate);

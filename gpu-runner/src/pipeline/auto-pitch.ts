@@ -11,7 +11,7 @@
 import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
 import { PITCH_SHIFT_SEMITONES, PITCH_SHIFTS, type PitchShift } from "../../../src/contracts/voice-conversions.ts";
 import { convertToFormat } from "../audio/format-conversion.ts";
-import { type AudioBlock, framesFor, takeFrames } from "../audio/pcm.ts";
+import { type AudioBlock, framesFor, joinSamples, takeFrames } from "../audio/pcm.ts";
 import { trackPitchYin } from "../engines/rvc/yin-pitch.ts";
 
 export const PITCH_ANALYSIS_SECONDS = 120;
@@ -35,19 +35,9 @@ export async function measurePitch(
 		framesFor(maxSeconds, ANALYSIS_RATE),
 	);
 	const parts: Float32Array[] = [];
-	let length = 0;
-	for await (const block of mono) {
-		const samples = block.channels[0] ?? new Float32Array(0);
-		parts.push(samples);
-		length += samples.length;
-	}
-	const samples = new Float32Array(length);
-	let offset = 0;
-	for (const part of parts) {
-		samples.set(part, offset);
-		offset += part.length;
-	}
-	const f0 = trackPitchYin(samples, Math.floor(length / HOP), ANALYSIS_RATE, HOP);
+	for await (const block of mono) parts.push(block.channels[0] ?? new Float32Array(0));
+	const samples = joinSamples(parts);
+	const f0 = trackPitchYin(samples, Math.floor(samples.length / HOP), ANALYSIS_RATE, HOP);
 	const voiced = Float32Array.from(f0.filter((hz) => hz > 0)).sort();
 	if (voiced.length === 0) return null;
 	return { medianHz: quantile(voiced, 0.5), lowHz: quantile(voiced, 0.1), highHz: quantile(voiced, 0.9) };

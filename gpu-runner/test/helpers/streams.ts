@@ -16,16 +16,7 @@ export async function* bytesOf(bytes: Uint8Array, chunkBytes = 65_536): AsyncGen
 	for (let start = 0; start < bytes.length; start += chunkBytes) yield bytes.subarray(start, start + chunkBytes);
 }
 
-/** The pieces one after another, as one array. */
-export function joinSamples(parts: readonly Float32Array[]): Float32Array {
-	const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-	let offset = 0;
-	for (const p of parts) {
-		out.set(p, offset);
-		offset += p.length;
-	}
-	return out;
-}
+export { joinSamples } from "../../src/audio/pcm.ts";
 
 /** Join a block stream back into whole channels (tests only: small signals). */
 export async function collect(

@@ -41,29 +41,17 @@ export function applyDspVoiceSettings(
 	return formant_shift === undefined ? params : { ...params, formant_shift: formant_shift as number };
 }
 
-/** What the engine needs of a pitch shifter: the shifted frames as they are released, then the rest. */
-interface ChannelShifter {
-	push(block: Float32Array[]): Iterable<Float32Array[]>;
-	flush(): Iterable<Float32Array[]>;
-}
-
 /** The voice's pitch shifter (`pitch_method`), one per channel either way. */
 async function channelShifter(
 	channels: number,
 	sampleRate: number,
 	semitones: number,
 	params: DspVoiceParams,
-): Promise<ChannelShifter> {
+): Promise<ChannelwisePitchShifter | ChannelwiseExactPitchShifter> {
 	const settings = { semitones, formantSemitones: params.formant_shift, formantBaseHz: params.formant_base_hz };
-	if (params.pitch_method === "transpose") {
-		return ChannelwisePitchShifter.create(channels, sampleRate, {
-			...settings,
-			tonalityLimitHz: params.tonality_limit_hz,
-		});
-	}
-	const exact = await ChannelwiseExactPitchShifter.create(channels, sampleRate, settings);
-	const released = (out: Float32Array[] | undefined) => (out === undefined ? [] : [out]);
-	return { push: (block) => released(exact.push(block)), flush: () => released(exact.flush()) };
+	return params.pitch_method === "exact"
+		? ChannelwiseExactPitchShifter.create(channels, sampleRate, settings)
+		: ChannelwisePitchShifter.create(channels, sampleRate, { ...settings, tonalityLimitHz: params.tonality_limit_hz });
 }
 
 export class DspEngine implements Engine {

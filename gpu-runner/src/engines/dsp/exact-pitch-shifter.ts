@@ -21,6 +21,7 @@
  * position r (m + inputLatency) + outputLatency and lines up with source sample m exactly; the STFT's own delay is
  * dropped from the start. Exactly as many frames come out as went in, in bounded memory.
  */
+import { joinSamples } from "../../audio/pcm.ts";
 import { Fft, periodicHann } from "../rvc/fft.ts";
 import { PitchShifter } from "./signalsmith-stretch.ts";
 
@@ -220,7 +221,7 @@ class StretchResampler {
 			owed -= part.length;
 			parts.push(part);
 		}
-		return concat(parts);
+		return joinSamples(parts);
 	}
 
 	#read(limit: number): Float32Array {
@@ -266,17 +267,6 @@ function boxSmooth(values: Float64Array, width: number, scratch: Float64Array): 
 		}
 		values[i] = total / weight;
 	}
-}
-
-function concat(parts: Float32Array[]): Float32Array {
-	if (parts.length === 1) return parts[0] as Float32Array;
-	const out = new Float32Array(parts.reduce((sum, p) => sum + p.length, 0));
-	let offset = 0;
-	for (const part of parts) {
-		out.set(part, offset);
-		offset += part.length;
-	}
-	return out;
 }
 
 /**
@@ -546,7 +536,7 @@ export class ExactPitchShifter {
 			this.#source.appendZeros(tail.length);
 			parts.push(this.#restore(tail));
 		}
-		return this.#emit(concat([...parts, new Float32Array(0)]));
+		return this.#emit(joinSamples([...parts, new Float32Array(0)]));
 	}
 
 	#restore(shifted: Float32Array): Float32Array {
@@ -586,21 +576,24 @@ export class ChannelwiseExactPitchShifter {
 		return new ChannelwiseExactPitchShifter(shifters);
 	}
 
-	/** Shifts `block` (one array per channel, any length); returns the frames released, or undefined for none. */
-	push(block: Float32Array[]): Float32Array[] | undefined {
+	/**
+	 * Shifts `block` (one array per channel, any length); yields the frames it releases (none, or one block), as
+	 * `ChannelwisePitchShifter` does.
+	 */
+	*push(block: Float32Array[]): Generator<Float32Array[]> {
 		const frames = block[0]?.length ?? 0;
-		return this.#released(this.#shifters.map((shifter, c) => shifter.push(block[c] ?? new Float32Array(frames))));
+		yield* this.#released(this.#shifters.map((shifter, c) => shifter.push(block[c] ?? new Float32Array(frames))));
 	}
 
-	/** The frames still inside the shifters, or undefined for none. */
-	flush(): Float32Array[] | undefined {
-		return this.#released(this.#shifters.map((shifter) => shifter.flush()));
+	/** Yields the frames still inside the shifters. */
+	*flush(): Generator<Float32Array[]> {
+		yield* this.#released(this.#shifters.map((shifter) => shifter.flush()));
 	}
 
-	#released(outputs: Float32Array[]): Float32Array[] | undefined {
+	*#released(outputs: Float32Array[]): Generator<Float32Array[]> {
 		const length = outputs[0]?.length ?? 0;
 		if (outputs.some((output) => output.length !== length))
 			throw new Error("pitch shifters of one job fell out of step");
-		return length > 0 ? outputs : undefined;
+		if (length > 0) yield outputs;
 	}
 }

@@ -10,9 +10,9 @@
  */
 import { createHash, randomUUID } from "node:crypto";
 import { open, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
+import { dirname, join } from "node:path";
 import { hasZipSignature } from "../../../../src/contracts/zip-directory.ts";
-import { removeIfDamaged, sha256Of } from "../../artifacts/damaged-artifact.ts";
+import { cachedArtifactSha256, removeIfDamaged, sha256Of } from "../../artifacts/damaged-artifact.ts";
 import { readFileBytes } from "./file-bytes.ts";
 import { onnxFileSpeakers } from "./onnx-speakers.ts";
 import { readRvcCheckpoint } from "./rvc-checkpoint.ts";
@@ -117,7 +117,7 @@ export async function synthesizerSpeakers(path: string): Promise<number | undefi
 export async function synthesizerOnnxPath(path: string): Promise<string> {
 	if (!(await startsLikeZip(path))) return path;
 	const { size, mtimeMs, ino } = await stat(path);
-	const key = `${path}\u0000${size}\u0000${CACHED_ARTIFACT.test(basename(path)) ? `ino ${ino}` : mtimeMs}`;
+	const key = `${path}\u0000${size}\u0000${cachedArtifactSha256(path) !== undefined ? `ino ${ino}` : mtimeMs}`;
 	const known = building.get(key);
 	if (known !== undefined) {
 		const built = await known;
@@ -130,6 +130,3 @@ export async function synthesizerOnnxPath(path: string): Promise<string> {
 	pending.catch(() => building.delete(key));
 	return pending;
 }
-
-/** How the artifact cache names a file it keeps (`artifact-cache.ts`). */
-const CACHED_ARTIFACT = /^[0-9a-f]{64}\.bin$/;
