@@ -23,6 +23,8 @@ export function sine(frequency: number, seconds: number, sampleRate: number, amp
 export interface PitchTrack {
 	/** Per-frame pitch in Hz, or 0 where the tracker is not confident (unvoiced). */
 	frequencies: number[];
+	/** Each frame's MPM clarity (0..1: how periodic), whatever the threshold. */
+	clarities: number[];
 	hop: number;
 	window: number;
 }
@@ -33,11 +35,13 @@ export function trackPitch(samples: Float32Array, sampleRate: number, clarity = 
 	const hop = Math.round(sampleRate / 100);
 	const detector = PitchDetector.forFloat32Array(window);
 	const frequencies: number[] = [];
+	const clarities: number[] = [];
 	for (let start = 0; start + window <= samples.length; start += hop) {
 		const [pitch, confidence] = detector.findPitch(samples.subarray(start, start + window), sampleRate);
 		frequencies.push(confidence >= clarity && pitch > 40 && pitch < 1000 ? pitch : 0);
+		clarities.push(confidence);
 	}
-	return { frequencies, hop, window };
+	return { frequencies, clarities, hop, window };
 }
 
 export function median(values: number[]): number {
@@ -191,12 +195,5 @@ export function medianClarity(
 	sampleRate: number,
 	use: (frame: number) => boolean = () => true,
 ): number {
-	const window = 2048;
-	const hop = Math.round(sampleRate / 100);
-	const detector = PitchDetector.forFloat32Array(window);
-	const values: number[] = [];
-	for (let frame = 0, start = 0; start + window <= samples.length; frame++, start += hop) {
-		if (use(frame)) values.push(detector.findPitch(samples.subarray(start, start + window), sampleRate)[1]);
-	}
-	return median(values);
+	return median(trackPitch(samples, sampleRate).clarities.filter((_, frame) => use(frame)));
 }

@@ -14,7 +14,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
 import { loadConfig } from "../../src/config.ts";
 import type { Engine } from "../../src/engines/engine.ts";
-import { createRvcEngine } from "../../src/engines/rvc/index.ts";
+import { createRvcEngine, type RvcEngineOptions } from "../../src/engines/rvc/index.ts";
 import { inspectModelFile } from "../../src/engines/rvc/model-inspection.ts";
 import { ModelCache } from "../../src/engines/rvc/models.ts";
 import { ModelLimitError, ProcessSessionHost } from "../../src/engines/rvc/session-host-process.ts";
@@ -48,8 +48,11 @@ afterEach(async () => {
 	await api.close();
 });
 
-/** The rvc engine on the CPU with the uploaded synthesizers' limits from these `RUNNER_RVC_ONNX_*` settings. */
-async function engineWith(settings: Record<string, string>, noiseSeed?: number): Promise<Engine> {
+/**
+ * The rvc engine on the CPU with the uploaded synthesizers' limits from these `RUNNER_RVC_ONNX_*` settings, and any
+ * other engine `options`.
+ */
+async function engineWith(settings: Record<string, string>, options: RvcEngineOptions = {}): Promise<Engine> {
 	const config = loadConfig({
 		RUNNER_API_BASE_URL: "https://api.example.com",
 		RUNNER_CLIENT_ID: "id",
@@ -59,7 +62,7 @@ async function engineWith(settings: Record<string, string>, noiseSeed?: number):
 	engine = createRvcEngine({
 		executionProviders: ["cpu"],
 		uploadedSynthesizerLimits: config.rvcUploadedSynthesizerLimits,
-		...(noiseSeed !== undefined ? { noiseSeed } : {}),
+		...options,
 	});
 	await engine.init();
 	return engine;
@@ -108,17 +111,28 @@ async function reportsOf(jobs: FakeJob[]) {
 /** The model processes this test's process started (`session-host-process-child.ts`). */
 const modelProcesses = (): number[] => childrenRunning(process.pid, "session-host-process-child");
 
+/** A model process whose peak memory is past `mib`, once one is. */
+async function modelProcessPast(mib: number): Promise<number> {
+	let found: number | undefined;
+	await api.waitFor(() => {
+		found = modelProcesses().find((pid) => peakMiB(pid) > mib);
+		return found !== undefined;
+	}, 60_000);
+	return found as number;
+}
+
 /**
  * The model process in late-matmul's product (its 400 MB matrices allocated; a process alone holds about 100 MiB),
  * once one is.
  */
-async function processInProduct(): Promise<number> {
-	let found: number | undefined;
-	await api.waitFor(() => {
-		found = modelProcesses().find((pid) => peakMiB(pid) > 300);
-		return found !== undefined;
-	}, 60_000);
-	return found as number;
+const processInProduct = (): Promise<number> => modelProcessPast(300);
+
+/** Has the broker take `job` back (the next heartbeat of its lease is answered 409 lease_lost); its lease's id. */
+function loseLease(job: FakeJob): string {
+	const lease = api.leaseFor(job.conversionId);
+	if (lease === undefined) throw new Error("the job was not leased");
+	api.lostLeases.add(lease.lease_id);
+	return lease.lease_id;
 }
 
 /** A runner of capacity 1 with the engine, its lease heartbeats every second. */
@@ -193,7 +207,7 @@ describe("an account's uploaded ONNX synthesizer in a process of its own", () =>
 	});
 
 	it("converts a genuine synthesizer to the same output as the model thread does", async () => {
-		await engineWith({}, 7);
+		await engineWith({}, { noiseSeed: 7 });
 		const synthesizer = buildTinySynthesizer({ sampleRate: 40_000 });
 		const params = { sample_rate: 40_000, f0_method: "yin", chunk_seconds: 2, chunk_search_seconds: 0.5 };
 		const [inProcess, onThread] = [
@@ -233,15 +247,13 @@ describe("a job that ends while its uploaded synthesizer runs", () => {
 		const hostile = hostileJob();
 		api.enqueue(hostile);
 		const pid = await processInProduct();
-		const lease = api.leaseFor(hostile.conversionId);
-		if (lease === undefined) throw new Error("the job was not leased");
 		// The broker takes the job back: the next heartbeat is answered 409 lease_lost.
-		api.lostLeases.add(lease.lease_id);
+		const leaseId = loseLease(hostile);
 		await api.waitFor(() => gone(pid), 30_000);
 		await api.waitFor(() => loop.activeJobs === 0);
 		expect(await outcomes()).toEqual({ lease_lost: 1 });
 		// Nothing reported for a lease the runner no longer holds: not a failure of the voice.
-		expect(api.finalReport(lease.lease_id)).toBeUndefined();
+		expect(api.finalReport(leaseId)).toBeUndefined();
 		const next = voiceJob(2, readFileSync(LATE_MATMUL), { sample_rate: 40_000 });
 		api.enqueue(next);
 		await api.waitFor(() => {
@@ -280,14 +292,7 @@ describe("a job that ends while its uploaded synthesizer loads", () => {
 	 * The model process in slow-load's load (onnxruntime folding its convolution, whose 144 MB of image, kernel and output
 	 * it holds on top of the 100 MiB or so of a process with a small session loaded), once one is.
 	 */
-	async function loadingProcess(): Promise<number> {
-		let found: number | undefined;
-		await api.waitFor(() => {
-			found = modelProcesses().find((pid) => peakMiB(pid) > 200);
-			return found !== undefined;
-		}, 60_000);
-		return found as number;
-	}
+	const loadingProcess = (): Promise<number> => modelProcessPast(200);
 
 	it("stops waiting for the load when the lease is lost: the job ends as lost, and the loading process is killed", async () => {
 		await engineWith(noDeadline);
@@ -295,12 +300,10 @@ describe("a job that ends while its uploaded synthesizer loads", () => {
 		const job = slowLoadJob();
 		api.enqueue(job);
 		const pid = await loadingProcess();
-		const lease = api.leaseFor(job.conversionId);
-		if (lease === undefined) throw new Error("the job was not leased");
-		api.lostLeases.add(lease.lease_id);
+		const leaseId = loseLease(job);
 		await api.waitFor(() => loop.activeJobs === 0, 30_000);
 		expect(await outcomes()).toEqual({ lease_lost: 1 });
-		expect(api.finalReport(lease.lease_id)).toBeUndefined();
+		expect(api.finalReport(leaseId)).toBeUndefined();
 		// No job waits for that load any more: its process is gone, not left loading for up to the load's deadline.
 		await api.waitFor(() => gone(pid), 30_000);
 		expect(modelProcesses()).toEqual([]);
@@ -320,21 +323,8 @@ describe("a job that ends while its uploaded synthesizer loads", () => {
 	});
 
 	it("stops the voice's loads on idle model threads, begun for a long job's later windows, with the job", async () => {
-		const config = loadConfig({
-			RUNNER_API_BASE_URL: "https://api.example.com",
-			RUNNER_CLIENT_ID: "id",
-			RUNNER_CLIENT_SECRET: "secret",
-			...noDeadline,
-		});
 		// Two model threads, each lendable to the other's job for a run once it holds the voice.
-		engine = createRvcEngine({
-			executionProviders: ["cpu"],
-			uploadedSynthesizerLimits: config.rvcUploadedSynthesizerLimits,
-			capacity: 2,
-			modelThreads: 2,
-			intraOpNumThreads: 1,
-		});
-		await engine.init();
+		await engineWith(noDeadline, { capacity: 2, modelThreads: 2, intraOpNumThreads: 1 });
 		const contentvec = writeModels({ contentvec: buildTinyContentVec() }).get("contentvec") as string;
 		const job = {
 			voice: {
