@@ -107,6 +107,19 @@ async function openPlayground(options: BrowserContextOptions = {}): Promise<Page
 	return watch;
 }
 
+/** Runs `use` on a fresh playground page (`openPlayground`), closing its browser context however `use` ends. */
+async function withPlayground(
+	use: (watch: PageWatch) => Promise<void>,
+	options: BrowserContextOptions = {},
+): Promise<void> {
+	const watch = await openPlayground(options);
+	try {
+		await use(watch);
+	} finally {
+		await watch.context.close();
+	}
+}
+
 /** Nothing leaves the stack's origin: no CDN, font or analytics fetches (blob: addresses carry the page origin). */
 function expectOnlyStackOrigin(requests: string[]) {
 	expect(requests.length).toBeGreaterThan(0);
@@ -251,8 +264,7 @@ afterAll(async () => {
 
 describe("playground in headless Chromium", () => {
 	it("signs in, browses a voice, uploads, converts, plays, draws and downloads the result", async () => {
-		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors, consoleErrors, requests }) => {
 			expect(await page.inputValue("#client-id")).toBe(client.clientId);
 			expect(await page.inputValue("#client-secret")).toBe(client.clientSecret);
 			// The voice card: its portrait decoded, its sample served as audio and playable.
@@ -358,9 +370,7 @@ describe("playground in headless Chromium", () => {
 			expect(pageErrors).toEqual([]);
 			expect(consoleErrors).toEqual([]);
 			expectOnlyStackOrigin(requests);
-		} finally {
-			await context.close();
-		}
+		});
 	});
 
 	it("is served with headers that keep it from being framed, sniffed or loading scripts from elsewhere", async () => {
@@ -391,44 +401,43 @@ describe("playground in headless Chromium", () => {
 	it("fits a phone's screen, long unbroken voice names and file names included", async () => {
 		const longName = "Averyveryverylongvoicename".repeat(4).slice(0, 100);
 		const longVoiceId = await addVoiceWithAssets(longName);
-		const { page, context, pageErrors } = await openPlayground({
-			viewport: { width: 375, height: 667 },
-			isMobile: true,
-			hasTouch: true,
-		});
-		try {
-			await signInAndSelectVoice(page);
-			const card = page.locator(`.voice[data-voice-id="${longVoiceId}"]`);
-			await card.click();
-			expect(await card.locator("input[type=radio]").isChecked()).toBe(true);
-			await page.click("#voice-settings summary");
-			await page.setInputFiles("#file", {
-				name: `${"a-very-long-recording-name".repeat(8)}.wav`,
-				mimeType: "audio/wav",
-				buffer: Buffer.from(makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 })),
-			});
-			const widths = await page.evaluate(() => {
-				const root = document.documentElement;
-				const wider = Array.from(document.querySelectorAll("body *")).filter(
-					(e) => e.getBoundingClientRect().right > root.clientWidth,
-				);
-				return {
-					scroll: root.scrollWidth,
-					client: root.clientWidth,
-					wider: wider.map((e) => e.outerHTML.slice(0, 80)),
-				};
-			});
-			expect(widths.wider).toEqual([]);
-			expect(widths.scroll).toBe(widths.client);
-			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		await withPlayground(
+			async ({ page, pageErrors }) => {
+				await signInAndSelectVoice(page);
+				const card = page.locator(`.voice[data-voice-id="${longVoiceId}"]`);
+				await card.click();
+				expect(await card.locator("input[type=radio]").isChecked()).toBe(true);
+				await page.click("#voice-settings summary");
+				await page.setInputFiles("#file", {
+					name: `${"a-very-long-recording-name".repeat(8)}.wav`,
+					mimeType: "audio/wav",
+					buffer: Buffer.from(makeWav({ sampleRate: 16_000, channels: 1, frames: 16_000, encoding: "pcm", bits: 16 })),
+				});
+				const widths = await page.evaluate(() => {
+					const root = document.documentElement;
+					const wider = Array.from(document.querySelectorAll("body *")).filter(
+						(e) => e.getBoundingClientRect().right > root.clientWidth,
+					);
+					return {
+						scroll: root.scrollWidth,
+						client: root.clientWidth,
+						wider: wider.map((e) => e.outerHTML.slice(0, 80)),
+					};
+				});
+				expect(widths.wider).toEqual([]);
+				expect(widths.scroll).toBe(widths.client);
+				expect(pageErrors).toEqual([]);
+			},
+			{
+				viewport: { width: 375, height: 667 },
+				isMobile: true,
+				hasTouch: true,
+			},
+		);
 	});
 
 	it("refuses a recording of 100 MB or more before registering or sending any of it", async () => {
-		const { page, context, pageErrors, requests } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors, requests }) => {
 			await (await signInAndSelectVoice(page)).click();
 			const big = path.join(tempDir, "long-take.wav");
 			await writeFile(big, "");
@@ -463,14 +472,11 @@ describe("playground in headless Chromium", () => {
 			});
 			expect(await page.locator("#file-problem").count()).toBe(0);
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	});
 
 	it("clears the step it was on when a step fails", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			await (await signInAndSelectVoice(page)).click();
 			await page.click("#voice-settings summary");
 			await page.fill("#protect", "0.2");
@@ -482,14 +488,11 @@ describe("playground in headless Chromium", () => {
 			expect(await page.textContent("#error")).toMatch(/voice_settings\.protect/);
 			expect(await page.textContent("#status")).toBe("");
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	});
 
 	it("gets a new token by itself when the one it holds expires mid-session", async () => {
-		const { page, context, pageErrors, requests } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors, requests }) => {
 			// The first token the page gets is one signed with the Worker's key (as the Worker signs them) an hour
 			// less 8 s ago: it expires while the page is in use, as an hour-old session's does.
 			const aging = await agingToken(8);
@@ -516,14 +519,11 @@ describe("playground in headless Chromium", () => {
 			await expectCompleted(page);
 			expect(requests.filter((url) => url.endsWith("/oauth2/token"))).toHaveLength(2);
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 60_000);
 
 	it("keeps following a conversion through a dropped connection, and says what a network error is", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			await (await signInAndSelectVoice(page)).click();
 			// The browser loses the network for the first two looks at the conversion (the service is untouched).
 			let dropped = 0;
@@ -547,14 +547,11 @@ describe("playground in headless Chromium", () => {
 				"Token request: no answer from the service (network error). Check the connection and try again.",
 			);
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 60_000);
 
 	it("can be used with the keyboard alone, and names every control", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			await page.focus("#client-secret");
 			await page.keyboard.press("Tab");
 			expect(await page.evaluate(() => document.activeElement?.id)).toBe("sign-in");
@@ -600,14 +597,11 @@ describe("playground in headless Chromium", () => {
 			expect(unnamed).toEqual([]);
 			expect(await page.locator("[role=radio], [role=button], div[tabindex], span[tabindex]").count()).toBe(0);
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 60_000);
 
 	it("finds the conversion it was following again after a reload", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			await (await signInAndSelectVoice(page)).click();
 			await page.selectOption("#pitch", "fifth_down");
 			await page.setInputFiles("#file", {
@@ -634,14 +628,11 @@ describe("playground in headless Chromium", () => {
 			);
 			expect(await page.textContent("#result-info")).toContain("pitch fifth_down · 2.00 s");
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 60_000);
 
 	it("refuses a file that is not what its role takes before registering the voice, and follows the next try through a dropped connection", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			const registrations = await openOwnVoices(page);
 			await page.fill("#own-voice-name", "Second try");
 			await page.setInputFiles("#own-voice-model", {
@@ -688,14 +679,11 @@ describe("playground in headless Chromium", () => {
 			expect(dropped).toBeGreaterThan(2);
 			expect(statuses).toContain('Voice "Second try": connection lost, trying again…');
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 120_000);
 
 	it("does not keep a voice whose file the API refused where the page's own check let it through", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			// The page's check is a courtesy; the API's on upload is the authority. A page without it (an older copy,
 			// say) registers the voice, gets the API's 415, and deletes the voice so that its name is free again.
 			const source = await readFile(path.join(ROOT, "public/playground/voice-file-kinds.js"), "utf8");
@@ -725,58 +713,55 @@ describe("playground in headless Chromium", () => {
 			);
 			expect(await page.locator("#own-voices li", { hasText: "Refused by the API" }).count()).toBe(0);
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 60_000);
 
 	it("keeps its text readable in the dark colour scheme", async () => {
-		const { page, context, pageErrors } = await openPlayground({ colorScheme: "dark" });
-		try {
-			await signInAndSelectVoice(page);
-			// A voice waiting for its files, made through the API, for its status badge.
-			const token = await stack.token(client);
-			const waiting = await callApi<{ id: string }>(stack, token, "/api/v1/voices", {
-				method: "POST",
-				body: {
-					name: `Dark ${crypto.randomUUID().slice(0, 8)}`,
-					files: { model: { file_name: "m.pth", size_bytes: 1000 } },
-				},
-			});
-			await page.click("#sign-in"); // lists the voices again
-			await page.locator(`#own-voices li[data-voice-id="${waiting.id}"]`).waitFor();
-			// WCAG contrast of each piece of text against the background it is painted on.
-			const ratios = await page.evaluate(() => {
-				const luminance = (color: string) => {
-					const [r = 0, g = 0, b = 0] = (color.match(/[\d.]+/g) ?? []).map(Number).map((v) => {
-						const c = v / 255;
-						return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
-					});
-					return 0.2126 * r + 0.7152 * g + 0.0722 * b;
-				};
-				const background = (e: Element | null): string => {
-					for (; e; e = e.parentElement) {
-						const color = getComputedStyle(e).backgroundColor;
-						if (color !== "rgba(0, 0, 0, 0)" && color !== "transparent") return color;
-					}
-					return "rgb(255, 255, 255)";
-				};
-				return Array.from(document.querySelectorAll(".voice-status, button")).map((e) => {
-					const [a, b] = [luminance(getComputedStyle(e).color), luminance(background(e))].sort((x, y) => y - x);
-					return { text: e.textContent, ratio: Math.round((((a ?? 0) + 0.05) / ((b ?? 0) + 0.05)) * 10) / 10 };
+		await withPlayground(
+			async ({ page, pageErrors }) => {
+				await signInAndSelectVoice(page);
+				// A voice waiting for its files, made through the API, for its status badge.
+				const token = await stack.token(client);
+				const waiting = await callApi<{ id: string }>(stack, token, "/api/v1/voices", {
+					method: "POST",
+					body: {
+						name: `Dark ${crypto.randomUUID().slice(0, 8)}`,
+						files: { model: { file_name: "m.pth", size_bytes: 1000 } },
+					},
 				});
-			});
-			expect(ratios.length).toBeGreaterThan(3);
-			for (const { text, ratio } of ratios) expect(ratio, String(text)).toBeGreaterThanOrEqual(4.5);
-			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+				await page.click("#sign-in"); // lists the voices again
+				await page.locator(`#own-voices li[data-voice-id="${waiting.id}"]`).waitFor();
+				// WCAG contrast of each piece of text against the background it is painted on.
+				const ratios = await page.evaluate(() => {
+					const luminance = (color: string) => {
+						const [r = 0, g = 0, b = 0] = (color.match(/[\d.]+/g) ?? []).map(Number).map((v) => {
+							const c = v / 255;
+							return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+						});
+						return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+					};
+					const background = (e: Element | null): string => {
+						for (; e; e = e.parentElement) {
+							const color = getComputedStyle(e).backgroundColor;
+							if (color !== "rgba(0, 0, 0, 0)" && color !== "transparent") return color;
+						}
+						return "rgb(255, 255, 255)";
+					};
+					return Array.from(document.querySelectorAll(".voice-status, button")).map((e) => {
+						const [a, b] = [luminance(getComputedStyle(e).color), luminance(background(e))].sort((x, y) => y - x);
+						return { text: e.textContent, ratio: Math.round((((a ?? 0) + 0.05) / ((b ?? 0) + 0.05)) * 10) / 10 };
+					});
+				});
+				expect(ratios.length).toBeGreaterThan(3);
+				for (const { text, ratio } of ratios) expect(ratio, String(text)).toBeGreaterThanOrEqual(4.5);
+				expect(pageErrors).toEqual([]);
+			},
+			{ colorScheme: "dark" },
+		);
 	});
 
 	it("shows why a conversion failed when the upload is not audio", async () => {
-		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors, consoleErrors, requests }) => {
 			await (await signInAndSelectVoice(page)).click();
 			const history = await convertInPage(page, {
 				name: "notes.wav",
@@ -789,14 +774,11 @@ describe("playground in headless Chromium", () => {
 			expect(pageErrors).toEqual([]);
 			expect(consoleErrors).toEqual([]);
 			expectOnlyStackOrigin(requests);
-		} finally {
-			await context.close();
-		}
+		});
 	});
 
 	it("sends the voice settings filled in, and shows why the voice cannot honour one", async () => {
-		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors, consoleErrors, requests }) => {
 			await (await signInAndSelectVoice(page)).click();
 			await page.click("#voice-settings summary");
 			// Any value in range, not only the spinner's steps (the API takes 0.33 as well as 0.35).
@@ -818,14 +800,11 @@ describe("playground in headless Chromium", () => {
 			expect(pageErrors).toEqual([]);
 			expect(consoleErrors.filter((e) => !/status of 400/.test(e))).toEqual([]);
 			expectOnlyStackOrigin(requests);
-		} finally {
-			await context.close();
-		}
+		});
 	});
 
 	it("shows each field the API refused a conversion for beside that field, and clears them when sent again", async () => {
-		const { page, context, pageErrors, consoleErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, context, pageErrors, consoleErrors }) => {
 			await (await signInAndSelectVoice(page)).click();
 			await page.click("#voice-settings summary");
 			await page.fill("#index_rate", "0.5");
@@ -906,14 +885,11 @@ describe("playground in headless Chromium", () => {
 			expect(await page.locator("[aria-invalid]").count()).toBe(0);
 			expect(pageErrors).toEqual([]);
 			expect(consoleErrors.filter((e) => !/status of 400/.test(e))).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 60_000);
 
 	it("shows each field of a voice refused by the page or by the API beside that field", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			const registrations = await openOwnVoices(page);
 			await page.fill("#own-voice-name", "Fields");
 			await page.setInputFiles("#own-voice-model", path.join(ROOT, "gpu-runner/test/rvc/fixtures/v2-f0-40k.pth"));
@@ -973,14 +949,11 @@ describe("playground in headless Chromium", () => {
 			expect(registrations).toHaveLength(1);
 			expect(await page.locator("#own-voices li", { hasText: "Fields" }).count()).toBe(0);
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 60_000);
 
 	it("refuses voice files larger than their roles take before any request, in the API's words beside each", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			await openOwnVoices(page);
 			const sent: string[] = [];
 			page.on("request", (r) => {
@@ -1040,14 +1013,11 @@ describe("playground in headless Chromium", () => {
 			expect(await page.locator("#own-voices li", { hasText: "Too large" }).count()).toBe(0);
 			expect(sent).toEqual([]);
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 60_000);
 
 	it("shows a readable error for a wrong client secret", async () => {
-		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors, consoleErrors, requests }) => {
 			await page.fill("#client-secret", "not-the-secret");
 			await page.click("#sign-in");
 			await page.waitForFunction(() => document.getElementById("error")?.textContent);
@@ -1060,14 +1030,11 @@ describe("playground in headless Chromium", () => {
 			// The only console line is Chromium's own note about the refused token request.
 			for (const line of consoleErrors) expect(line).toMatch(/401.*\/oauth2\/token/);
 			expectOnlyStackOrigin(requests);
-		} finally {
-			await context.close();
-		}
+		});
 	});
 
 	it("uploads your own voice with a bar per file, follows its validation, and converts with it", async () => {
-		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors, consoleErrors, requests }) => {
 			await signInAndSelectVoice(page);
 			await page.locator("#own-voices-step").waitFor();
 			const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
@@ -1122,14 +1089,11 @@ describe("playground in headless Chromium", () => {
 			expect(pageErrors).toEqual([]);
 			expect(consoleErrors).toEqual([]);
 			expectOnlyStackOrigin(requests);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 120_000);
 
 	it("creates a voice from its published .zip: the model and added_ index out of it, ready, converting", async () => {
-		const { page, context, pageErrors, consoleErrors, requests } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors, consoleErrors, requests }) => {
 			await signInAndSelectVoice(page);
 			await page.locator("#own-voices-step").waitFor();
 			const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
@@ -1193,14 +1157,11 @@ describe("playground in headless Chromium", () => {
 			expect(pageErrors).toEqual([]);
 			expect(consoleErrors).toEqual([]);
 			expectOnlyStackOrigin(requests);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 120_000);
 
 	it("asks which model of an archive holding several, and refuses an archive it cannot read before registering", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			const registered = await openOwnVoices(page);
 			const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
 
@@ -1258,14 +1219,11 @@ describe("playground in headless Chromium", () => {
 				"From two-models.zip: model VoiceB/VoiceB.pth, index voice-v2-768.index (picked beside it); left out VoiceA/VoiceA.pth (another model).",
 			);
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 120_000);
 
 	it("asks which index of an archive holding several, and takes none when told", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			await signInAndSelectVoice(page);
 			// An archive as Info-ZIP makes it: a model and two added_ indexes (and the trained_ one, never offered).
 			const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
@@ -1311,14 +1269,11 @@ describe("playground in headless Chromium", () => {
 			});
 			await expectOwnVoiceReady(page, "The other index");
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 120_000);
 
 	it("says so when the browser cannot inflate an archive's entries, and registers nothing", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			// A browser without DecompressionStream (Safari before 16.4, Firefox before 113).
 			await page.evaluate(() => {
 				(window as unknown as { DecompressionStream?: unknown }).DecompressionStream = undefined;
@@ -1341,14 +1296,11 @@ describe("playground in headless Chromium", () => {
 				);
 			expect(registered).toEqual([]);
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	});
 
 	it("sends a voice file again from fresh addresses when the connection drops during its upload", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			await signInAndSelectVoice(page);
 			const fixtures = path.join(ROOT, "gpu-runner/test/rvc/fixtures");
 			// The index's upload (in parts here: it is over VOICE_SINGLE_UPLOAD_BYTES) loses the network once.
@@ -1392,14 +1344,11 @@ describe("playground in headless Chromium", () => {
 			]);
 			expect(await page.textContent("#error")).toBe("");
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 120_000);
 
 	it("keeps the voice picked for conversion, and the conversion step, while your own voice is created", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			const card = await signInAndSelectVoice(page);
 			await card.click();
 			await page.locator("#convert-step").waitFor();
@@ -1412,9 +1361,7 @@ describe("playground in headless Chromium", () => {
 			expect(await card.locator("input[type=radio]").isChecked()).toBe(true);
 			expect(await page.isVisible("#convert-step")).toBe(true);
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 120_000);
 
 	it("follows a voice it finds being checked when it lists the voices, until it is ready, beside an upload", async () => {
@@ -1475,8 +1422,7 @@ describe("playground in headless Chromium", () => {
 	}, 120_000);
 
 	it("shows why validation failed, in the API's words, beside the voice", async () => {
-		const { page, context, pageErrors } = await openPlayground();
-		try {
+		await withPlayground(async ({ page, pageErrors }) => {
 			await signInAndSelectVoice(page);
 			await page.locator("#own-voices-step").waitFor();
 			await page.fill("#own-voice-name", "Chinese HuBERT");
@@ -1510,9 +1456,7 @@ describe("playground in headless Chromium", () => {
 			// A failed voice is not offered for conversion.
 			expect(await page.locator(`.voice[data-voice-id="${id}"]`).count()).toBe(0);
 			expect(pageErrors).toEqual([]);
-		} finally {
-			await context.close();
-		}
+		});
 	}, 120_000);
 });
 
