@@ -120,6 +120,13 @@ async function withPlayground(
 	}
 }
 
+/** Clicks "Create voice" and answers the files the page declared in its registration (`POST /voices`). */
+async function createdFiles(page: Page): Promise<Record<string, { file_name: string; size_bytes: number }>> {
+	const created = page.waitForRequest((r) => r.url().endsWith("/api/v1/voices") && r.method() === "POST");
+	await page.click("#own-voice-create");
+	return (await created).postDataJSON().files;
+}
+
 /** Nothing leaves the stack's origin: no CDN, font or analytics fetches (blob: addresses carry the page origin). */
 function expectOnlyStackOrigin(requests: string[]) {
 	expect(requests.length).toBeGreaterThan(0);
@@ -1107,11 +1114,10 @@ describe("playground in headless Chromium", () => {
 				);
 			expect(await page.isHidden("#own-voice-archive-model")).toBe(true);
 			expect(await page.isHidden("#own-voice-archive-index")).toBe(true);
-			const created = page.waitForRequest((r) => r.url().endsWith("/api/v1/voices") && r.method() === "POST");
-			await page.click("#own-voice-create");
+			const created = await createdFiles(page);
 			const model = await readFile(path.join(fixtures, "v2-f0-40k.pth"));
 			const index = await readFile(path.join(fixtures, "index/voice-v2-768.index"));
-			expect((await created).postDataJSON().files).toEqual({
+			expect(created).toEqual({
 				model: { file_name: "Aurora.pth", size_bytes: model.length },
 				index: { file_name: "added_IVF13_Flat_nprobe_1_Aurora_v2.index", size_bytes: index.length },
 			});
@@ -1206,11 +1212,10 @@ describe("playground in headless Chromium", () => {
 			// The one chosen goes up, with the index picked beside the archive.
 			await choice.selectOption("VoiceB/VoiceB.pth");
 			await page.setInputFiles("#own-voice-index", path.join(fixtures, "index/voice-v2-768.index"));
-			const created = page.waitForRequest((r) => r.url().endsWith("/api/v1/voices") && r.method() === "POST");
-			await page.click("#own-voice-create");
+			const created = await createdFiles(page);
 			const model = await readFile(path.join(fixtures, "v2-f0-48k.pth"));
 			const index = await readFile(path.join(fixtures, "index/voice-v2-768.index"));
-			expect((await created).postDataJSON().files).toEqual({
+			expect(created).toEqual({
 				model: { file_name: "VoiceB.pth", size_bytes: model.length },
 				index: { file_name: "voice-v2-768.index", size_bytes: index.length },
 			});
@@ -1251,9 +1256,8 @@ describe("playground in headless Chromium", () => {
 				"two-indexes.zip is a voice archive: model Voice/Voice.pth, several indexes (choose one above).",
 			);
 			await choice.selectOption({ label: "No index" });
-			const created = page.waitForRequest((r) => r.url().endsWith("/api/v1/voices") && r.method() === "POST");
-			await page.click("#own-voice-create");
-			expect(Object.keys((await created).postDataJSON().files)).toEqual(["model"]);
+			const created = await createdFiles(page);
+			expect(Object.keys(created)).toEqual(["model"]);
 			await expectOwnVoiceReady(page, "One of two indexes");
 			expect(await page.textContent("#own-voice-archive-contents")).toMatch(
 				/^From two-indexes\.zip: model Voice\/Voice\.pth; left out /,
@@ -1261,9 +1265,8 @@ describe("playground in headless Chromium", () => {
 
 			await page.fill("#own-voice-name", "The other index");
 			await choice.selectOption("Voice/added_IVF13_Flat_nprobe_1_b_v2.index");
-			const again = page.waitForRequest((r) => r.url().endsWith("/api/v1/voices") && r.method() === "POST");
-			await page.click("#own-voice-create");
-			expect((await again).postDataJSON().files.index).toEqual({
+			const again = await createdFiles(page);
+			expect(again.index).toEqual({
 				file_name: "added_IVF13_Flat_nprobe_1_b_v2.index",
 				size_bytes: index.length,
 			});
