@@ -16,8 +16,16 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { AudioBlock } from "../../gpu-runner/src/engines/engine.ts";
 import { createRvcEngine, type RvcChunkStats } from "../../gpu-runner/src/engines/rvc/index.ts";
+import { PUBLISHED_CONFIG_40K, parseSynthesizerConfig } from "../../gpu-runner/src/engines/rvc/synthesizer-config.ts";
 import type { VoiceDescriptor } from "../../src/contracts/runner.ts";
 import { type BuiltModel, buildContentVec, buildRmvpe, buildSynthesizer40k } from "./rvc-models.ts";
+import {
+	measureConvolutionRates,
+	rateKey,
+	synthesizerArithmetic,
+	synthesizerFloorSeconds,
+	synthesizerFlop,
+} from "./synthesizer-roofline.ts";
 
 const USAGE = `Usage (from gpu-runner/):
   npm run bench                                         # everything, rvc part: 40 s of audio
@@ -492,6 +500,51 @@ try {
 		);
 	if (main.gpuMemoryMiB !== undefined) console.log(`GPU memory in use (nvidia-smi) ${main.gpuMemoryMiB} MiB`);
 
+	// How far the synthesizer is from what this machine's convolution kernels allow (synthesizer-roofline.ts).
+	let roofline: Record<string, unknown> | undefined;
+	if (main.provider === "cpu" && values["reference-graph"] === false) {
+		const arithmetic = synthesizerArithmetic(parseSynthesizerConfig(PUBLISHED_CONFIG_40K), 768, true);
+		const rates = await measureConvolutionRates(arithmetic, threads ?? availableParallelism(), main.decodePieces);
+		const flop = synthesizerFlop(arithmetic, main.decodedSeconds, main.convertedSeconds);
+		const floor = synthesizerFloorSeconds(arithmetic, rates, main.decodedSeconds, main.convertedSeconds);
+		const best = Math.max(...rates.values());
+		const synthesizer = main.stages.synthesizer ?? Number.NaN;
+		const others = wall - synthesizer;
+		const g = (x: number) => fmt(x / 1e9, 1);
+		console.log(
+			`\nsynthesizer arithmetic (2 FLOP per weight multiply-add): decoder ${g(arithmetic.decoder)} GFLOP per decoded second (${g(arithmetic.decoder - arithmetic.decoderOther)} in residual blocks), text encoder and flow ${g(arithmetic.encoderAndFlow)} per window second`,
+		);
+		console.log(
+			`  this run: ${fmt(main.decodedSeconds, 1)} s decoded, ${fmt(main.convertedSeconds, 1)} s of windows = ${fmt(flop / 1e9, 0)} GFLOP in ${fmt(synthesizer)} s = ${g(flop / synthesizer)} GFLOP/s (${g(flop / seconds)} GFLOP per audio second)`,
+		);
+		console.log(
+			`  residual convolutions alone here (${threads ?? availableParallelism()} threads, one 5.32 s window in ${main.decodePieces} piece(s), dilation 3), GFLOP/s: ${arithmetic.stages
+				.map(
+					(st) =>
+						`${st.channels} ch ${[...st.residualByKernel.keys()].map((k) => `k${k} ${g(rates.get(rateKey(st.channels, k)) ?? 0)}`).join(" ")}`,
+				)
+				.join("; ")}`,
+		);
+		console.log(
+			`  all of it at the fastest of those rates would take ${fmt(floor)} s = RTF ${fmt(floor / seconds, 3)} (this run ${fmt(synthesizer / seconds, 3)}, at ${fmt((100 * floor) / synthesizer, 0)} % of that speed); with the other stages as this run measured them (RTF ${fmt(others / seconds, 3)}), the conversion would then be at RTF ${fmt((floor + others) / seconds, 3)}`,
+		);
+		// The issue's CPU target: even with every other stage free, the synthesizer alone would have to run this fast.
+		const targetRtf = 0.3;
+		const needed = flop / (targetRtf * seconds);
+		console.log(
+			`  RTF ${targetRtf} in all would need the synthesizer's arithmetic at ${g(needed)} GFLOP/s or more with every other stage taking no time: ${fmt(needed / best)}x the fastest convolution here`,
+		);
+		roofline = {
+			bench: "rvc-synthesizer-roofline",
+			synthesizer_gflop_per_audio_second: flop / seconds / 1e9,
+			synthesizer_gflops: flop / synthesizer / 1e9,
+			synthesizer_floor_rtf: floor / seconds,
+			conversion_floor_rtf: (floor + others) / seconds,
+			gflops_needed_for_rtf_0_3: needed / 1e9,
+			residual_conv_gflops: Object.fromEntries([...rates].map(([k, v]) => [k, v / 1e9])),
+		};
+	}
+
 	if (values["compare-with"] !== undefined && values["save-output"] !== undefined) {
 		const a = new Float32Array(readFileSync(values["save-output"]).buffer.slice(0));
 		const b = new Float32Array(readFileSync(values["compare-with"]).buffer.slice(0));
@@ -559,6 +612,8 @@ try {
 		);
 	}
 
+	// The rvc line stays the last: runs are compared by it.
+	if (roofline !== undefined) console.log(JSON.stringify(roofline));
 	console.log(
 		JSON.stringify({
 			bench: "rvc",
