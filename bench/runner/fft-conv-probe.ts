@@ -29,7 +29,7 @@ import "../../gpu-runner/src/engines/rvc/onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import { sessionOptionsFor } from "../../gpu-runner/src/engines/rvc/execution-provider.ts";
 import { OnnxGraphBuilder } from "../../gpu-runner/src/engines/rvc/onnx-writer.ts";
-import { type ConvLayer, directConvGraph } from "./synthesizer-roofline.ts";
+import { type ConvLayer, convolutionChainModel } from "../../gpu-runner/src/engines/rvc/probe-convolution.ts";
 
 const { values } = parseArgs({
 	options: {
@@ -197,7 +197,7 @@ for (const stage of STAGES) {
 		const signal = uniform(C * T, 2);
 		const timeMajor = new Float32Array(T * C);
 		for (let c = 0; c < C; c++) for (let t = 0; t < T; t++) timeMajor[t * C + c] = signal[c * T + t] as number;
-		const direct = await ort.InferenceSession.create(directConvGraph(layer), options);
+		const direct = await ort.InferenceSession.create(convolutionChainModel(layer), options);
 		const fft = await ort.InferenceSession.create(fftGraph(layer, tile), options);
 		const a = await timed(direct, new ort.Tensor("float32", signal, [1, C, 1, T]));
 		const b = await timed(fft, new ort.Tensor("float32", timeMajor, [T, C]));

@@ -17,44 +17,12 @@
 import "../../gpu-runner/src/engines/rvc/onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import { sessionOptionsFor } from "../../gpu-runner/src/engines/rvc/execution-provider.ts";
-import { OnnxGraphBuilder } from "../../gpu-runner/src/engines/rvc/onnx-writer.ts";
+import {
+	type ConvLayer,
+	convolutionChainModel,
+	probeValues,
+} from "../../gpu-runner/src/engines/rvc/probe-convolution.ts";
 import { type SynthesizerConfig, synthesizerTensors } from "../../gpu-runner/src/engines/rvc/synthesizer-config.ts";
-
-/** One 1-D convolution of the decoder's kind: `channels` in and out, same padding. */
-export interface ConvLayer {
-	channels: number;
-	/** Samples per row. */
-	length: number;
-	/** Rows of one run (`[1, C, rows, length]`): the engine decodes a span as one row per piece. Default 1. */
-	rows?: number;
-	kernel: number;
-	dilation: number;
-	weight: Float32Array;
-	bias: Float32Array;
-}
-
-/**
- * The layer as the synthesizer graph runs it: `Conv` on `[1, C, rows, T]`, which onnxruntime's CPU runs in NCHWc,
- * applied `depth` times in a row (the same weights), as the decoder chains its convolutions.
- */
-export function directConvGraph(l: ConvLayer, depth = 1): Uint8Array {
-	const g = new OnnxGraphBuilder();
-	const rows = l.rows ?? 1;
-	const pad = ((l.kernel - 1) * l.dilation) >> 1;
-	const w = g.floats("w", [l.channels, l.channels, 1, l.kernel], l.weight);
-	const b = g.floats("b", [l.channels], l.bias);
-	let x = g.input("x", "float32", [1, l.channels, rows, l.length]);
-	for (let i = 0; i < depth; i++) {
-		x = g.node(
-			"Conv",
-			[x, w, b],
-			{ kernel_shape: [1, l.kernel], pads: [0, pad, 0, pad], dilations: [1, l.dilation] },
-			i === depth - 1 ? ["y"] : undefined,
-		);
-	}
-	g.output("y", "float32", [1, l.channels, rows, l.length]);
-	return g.toModel();
-}
 
 /** The decoder's frame rate in RVC's configs: the sample rate over the product of the upsampling rates (400-480). */
 const FRAMES_PER_SECOND = 100;
@@ -141,11 +109,7 @@ export async function measureConvolutionRates(
 	runs = 4,
 ): Promise<ConvolutionRates> {
 	let seed = 7;
-	const uniform = (length: number, scale: number) =>
-		Float32Array.from({ length }, () => {
-			seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0;
-			return (seed / 2 ** 32 - 0.5) * scale;
-		});
+	const uniform = (length: number, scale: number) => probeValues(length, scale, seed++);
 	const options = sessionOptionsFor("cpu", { memoryArena: true, intraOpNumThreads });
 	const rates: ConvolutionRates = new Map();
 	for (const stage of arithmetic.stages) {
@@ -166,7 +130,7 @@ export async function measureConvolutionRates(
 			// layout changes (to NCHWc and back) that a lone one pays and the decoder, chaining them, mostly does not.
 			const best: number[] = [];
 			for (const depth of [1, CHAIN]) {
-				const session = await ort.InferenceSession.create(directConvGraph(layer, depth), options);
+				const session = await ort.InferenceSession.create(convolutionChainModel(layer, depth), options);
 				try {
 					let fastest = Number.POSITIVE_INFINITY;
 					for (let r = 0; r <= runs; r++) {

@@ -6,13 +6,12 @@
 import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
 import {
-	type ConvLayer,
-	directConvGraph,
 	synthesizerArithmetic,
 	synthesizerFloorSeconds,
 	synthesizerFlop,
 } from "../../../bench/runner/synthesizer-roofline.ts";
 import { sessionOptionsFor } from "../../src/engines/rvc/execution-provider.ts";
+import { type ConvLayer, convolutionChainModel } from "../../src/engines/rvc/probe-convolution.ts";
 import { PUBLISHED_CONFIG_40K, parseSynthesizerConfig } from "../../src/engines/rvc/synthesizer-config.ts";
 
 describe("synthesizer arithmetic", () => {
@@ -93,7 +92,7 @@ describe("the probe's convolution", () => {
 			return y;
 		};
 		const x = Float32Array.from({ length: C * rows * T }, (_, i) => Math.sin(i * 0.7));
-		const session = await ort.InferenceSession.create(directConvGraph(layer, 2), sessionOptionsFor("cpu"));
+		const session = await ort.InferenceSession.create(convolutionChainModel(layer, 2), sessionOptionsFor("cpu"));
 		try {
 			const y = (await session.run({ x: new ort.Tensor("float32", x, [1, C, rows, T]) })).y?.data as Float32Array;
 			const want = convolve(convolve(x));

@@ -1,7 +1,10 @@
 /**
  * Picks the execution provider at start-up by trying each candidate on its own with a small self-test model.
  * onnxruntime-node does not fall back by itself: `executionProviders: ["cuda", "cpu"]` throws when the CUDA
- * provider cannot load instead of using the CPU, so the candidates are tried one at a time.
+ * provider cannot load instead of using the CPU, so the candidates are tried one at a time. WebGPU is also timed
+ * against the CPU on a convolution of the decoder's kind, and passed over where it is not faster: on a machine
+ * without a GPU, WebGPU finds Mesa's lavapipe, a Vulkan driver that runs on the CPU, wherever Mesa's Vulkan
+ * drivers are installed (measured: 27 s to convert what the CPU provider converts in 0.5 s).
  */
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -9,14 +12,18 @@ import { dirname, join } from "node:path";
 import "./onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import { OnnxGraphBuilder } from "./onnx-writer.ts";
+import { convolutionChainModel, probeValues } from "./probe-convolution.ts";
 
 export const EXECUTION_PROVIDERS = ["cuda", "webgpu", "cpu"] as const;
 export type ExecutionProviderName = (typeof EXECUTION_PROVIDERS)[number];
 
 export interface ProviderAttempt {
 	provider: ExecutionProviderName;
-	/** `skipped`: this onnxruntime-node build has no such provider at all (e.g. WebGPU on some platforms). */
-	outcome: "selected" | "failed" | "skipped";
+	/**
+	 * `skipped`: this onnxruntime-node build has no such provider at all (e.g. WebGPU on some platforms).
+	 * `slower`: it passed its self-test but ran the probe convolution no faster than the CPU provider after it.
+	 */
+	outcome: "selected" | "failed" | "skipped" | "slower";
 	/** Why it failed, first line of the runtime's message plus a hint where one helps. */
 	reason?: string;
 	milliseconds: number;
@@ -163,15 +170,76 @@ async function selfTest(provider: ExecutionProviderName): Promise<void> {
 	}
 }
 
-/** Tries each provider in `order` alone; returns the first that passes, with every attempt. Throws if none does. */
-export async function selectExecutionProvider(
+/**
+ * The probe: four chained 64-channel convolutions of kernel 7, dilation 3, on 8,000 samples (1.8 GFLOP), the
+ * decoder's middle stage. A GPU runs it in a few milliseconds, two CPU cores in about 12.
+ */
+const PROBE = { channels: 64, length: 8000, kernel: 7, dilation: 3, depth: 4 } as const;
+
+/** The probe's best time on `provider` in milliseconds, of three runs after one that loads and plans. */
+async function probeMilliseconds(provider: ExecutionProviderName): Promise<number> {
+	const { channels: C, length: T, kernel: K, depth } = PROBE;
+	const model = convolutionChainModel(
+		{ ...PROBE, weight: probeValues(C * C * K, 2 / Math.sqrt(C * K), 1), bias: probeValues(C, 0.2, 2) },
+		depth,
+	);
+	const session = await ort.InferenceSession.create(model, { ...sessionOptionsFor(provider), logSeverityLevel: 4 });
+	try {
+		const x = new ort.Tensor("float32", probeValues(C * T, 2, 3), [1, C, 1, T]);
+		let best = Number.POSITIVE_INFINITY;
+		for (let run = 0; run < 4; run++) {
+			const started = performance.now();
+			await session.run({ x });
+			if (run > 0) best = Math.min(best, performance.now() - started);
+		}
+		return best;
+	} finally {
+		await session.release();
+	}
+}
+
+/**
+ * Why `provider`, which passed its self-test, should be passed over for the CPU provider after it in the order,
+ * or undefined where it should not. Only WebGPU is timed: CUDA runs on NVIDIA GPUs alone, and the CPU is the CPU.
+ */
+async function slowerThanCpu(
+	provider: ExecutionProviderName,
+	rest: readonly ExecutionProviderName[],
+): Promise<string | undefined> {
+	if (provider !== "webgpu" || !rest.includes("cpu")) return undefined;
+	const own = await probeMilliseconds(provider);
+	const cpu = await probeMilliseconds("cpu");
+	if (own < cpu) return undefined;
+	return `ran the probe convolution (${PROBE.depth} x ${PROBE.channels} channels, kernel ${PROBE.kernel}, ${PROBE.length} samples) in ${own.toFixed(1)} ms where the CPU provider took ${cpu.toFixed(1)} ms: its adapter is a software one (such as Mesa's lavapipe) or a GPU slower than this CPU`;
+}
+
+/** Selections made in this process, by order: what the machine offers does not change while it runs. */
+const selections = new Map<string, Promise<ProviderSelection>>();
+
+/**
+ * Tries each provider in `order` alone; returns the first that passes (and, for WebGPU, beats the CPU provider
+ * after it), with every attempt. Throws if none does. Made once per process and order (WebGPU's adapter alone
+ * takes seconds to set up); a failure is not kept.
+ */
+export function selectExecutionProvider(
 	order: readonly ExecutionProviderName[] = EXECUTION_PROVIDERS,
 ): Promise<ProviderSelection> {
+	const key = order.join(",");
+	let selection = selections.get(key);
+	if (selection === undefined) {
+		selection = trySelectExecutionProvider(order);
+		selections.set(key, selection);
+		selection.catch(() => selections.delete(key));
+	}
+	return selection;
+}
+
+async function trySelectExecutionProvider(order: readonly ExecutionProviderName[]): Promise<ProviderSelection> {
 	const attempts: ProviderAttempt[] = [];
 	// Providers the binary knows about; CUDA is listed (as not bundled) even when its libraries are absent,
 	// so it is still tried and its load error reported.
 	const known = new Set(ort.listSupportedBackends().map((b) => b.name));
-	for (const provider of order) {
+	for (const [index, provider] of order.entries()) {
 		const started = performance.now();
 		if (!known.has(provider)) {
 			attempts.push({
@@ -184,6 +252,11 @@ export async function selectExecutionProvider(
 		}
 		try {
 			await selfTest(provider);
+			const slower = await slowerThanCpu(provider, order.slice(index + 1));
+			if (slower !== undefined) {
+				attempts.push({ provider, outcome: "slower", reason: slower, milliseconds: performance.now() - started });
+				continue;
+			}
 			attempts.push({
 				provider,
 				outcome: "selected",
