@@ -6,10 +6,10 @@
  *   100 per second in RVC's configs, times each upsampling stage's factor). Elementwise work, the NSF source and
  *   the text encoder's attention products (about 0.3 GFLOP per second of window) are left out, so every figure
  *   built on it is a lower bound.
- * - Rates: one `Conv` on `[1, C, rows, T]` (onnxruntime's NCHWc kernels, the synthesizer's own session options, one
+ * - Rates: `Conv` on `[1, C, rows, T]` (onnxruntime's NCHWc kernels, the synthesizer's own session options, one
  *   row per decoded piece as the engine cuts spans) per stage's width and residual kernel, on one 5.32 s window at
- *   that stage's rate, best of a few runs.
- * - Floor: the time the synthesizer would take if all of its arithmetic ran at the fastest rate any of those
+ *   that stage's rate, best of a few runs: a chain of five less a lone one, without the layout changes a lone one pays.
+ * - Floor (`rvc-bench.ts`): the time the synthesizer would take if all of its arithmetic ran at the fastest rate any of those
  *   convolutions reached. It is onnxruntime's kernels' best on this machine, not the hardware's peak: a faster
  *   kernel (a native custom operator) would lower it, and a smaller decoder (another voice) would change the
  *   arithmetic.
@@ -17,11 +17,8 @@
 import "../../gpu-runner/src/engines/rvc/onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import { sessionOptionsFor } from "../../gpu-runner/src/engines/rvc/execution-provider.ts";
-import {
-	type ConvLayer,
-	convolutionChainModel,
-	probeValues,
-} from "../../gpu-runner/src/engines/rvc/probe-convolution.ts";
+import { type ConvLayer, convolutionChainModel } from "../../gpu-runner/src/engines/rvc/probe-convolution.ts";
+import { NormalNoise } from "../../gpu-runner/src/engines/rvc/random.ts";
 import { type SynthesizerConfig, synthesizerTensors } from "../../gpu-runner/src/engines/rvc/synthesizer-config.ts";
 
 /** The decoder's frame rate in RVC's configs: the sample rate over the product of the upsampling rates (400-480). */
@@ -108,8 +105,7 @@ export async function measureConvolutionRates(
 	rows: number,
 	runs = 4,
 ): Promise<ConvolutionRates> {
-	let seed = 7;
-	const uniform = (length: number, scale: number) => probeValues(length, scale, seed++);
+	const noise = new NormalNoise(7);
 	const options = sessionOptionsFor("cpu", { memoryArena: true, intraOpNumThreads });
 	const rates: ConvolutionRates = new Map();
 	for (const stage of arithmetic.stages) {
@@ -122,10 +118,10 @@ export async function measureConvolutionRates(
 				rows,
 				kernel,
 				dilation: PROBE_DILATION,
-				weight: uniform(C * C * kernel, 2 / Math.sqrt(C * kernel)),
-				bias: uniform(C, 0.2),
+				weight: noise.fill(C * C * kernel, 1 / Math.sqrt(C * kernel)),
+				bias: noise.fill(C, 0.1),
 			};
-			const x = new ort.Tensor("float32", uniform(C * rows * T, 2), [1, C, rows, T]);
+			const x = new ort.Tensor("float32", noise.fill(C * rows * T, 1), [1, C, rows, T]);
 			// One convolution and a chain of CHAIN: their difference is CHAIN - 1 convolutions without the two
 			// layout changes (to NCHWc and back) that a lone one pays and the decoder, chaining them, mostly does not.
 			const best: number[] = [];
@@ -149,19 +145,6 @@ export async function measureConvolutionRates(
 		}
 	}
 	return rates;
-}
-
-/**
- * The least time the synthesizer could take for `decodedSeconds` of decoded output and `windowSeconds` of windows,
- * were all of its arithmetic to run at the fastest rate any residual convolution reached alone here.
- */
-export function synthesizerFloorSeconds(
-	arithmetic: SynthesizerArithmetic,
-	rates: ConvolutionRates,
-	decodedSeconds: number,
-	windowSeconds: number,
-): number {
-	return synthesizerFlop(arithmetic, decodedSeconds, windowSeconds) / Math.max(...rates.values());
 }
 
 /** FLOP of the synthesizer's weight products for `decodedSeconds` decoded and `windowSeconds` of windows. */

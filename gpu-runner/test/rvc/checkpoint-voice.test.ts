@@ -31,6 +31,7 @@ import { synthesizerOnnxPath } from "../../src/engines/rvc/synthesizer-file.ts";
 import { SYNTHESIZER_GRAPH_VERSION } from "../../src/engines/rvc/synthesizer-graph.ts";
 import { permanentFailure } from "../../src/job-errors.ts";
 import { scratchDir } from "../helpers/scratch.ts";
+import { checksumNamedCopy } from "./support/checksum-named-copy.ts";
 import { buildTinyContentVec, buildTinyRmvpe, writeModels } from "./support/tiny-models.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
@@ -55,11 +56,7 @@ describe("rvc engine with a .pth synthesizer", () => {
 
 	beforeAll(async () => {
 		artifactPaths = writeModels({ contentvec: buildTinyContentVec(), rmvpe: buildTinyRmvpe({ pitchBin: 168 }) });
-		// Named as the runner's artifact cache names files: by checksum, no extension.
-		const dir = scratchDir("rvc-pth");
-		const bytes = readFileSync(join(FIXTURES, "v2-f0-48k.pth"));
-		checkpoint = join(dir, `${createHash("sha256").update(bytes).digest("hex")}.bin`);
-		copyFileSync(join(FIXTURES, "v2-f0-48k.pth"), checkpoint);
+		checkpoint = checksumNamedCopy(join(FIXTURES, "v2-f0-48k.pth"), scratchDir("rvc-pth"));
 		artifactPaths.set("synthesizer", checkpoint);
 		engine = createRvcEngine({ noiseSeed: 7 });
 		await engine.init();

@@ -5,8 +5,6 @@
  * convert a `.pth` voice as the CPU does. Needs lavapipe from Mesa 23.1 or later (`mesa-vulkan-drivers`; `.ci/run`
  * installs it, from backports on Debian 12, whose Mesa 22.3 lacks a feature Dawn requires).
  */
-import { createHash } from "node:crypto";
-import { copyFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { VoiceDescriptor } from "../../../src/contracts/runner.ts";
@@ -15,6 +13,7 @@ import { createRvcEngine } from "../../src/engines/rvc/index.ts";
 import { scratchDir } from "../helpers/scratch.ts";
 import { sine } from "../helpers/signals.ts";
 import { blocksOf, collect } from "../helpers/streams.ts";
+import { checksumNamedCopy } from "./support/checksum-named-copy.ts";
 import { buildTinyContentVec, buildTinyRmvpe, writeModels } from "./support/tiny-models.ts";
 
 const IN_RATE = 16000;
@@ -58,11 +57,8 @@ describe("the WebGPU provider on a software adapter (Mesa's lavapipe)", () => {
 
 	it("converts a .pth voice as the CPU provider does, when named alone", async () => {
 		const artifactPaths = writeModels({ contentvec: buildTinyContentVec(), rmvpe: buildTinyRmvpe({ pitchBin: 168 }) });
-		const bytes = readFileSync(join(FIXTURES, "v2-f0-48k.pth"));
-		// Named as the runner's artifact cache names files, by checksum; the ONNX built from it goes beside it.
-		const checkpoint = join(scratchDir("rvc-webgpu"), `${createHash("sha256").update(bytes).digest("hex")}.bin`);
-		copyFileSync(join(FIXTURES, "v2-f0-48k.pth"), checkpoint);
-		artifactPaths.set("synthesizer", checkpoint);
+		// The ONNX built from the checkpoint goes beside it.
+		artifactPaths.set("synthesizer", checksumNamedCopy(join(FIXTURES, "v2-f0-48k.pth"), scratchDir("rvc-webgpu")));
 		const voice: VoiceDescriptor = {
 			id: "6c1d0a4e-93b2-4f57-8e0a-2d4b6f8a1c39",
 			name: "pth",

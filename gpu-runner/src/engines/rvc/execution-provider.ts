@@ -12,7 +12,8 @@ import { dirname, join } from "node:path";
 import "./onnxruntime-telemetry-off.ts";
 import * as ort from "onnxruntime-node";
 import { OnnxGraphBuilder } from "./onnx-writer.ts";
-import { convolutionChainModel, probeValues } from "./probe-convolution.ts";
+import { convolutionChainModel } from "./probe-convolution.ts";
+import { NormalNoise } from "./random.ts";
 
 export const EXECUTION_PROVIDERS = ["cuda", "webgpu", "cpu"] as const;
 export type ExecutionProviderName = (typeof EXECUTION_PROVIDERS)[number];
@@ -179,13 +180,14 @@ const PROBE = { channels: 64, length: 8000, kernel: 7, dilation: 3, depth: 4 } a
 /** The probe's best time on `provider` in milliseconds, of three runs after one that loads and plans. */
 async function probeMilliseconds(provider: ExecutionProviderName): Promise<number> {
 	const { channels: C, length: T, kernel: K, depth } = PROBE;
+	const noise = new NormalNoise(1);
 	const model = convolutionChainModel(
-		{ ...PROBE, weight: probeValues(C * C * K, 2 / Math.sqrt(C * K), 1), bias: probeValues(C, 0.2, 2) },
+		{ ...PROBE, weight: noise.fill(C * C * K, 1 / Math.sqrt(C * K)), bias: noise.fill(C, 0.1) },
 		depth,
 	);
 	const session = await ort.InferenceSession.create(model, { ...sessionOptionsFor(provider), logSeverityLevel: 4 });
 	try {
-		const x = new ort.Tensor("float32", probeValues(C * T, 2, 3), [1, C, 1, T]);
+		const x = new ort.Tensor("float32", noise.fill(C * T, 1), [1, C, 1, T]);
 		let best = Number.POSITIVE_INFINITY;
 		for (let run = 0; run < 4; run++) {
 			const started = performance.now();

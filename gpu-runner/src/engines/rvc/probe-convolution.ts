@@ -38,12 +38,3 @@ export function convolutionChainModel(l: ConvLayer, depth = 1): Uint8Array {
 	g.output("y", "float32", [1, l.channels, rows, l.length]);
 	return g.toModel();
 }
-
-/** Uniform values in [-scale/2, scale/2) from a fixed seed: probe weights and inputs, the same on every run. */
-export function probeValues(length: number, scale: number, seed: number): Float32Array {
-	let state = seed >>> 0;
-	return Float32Array.from({ length }, () => {
-		state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-		return (state / 2 ** 32 - 0.5) * scale;
-	});
-}
